@@ -1,0 +1,52 @@
+"""vrom: local-first memory for AI agents.
+
+Index a folder of Markdown notes into a local SQLite store and search it with exact provenance::
+
+    from vrom import Vault
+
+    with Vault.open("~/notes") as vault:
+        vault.index()
+        for hit in vault.search("install plugins", k=5):
+            print(hit.path, hit.heading_path, hit.score)
+"""
+
+from vrom.errors import ModelError, NotFoundError, StorageError, ValidationError, VromError
+from vrom.results import (
+    BackendInfo,
+    Context,
+    Hit,
+    IndexSummary,
+    IndexWarning,
+    Link,
+    Note,
+    NoteRef,
+    Related,
+    SharedTags,
+    VaultStats,
+    to_jsonable,
+)
+from vrom.vault import Vault
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendInfo",
+    "Context",
+    "Hit",
+    "IndexSummary",
+    "IndexWarning",
+    "Link",
+    "ModelError",
+    "NotFoundError",
+    "Note",
+    "NoteRef",
+    "Related",
+    "SharedTags",
+    "StorageError",
+    "ValidationError",
+    "Vault",
+    "VaultStats",
+    "VromError",
+    "__version__",
+    "to_jsonable",
+]

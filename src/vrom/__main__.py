@@ -1,0 +1,5 @@
+"""Run the CLI: ``python -m vrom``."""
+
+from vrom.cli import main
+
+raise SystemExit(main())

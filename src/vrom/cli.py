@@ -1,0 +1,382 @@
+"""The ``vrom`` command line: parse arguments, call the SDK, format what comes back.
+
+Every result-producing command takes ``--json`` and prints the same shapes the Python API returns
+(`vrom.to_jsonable`). A `VromError` becomes one line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from vrom import __version__
+from vrom.errors import ValidationError, VromError
+from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
+from vrom.results import Context, Hit, IndexSummary, Note, Related, to_jsonable
+from vrom.state import STATE_DIR_ENV
+from vrom.vault import VAULT_ENV, Vault
+
+WARNINGS_SHOWN = 10
+
+
+def _print_json(value: Any, out: TextIO) -> None:
+    json.dump(to_jsonable(value), out, ensure_ascii=False, indent=2)
+    out.write("\n")
+
+
+def _parse_where(items: Sequence[str], path: str | None, tags: Sequence[str]) -> dict[str, Any]:
+    where: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ValidationError(f"--where takes KEY=VALUE, not {item!r}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        where[key.strip()] = value if isinstance(value, (str, int, float, bool)) else raw
+    if path:
+        where["path"] = path
+    if tags:
+        where["tags"] = list(tags)
+    return where
+
+
+def _open_vault(args: argparse.Namespace) -> Vault:
+    if args.db:
+        return Vault.open_store(args.db)
+    if args.vault:
+        return Vault.open(args.vault, args.state_dir)
+    return Vault.open_default(args.state_dir)
+
+
+# -- formatting ------------------------------------------------------------------------------
+
+
+def _format_hits(hits: Sequence[Hit], out: TextIO) -> None:
+    if not hits:
+        out.write("no matches\n")
+        return
+    for rank, hit in enumerate(hits, start=1):
+        where = f" › {hit.heading_path}" if hit.heading_path else ""
+        out.write(f"{rank}. {hit.path}{where}  (score {hit.score:.3f})\n")
+        out.write(f"   {hit.excerpt}\n")
+        out.write(
+            f"   chunk {hit.chunk_id} · sha256 {hit.content_hash[:12]} · "
+            f"relevance {hit.human_relevance_score:.2f}\n"
+        )
+
+
+def _format_summary(summary: IndexSummary) -> str:
+    return (
+        f"indexed {summary.notes:,} notes, {summary.chunks:,} chunks in "
+        f"{summary.seconds:.2f} s: {summary.added:,} added, {summary.changed:,} changed, "
+        f"{summary.removed:,} removed, {summary.renamed:,} renamed, "
+        f"{summary.unchanged:,} unchanged, {summary.skipped:,} skipped"
+    )
+
+
+def _format_note(note: Note, out: TextIO) -> None:
+    modified = dt.datetime.fromtimestamp(note.modified_unix, dt.timezone.utc).isoformat(
+        timespec="seconds"
+    )
+    out.write(
+        f"{note.title}\n{note.path} · id {note.note_id} · {note.chunk_count} chunks · "
+        f"modified {modified} · sha256 {note.content_hash[:12]}\n"
+    )
+    if note.tags:
+        out.write("tags: " + ", ".join(f"#{t}" for t in note.tags) + "\n")
+    if note.frontmatter:
+        out.write("frontmatter: " + json.dumps(note.frontmatter, ensure_ascii=False) + "\n")
+    out.write("\n" + note.body.rstrip() + "\n")
+
+
+def _format_related(related: Related, out: TextIO) -> None:
+    out.write(f"{related.note.title} ({related.note.path})\n")
+    out.write(f"\nlinks ({len(related.links)}):\n")
+    for link in related.links:
+        target = link.resolved_path or "(unresolved)"
+        out.write(f"  {link.kind}: {link.target or '#' + (link.heading or '')} → {target}\n")
+    out.write(f"\nbacklinks ({len(related.backlinks)}):\n")
+    for ref in related.backlinks:
+        out.write(f"  {ref.path}\n")
+    out.write(f"\nshared tags ({len(related.shared_tags)}):\n")
+    for shared in related.shared_tags:
+        out.write(f"  {shared.note.path}: " + ", ".join(f"#{t}" for t in shared.tags) + "\n")
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
+    vault = Vault.open(
+        args.path,
+        args.state_dir,
+        max_file_bytes=args.max_file_size,
+        chunk_chars=args.chunk_chars,
+        chunk_overlap=args.chunk_overlap,
+    )
+    with vault:
+        show_progress = not (args.json or args.quiet) and sys.stderr.isatty()
+        if show_progress:
+            from rich.progress import Progress  # the progress bar is only for people at a TTY
+
+            with Progress(transient=True) as bar:
+                task = bar.add_task("indexing", total=None)
+
+                def progress(done: int, total: int, path: str) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                summary = vault.index(progress, force=args.force)
+        else:
+            summary = vault.index(force=args.force)
+    if args.json:
+        _print_json(summary, out)
+        return 0
+    if not args.quiet:
+        for warning in summary.warnings[:WARNINGS_SHOWN]:
+            sys.stderr.write(f"warning: {warning.path}: {warning.reason}\n")
+        hidden = len(summary.warnings) - WARNINGS_SHOWN
+        if hidden > 0:
+            sys.stderr.write(f"warning: … and {hidden} more (see --json)\n")
+    out.write(_format_summary(summary) + "\n")
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace, out: TextIO) -> int:
+    where = _parse_where(args.where, args.path, args.tag)
+    with _open_vault(args) as vault:
+        hits = vault.search(args.query, k=args.k, where=where or None)
+    if args.json:
+        _print_json(hits, out)
+    else:
+        _format_hits(hits, out)
+    return 0
+
+
+def _cmd_get_note(args: argparse.Namespace, out: TextIO) -> int:
+    with _open_vault(args) as vault:
+        note = vault.get_note(args.note)
+    if args.json:
+        _print_json(note, out)
+    else:
+        _format_note(note, out)
+    return 0
+
+
+def _cmd_related(args: argparse.Namespace, out: TextIO) -> int:
+    with _open_vault(args) as vault:
+        related = vault.related(args.note, k=args.k)
+    if args.json:
+        _print_json(related, out)
+    else:
+        _format_related(related, out)
+    return 0
+
+
+def _cmd_context(args: argparse.Namespace, out: TextIO) -> int:
+    where = _parse_where(args.where, args.path, args.tag)
+    with _open_vault(args) as vault:
+        context: Context = vault.context(
+            args.query, max_tokens=args.max_tokens, k=args.k, where=where or None
+        )
+    if args.json:
+        _print_json(context, out)
+    else:
+        out.write((context.text or "no matches") + "\n")
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
+    with _open_vault(args) as vault:
+        stats = vault.stats()
+    if args.json:
+        _print_json(stats, out)
+        return 0
+    last = (
+        "never"
+        if stats.last_indexed_unix is None
+        else dt.datetime.fromtimestamp(stats.last_indexed_unix, dt.timezone.utc).isoformat(
+            timespec="seconds"
+        )
+    )
+    out.write(
+        f"vault:       {stats.vault_root}\nstore:       {stats.store_path} "
+        f"({stats.store_bytes / 1e6:.1f} MB)\nnotes:       {stats.notes:,}\n"
+        f"chunks:      {stats.chunks:,}\nlinks:       {stats.links:,} "
+        f"({stats.unresolved_links:,} unresolved)\ntags:        {stats.tags:,}\n"
+        f"last index:  {last}\n"
+    )
+    return 0
+
+
+def _cmd_backend_info(args: argparse.Namespace, out: TextIO) -> int:
+    with _open_vault(args) as vault:
+        info = vault.backend_info()
+    if args.json:
+        _print_json(info, out)
+        return 0
+    rows = {
+        "backend": info.backend,
+        "store": info.store_path,
+        "schema version": info.schema_version,
+        "fts tokenizers": ", ".join(info.fts_tokenizers),
+        "capabilities": ", ".join(info.capabilities),
+        **info.details,
+    }
+    for key, value in rows.items():
+        out.write(f"{key + ':':<23}{value}\n")
+    return 0
+
+
+# -- parser ----------------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``vrom`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="vrom",
+        description="Local-first memory for AI agents: index a Markdown vault, search it with "
+        "exact provenance.",
+    )
+    parser.add_argument("--version", action="version", version=f"vrom {__version__}")
+    parser.add_argument(
+        "--state-dir",
+        default=None,
+        help=f"where vault stores live (default: ${STATE_DIR_ENV} or the user data dir)",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(
+        name: str,
+        handler: Callable[[argparse.Namespace, TextIO], int],
+        help_text: str,
+        *,
+        vault: bool = True,
+    ) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(handler=handler)
+        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+        if vault:
+            which = sub.add_mutually_exclusive_group()
+            which.add_argument(
+                "--vault",
+                metavar="PATH",
+                help=f"the vault (default: ${VAULT_ENV}, the indexed vault at or "
+                "above the current directory, else the one indexed last)",
+            )
+            which.add_argument("--db", metavar="FILE", help="open this store file directly")
+        return sub
+
+    def filters(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--where",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="keep notes whose frontmatter KEY equals VALUE (repeatable)",
+        )
+        sub.add_argument("--path", help="keep notes under this folder or path prefix")
+        sub.add_argument(
+            "--tag",
+            action="append",
+            default=[],
+            help="keep notes with this tag (repeatable; nested tags match)",
+        )
+
+    sub = command("index", _cmd_index, "Index (or re-index) a vault folder.", vault=False)
+    sub.add_argument("path", metavar="PATH", help="the vault folder")
+    sub.add_argument("--force", action="store_true", help="rewrite every note, changed or not")
+    sub.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    sub.add_argument(
+        "--max-file-size",
+        type=_positive_int,
+        default=DEFAULT_MAX_FILE_BYTES,
+        metavar="BYTES",
+        help="skip larger files (default: %(default)s)",
+    )
+    sub.add_argument(
+        "--chunk-chars",
+        type=_positive_int,
+        default=1000,
+        metavar="N",
+        help="target chunk size in characters (default: %(default)s)",
+    )
+    sub.add_argument(
+        "--chunk-overlap",
+        type=int,
+        default=150,
+        metavar="N",
+        help="overlap between split chunks in characters (default: %(default)s)",
+    )
+
+    sub = command("search", _cmd_search, "Search the vault by keyword (BM25).")
+    sub.add_argument("query", metavar="QUERY", help='words, "exact phrases", -excluded, prefix*')
+    sub.add_argument("-k", type=_positive_int, default=10, help="hits to return (default: 10)")
+    filters(sub)
+
+    sub = command("get-note", _cmd_get_note, "Show one note: metadata, links, tags and body.")
+    sub.add_argument("note", metavar="PATH_OR_ID", help="note path, name or id")
+
+    sub = command(
+        "related", _cmd_related, "Show a note's links, backlinks and notes sharing its tags."
+    )
+    sub.add_argument("note", metavar="PATH_OR_ID", help="note path, name or id")
+    sub.add_argument(
+        "-k", type=_positive_int, default=20, help="notes sharing tags to show (default: 20)"
+    )
+
+    sub = command(
+        "context",
+        _cmd_context,
+        "Print LLM-ready context for a query, with sources, within a token budget.",
+    )
+    sub.add_argument("query", metavar="QUERY")
+    sub.add_argument(
+        "--max-tokens", type=_positive_int, default=2000, help="token budget (default: 2000)"
+    )
+    sub.add_argument("-k", type=_positive_int, default=20, help="hits to draw from (default: 20)")
+    filters(sub)
+
+    command("stats", _cmd_stats, "Show counts and sizes of the vault's store.")
+    command(
+        "backend-info",
+        _cmd_backend_info,
+        "Show the store backend, its schema version, tokenizers and capabilities.",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the CLI; return the exit code (0 ok, 1 error, 2 usage, 130 interrupted)."""
+    args = build_parser().parse_args(argv)
+    out = out or sys.stdout
+    try:
+        handler: Callable[[argparse.Namespace, TextIO], int] = args.handler
+        return handler(args, out)
+    except VromError as exc:
+        sys.stderr.write(f"vrom: error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("vrom: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # the reader went away (e.g. `vrom search ... | head`): not an error worth a traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -1,0 +1,307 @@
+"""Bring a vault's store up to date with its files, touching only what changed.
+
+A note whose size and mtime match the store is skipped without being read; one whose bytes hash
+to the stored content hash only gets its mtime updated; a new path whose hash matches a vanished
+path is a rename and keeps its note id. Notes are written in batched transactions (each note whole
+or not at all), so a process killed at any moment leaves a consistent store, and the next run
+finishes the job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vrom.errors import ValidationError
+from vrom.ingest.chunk import ChunkStrategy, chunk_note
+from vrom.ingest.parse import name_key, note_key, parse_note
+from vrom.ingest.relevance import human_relevance_score
+from vrom.ingest.walk import (
+    DEFAULT_MAX_FILE_BYTES,
+    NoteFile,
+    is_note_name,
+    read_note_text,
+    walk_vault,
+)
+from vrom.results import IndexSummary, IndexWarning
+from vrom.store import ChunkRecord, DocumentRecord, DocumentState, LinkRecord, Store
+
+ProgressCallback = Callable[[int, int, str], None]
+"""Called as ``progress(done, total, path)`` while indexing."""
+
+STRATEGY_META_KEY = "chunk_strategy"
+BATCH_NOTES = 128
+BATCH_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    """How a vault is indexed: the file size limit and the chunk strategy."""
+
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    strategy: ChunkStrategy = field(default_factory=ChunkStrategy)
+
+
+@dataclass
+class _Tally:
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    renamed: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    warnings: list[IndexWarning] = field(default_factory=list)
+
+    def skip(self, path: str, reason: str) -> None:
+        self.skipped += 1
+        self.warnings.append(IndexWarning(path, reason))
+
+
+def vault_relative(root: Path, path: str | os.PathLike[str]) -> str:
+    """Return ``path`` as a POSIX path relative to the vault root, refusing anything outside it.
+
+    Relative paths are taken from the root. ``..`` that climbs out, absolute paths elsewhere,
+    and symlinks that resolve outside the vault raise `ValidationError`.
+    """
+    root = root.resolve()
+    candidate = Path(path)
+    if not candidate.is_absolute():
+        candidate = root / candidate
+    resolved = Path(os.path.realpath(candidate))
+    try:
+        relative = resolved.relative_to(root)
+    except ValueError:
+        raise ValidationError(f"path {os.fspath(path)!r} is outside the vault {root}") from None
+    if not relative.parts:
+        raise ValidationError(f"path {os.fspath(path)!r} is the vault itself, not a note")
+    return relative.as_posix()
+
+
+class Indexer:
+    """Writes a vault's notes into a store; one instance per vault and store."""
+
+    def __init__(self, store: Store, root: Path, options: IndexOptions) -> None:
+        self._store = store
+        self._root = root.resolve()
+        self._options = options
+        self._strategy_json = json.dumps(options.strategy.as_dict(), sort_keys=True)
+
+    def strategy_changed(self) -> bool:
+        """True when the store was chunked with another strategy (so every note is redone)."""
+        return self._store.get_meta(STRATEGY_META_KEY) != self._strategy_json
+
+    def index(self, progress: ProgressCallback | None = None, force: bool = False) -> IndexSummary:
+        """Index the whole vault; ``force`` rewrites every note even when unchanged."""
+        started = time.perf_counter()
+        files, walk_warnings = walk_vault(self._root, self._options.max_file_bytes)
+        tally = _Tally()
+        for warning in walk_warnings:
+            tally.skip(warning.path, warning.reason)
+        states = self._store.document_states()
+        rewrite_all = force or self.strategy_changed()
+        walked = {f.path for f in files}
+        vanished = {path: state for path, state in states.items() if path not in walked}
+        by_hash: dict[str, list[str]] = {}
+        for path, gone in vanished.items():
+            by_hash.setdefault(gone.content_hash, []).append(path)
+
+        batch = _Batch(self._store)
+        for done, note_file in enumerate(files, start=1):
+            state = states.get(note_file.path)
+            if (
+                state is not None
+                and not rewrite_all
+                and state.mtime == note_file.mtime
+                and state.size == note_file.size
+            ):
+                tally.unchanged += 1
+            else:
+                self._index_file(note_file, state, by_hash, vanished, rewrite_all, batch, tally)
+            if progress is not None:
+                progress(done, len(files), note_file.path)
+        batch.flush()
+        with self._store.transaction():
+            for gone in vanished.values():
+                self._store.delete_document(gone.document_id)
+                tally.removed += 1
+            self._store.set_meta(STRATEGY_META_KEY, self._strategy_json)
+            self._store.set_meta("vault_root", str(self._root))
+            self._store.set_meta("last_indexed_unix", repr(time.time()))
+        return self._summary(tally, started)
+
+    def reindex_paths(self, paths: Iterable[str | os.PathLike[str]]) -> IndexSummary:
+        """Re-index just these notes (added, changed or deleted on disk); cheap for a few paths."""
+        started = time.perf_counter()
+        tally = _Tally()
+        states = self._store.document_states()
+        batch = _Batch(self._store)
+        for raw in paths:
+            rel = vault_relative(self._root, raw)
+            absolute = self._root / rel
+            state = states.get(rel)
+            if any(part.startswith(".") for part in Path(rel).parts) or not is_note_name(
+                absolute.name
+            ):
+                tally.skip(rel, "skipped: not a note vrom indexes (hidden or not Markdown)")
+                continue
+            try:
+                stat = absolute.stat()
+            except FileNotFoundError:
+                if state is not None:
+                    batch.delete(state.document_id)
+                    tally.removed += 1
+                continue
+            except OSError as exc:
+                tally.skip(rel, f"unreadable: {exc.strerror or exc}")
+                continue
+            if stat.st_size > self._options.max_file_bytes:
+                tally.skip(
+                    rel,
+                    f"skipped: {stat.st_size:,} bytes is over the "
+                    f"{self._options.max_file_bytes:,}-byte limit",
+                )
+                continue
+            note_file = NoteFile(rel, absolute, stat.st_size, stat.st_mtime)
+            self._index_file(note_file, state, {}, {}, False, batch, tally)
+        batch.flush()
+        return self._summary(tally, started)
+
+    def _index_file(
+        self,
+        note_file: NoteFile,
+        state: DocumentState | None,
+        by_hash: dict[str, list[str]],
+        vanished: dict[str, DocumentState],
+        rewrite_all: bool,
+        batch: _Batch,
+        tally: _Tally,
+    ) -> None:
+        try:
+            data = note_file.abs_path.read_bytes()
+        except OSError as exc:
+            tally.skip(note_file.path, f"unreadable: {exc.strerror or exc}")
+            return
+        text, problem = read_note_text(data)
+        if text is None:
+            tally.skip(note_file.path, problem or "skipped")
+            if state is not None:  # it was a note once; it is not one now
+                batch.delete(state.document_id)
+                tally.removed += 1
+            return
+        if problem:
+            tally.warnings.append(IndexWarning(note_file.path, problem))
+        content_hash = hashlib.sha256(data).hexdigest()
+        if state is not None and state.content_hash == content_hash and not rewrite_all:
+            batch.touch(state.document_id, note_file.mtime, note_file.size)
+            tally.unchanged += 1
+            return
+        document_id = state.document_id if state is not None else None
+        if document_id is None and by_hash.get(content_hash):
+            old_path = by_hash[content_hash].pop()
+            document_id = vanished.pop(old_path).document_id
+            tally.renamed += 1
+        elif state is None:
+            tally.added += 1
+        else:
+            tally.changed += 1
+        try:
+            record, chunks, links, tags, warnings = self._prepare(note_file, text, content_hash)
+        except Exception as exc:  # a parser bug must cost one note, never the whole run
+            tally.skip(note_file.path, f"could not be parsed ({type(exc).__name__}: {exc})")
+            return
+        tally.warnings.extend(IndexWarning(note_file.path, w) for w in warnings)
+        batch.put(record, chunks, links, tags, document_id)
+
+    def _prepare(
+        self, note_file: NoteFile, text: str, content_hash: str
+    ) -> tuple[DocumentRecord, list[ChunkRecord], list[LinkRecord], list[str], list[str]]:
+        note = parse_note(text, note_file.path)
+        spans = chunk_note(note, self._options.strategy)
+        record = DocumentRecord(
+            path=note_file.path,
+            path_key=note_key(note_file.path),
+            name_key=name_key(note_file.path),
+            title=note.title,
+            frontmatter=note.frontmatter,
+            content_hash=content_hash,
+            mtime=note_file.mtime,
+            size=note_file.size,
+            human_relevance_score=human_relevance_score(note.frontmatter, note_file.path),
+        )
+        chunks = [
+            ChunkRecord(
+                s.position, s.heading_path, s.text, s.char_start, s.char_end, s.content_hash
+            )
+            for s in spans
+        ]
+        links = [
+            LinkRecord(
+                link.kind, link.target, link.target_key, link.heading, link.alias, link.position
+            )
+            for link in note.links
+        ]
+        return record, chunks, links, note.tags, note.warnings
+
+    def _summary(self, tally: _Tally, started: float) -> IndexSummary:
+        counts = self._store.counts()
+        return IndexSummary(
+            added=tally.added,
+            changed=tally.changed,
+            removed=tally.removed,
+            renamed=tally.renamed,
+            unchanged=tally.unchanged,
+            skipped=tally.skipped,
+            notes=counts.documents,
+            chunks=counts.chunks,
+            seconds=round(time.perf_counter() - started, 4),
+            warnings=tuple(tally.warnings),
+        )
+
+
+class _Batch:
+    """Collects writes and commits them together every `BATCH_NOTES` notes or `BATCH_SECONDS`.
+
+    Each note is written whole inside one transaction, so a crash loses at most the open batch.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._ops: list[Callable[[], object]] = []
+        self._opened = time.perf_counter()
+
+    def put(
+        self,
+        record: DocumentRecord,
+        chunks: list[ChunkRecord],
+        links: list[LinkRecord],
+        tags: list[str],
+        document_id: int | None,
+    ) -> None:
+        self._add(lambda: self._store.put_document(record, chunks, links, tags, document_id))
+
+    def touch(self, document_id: int, mtime: float, size: int) -> None:
+        self._add(lambda: self._store.touch_document(document_id, mtime, size))
+
+    def delete(self, document_id: int) -> None:
+        self._add(lambda: self._store.delete_document(document_id))
+
+    def _add(self, op: Callable[[], object]) -> None:
+        if not self._ops:
+            self._opened = time.perf_counter()
+        self._ops.append(op)
+        if len(self._ops) >= BATCH_NOTES or time.perf_counter() - self._opened >= BATCH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit what is pending in one transaction."""
+        if not self._ops:
+            return
+        with self._store.transaction():
+            for op in self._ops:
+                op()
+        self._ops.clear()

@@ -1,0 +1,125 @@
+"""Find the notes of a vault: Markdown files, minus what must not be indexed.
+
+Skipped with a warning: symlinks that leave the vault (or loop), files over the size limit,
+and unreadable entries. Skipped silently: ``.git``, ``.obsidian``, ``.trash``, ``node_modules``,
+hidden files and folders, and files that are not Markdown. Binary content is detected later,
+when the file is read (`read_note_text`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from vrom.ingest.parse import NOTE_SUFFIXES
+from vrom.results import IndexWarning
+
+IGNORED_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
+DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
+_BINARY_SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class NoteFile:
+    """A Markdown file found in the vault: POSIX path relative to the root, size, mtime."""
+
+    path: str
+    abs_path: Path
+    size: int
+    mtime: float
+
+
+def is_note_name(name: str) -> bool:
+    """Return True when a file name is a Markdown note vrom indexes."""
+    return name.lower().endswith(NOTE_SUFFIXES) and not name.startswith(".")
+
+
+def walk_vault(
+    root: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+) -> tuple[list[NoteFile], list[IndexWarning]]:
+    """Return the vault's note files (sorted by path) and a warning for each one skipped."""
+    root = root.resolve()
+    files: list[NoteFile] = []
+    warnings: list[IndexWarning] = []
+    seen_dirs: set[str] = {str(root)}
+    for entry, rel in _entries(root, root, "", seen_dirs, warnings):
+        try:
+            stat = entry.stat()  # follows symlinks, already confirmed to stay in the vault
+        except OSError as exc:
+            warnings.append(IndexWarning(rel, f"unreadable: {exc.strerror or exc}"))
+            continue
+        if stat.st_size > max_file_bytes:
+            warnings.append(
+                IndexWarning(
+                    rel,
+                    f"skipped: {stat.st_size:,} bytes is over the {max_file_bytes:,}-byte limit",
+                )
+            )
+            continue
+        files.append(NoteFile(rel, Path(entry.path), stat.st_size, stat.st_mtime))
+    files.sort(key=lambda f: f.path)
+    return files, warnings
+
+
+def _inside(root: Path, target: str) -> bool:
+    return target == str(root) or target.startswith(str(root) + os.sep)
+
+
+def _entries(
+    root: Path, folder: Path, prefix: str, seen_dirs: set[str], warnings: list[IndexWarning]
+) -> Iterator[tuple[os.DirEntry[str], str]]:
+    try:
+        with os.scandir(folder) as scan:
+            entries = sorted(scan, key=lambda e: e.name)
+    except OSError as exc:
+        warnings.append(IndexWarning(prefix or ".", f"unreadable folder: {exc.strerror or exc}"))
+        return
+    for entry in entries:
+        rel = f"{prefix}{entry.name}"
+        if entry.name.startswith("."):
+            continue
+        try:
+            is_link = entry.is_symlink()
+            is_dir = entry.is_dir()
+        except OSError as exc:
+            warnings.append(IndexWarning(rel, f"unreadable: {exc.strerror or exc}"))
+            continue
+        if is_dir and entry.name in IGNORED_DIRS:
+            continue
+        if not is_dir and not is_note_name(entry.name):
+            continue
+        if is_link:
+            target = os.path.realpath(entry.path)
+            if not _inside(root, target):
+                warnings.append(IndexWarning(rel, "skipped: symlink points outside the vault"))
+                continue
+        if is_dir:
+            real = os.path.realpath(entry.path)
+            if real in seen_dirs:
+                warnings.append(IndexWarning(rel, "skipped: symlink loop or folder seen twice"))
+                continue
+            seen_dirs.add(real)
+            yield from _entries(root, Path(entry.path), f"{rel}/", seen_dirs, warnings)
+        elif entry.is_file():
+            yield entry, rel
+
+
+def read_note_text(data: bytes) -> tuple[str | None, str | None]:
+    """Decode a note's bytes; return (text, warning) or (None, reason) for binary content.
+
+    Invalid UTF-8 is decoded with replacement characters and a warning. A UTF-8 byte-order mark
+    is dropped; line endings are kept as written so offsets match the file.
+    """
+    if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
+        return None, "skipped: binary content (NUL bytes)"
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return (
+            data.decode("utf-8", errors="replace"),
+            f"invalid UTF-8 at byte {exc.start}: decoded with replacement characters",
+        )

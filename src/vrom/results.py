@@ -1,0 +1,198 @@
+"""Plain result types that the SDK returns and the CLI (``--json``) and MCP server serialise.
+
+Every type is a frozen dataclass with documented fields; `to_jsonable` is the one function that
+turns any of them (or a list of them) into JSON-ready dicts, so all faces return the same shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a chunk of a note, with the provenance needed to cite it exactly.
+
+    Fields:
+        chunk_id: the chunk's id in the store (stable until the note's text changes).
+        path: the note's path relative to the vault root, with ``/`` separators.
+        title: the note's title (frontmatter ``title`` › first H1 › file name).
+        heading_path: the headings above the chunk, joined with `` > `` ("Setup > Install").
+        excerpt: a bounded excerpt of the chunk around the best match.
+        score: the final ranking score (higher is better); its parts are in ``scores``.
+        content_hash: SHA-256 of the chunk's text, hex.
+        modified_unix: the note file's modification time (seconds since the epoch).
+        human_relevance_score: the note's human-relevance prior in [0, 1].
+        note_id: the note's id in the store.
+        position: the chunk's position in the note (0-based).
+        char_start, char_end: the chunk's character offsets in the note's text.
+        text: the chunk's whole text.
+        scores: the parts of ``score`` (e.g. ``bm25`` and ``prior``).
+    """
+
+    chunk_id: int
+    path: str
+    title: str
+    heading_path: str
+    excerpt: str
+    score: float
+    content_hash: str
+    modified_unix: float
+    human_relevance_score: float
+    note_id: int
+    position: int
+    char_start: int
+    char_end: int
+    text: str
+    scores: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IndexWarning:
+    """A file that was skipped or indexed with a caveat, and why (``reason`` is one line)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class IndexSummary:
+    """What one indexing run did.
+
+    Fields:
+        added, changed, removed, renamed: notes written, rewritten, deleted and moved.
+        unchanged: notes whose content was already indexed.
+        skipped: files left out (binary, too large, unreadable, escaping symlinks, ...).
+        notes, chunks: totals in the store after the run.
+        seconds: wall time of the run.
+        warnings: one entry per skipped file or caveat (broken frontmatter, bad UTF-8, ...).
+    """
+
+    added: int
+    changed: int
+    removed: int
+    renamed: int
+    unchanged: int
+    skipped: int
+    notes: int
+    chunks: int
+    seconds: float
+    warnings: Sequence[IndexWarning] = ()
+
+
+@dataclass(frozen=True)
+class NoteRef:
+    """A pointer to a note: its id, path and title."""
+
+    note_id: int
+    path: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link written in a note.
+
+    ``kind`` is ``wikilink``, ``embed`` or ``markdown``; ``target`` is as written; ``heading``
+    and ``alias`` are the ``#heading`` and ``|alias`` parts; ``resolved_path`` is the path of the
+    note it points to, or None when no note matches.
+    """
+
+    kind: str
+    target: str
+    heading: str | None
+    alias: str | None
+    resolved_path: str | None
+
+
+@dataclass(frozen=True)
+class Note:
+    """A whole indexed note as the store holds it, plus its body re-read from the vault."""
+
+    note_id: int
+    path: str
+    title: str
+    frontmatter: Mapping[str, Any]
+    headings: Sequence[str]
+    tags: Sequence[str]
+    links: Sequence[Link]
+    content_hash: str
+    modified_unix: float
+    size: int
+    human_relevance_score: float
+    chunk_count: int
+    body: str
+
+
+@dataclass(frozen=True)
+class SharedTags:
+    """A note that shares tags with another, and which tags."""
+
+    note: NoteRef
+    tags: Sequence[str]
+
+
+@dataclass(frozen=True)
+class Related:
+    """Notes related to ``note``: what it links to, what links to it, and what shares its tags."""
+
+    note: NoteRef
+    links: Sequence[Link]
+    backlinks: Sequence[NoteRef]
+    shared_tags: Sequence[SharedTags]
+
+
+@dataclass(frozen=True)
+class Context:
+    """LLM-ready text built from search hits within a token budget.
+
+    ``text`` holds numbered passages followed by a ``Sources:`` list; ``sources`` are the hits
+    it used, in order; ``tokens`` is the estimated size of ``text``.
+    """
+
+    query: str
+    text: str
+    tokens: int
+    sources: Sequence[Hit]
+
+
+@dataclass(frozen=True)
+class VaultStats:
+    """Counts and sizes of one vault's store."""
+
+    vault_root: str
+    store_path: str
+    notes: int
+    chunks: int
+    links: int
+    unresolved_links: int
+    tags: int
+    store_bytes: int
+    last_indexed_unix: float | None
+    chunk_strategy: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What the store backend is and can do; ``details`` holds backend-specific facts."""
+
+    backend: str
+    store_path: str
+    schema_version: int
+    fts_tokenizers: Sequence[str]
+    capabilities: Sequence[str]
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Return ``value`` (a result dataclass, or lists/dicts of them) as JSON-ready data."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value

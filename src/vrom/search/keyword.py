@@ -1,0 +1,72 @@
+"""Keyword search: BM25 over the store's full-text index, with the human-relevance prior."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vrom.errors import ValidationError
+from vrom.results import Hit
+from vrom.search.excerpt import excerpt
+from vrom.search.query import parse_query, parse_where, query_words
+from vrom.store import Store, StoredChunk
+
+MAX_K = 1000
+# the prior scales BM25 by 0.75 (system notes) .. 1.25 (notes written for people); 0.5 → 1.0
+PRIOR_SPREAD = 0.5
+# candidates fetched per requested hit, so the prior can reorder within a wider pool
+CANDIDATE_FACTOR = 4
+
+
+def prior_factor(human_relevance_score: float) -> float:
+    """Return the multiplier the human-relevance prior applies to a text score."""
+    return 1.0 + PRIOR_SPREAD * (human_relevance_score - 0.5)
+
+
+def make_hit(
+    chunk: StoredChunk, score: float, scores: Mapping[str, float], words: list[str]
+) -> Hit:
+    """Return the `Hit` for a stored chunk, with an excerpt around ``words``."""
+    return Hit(
+        chunk_id=chunk.chunk_id,
+        path=chunk.path,
+        title=chunk.title,
+        heading_path=chunk.heading_path,
+        excerpt=excerpt(chunk.text, words),
+        score=round(score, 6),
+        content_hash=chunk.content_hash,
+        modified_unix=chunk.mtime,
+        human_relevance_score=chunk.human_relevance_score,
+        note_id=chunk.document_id,
+        position=chunk.position,
+        char_start=chunk.char_start,
+        char_end=chunk.char_end,
+        text=chunk.text,
+        scores={k: round(v, 6) for k, v in scores.items()},
+    )
+
+
+def keyword_search(
+    store: Store, query: str, k: int = 10, where: Mapping[str, Any] | None = None
+) -> list[Hit]:
+    """Return the best ``k`` chunks for a keyword query, best first."""
+    if not isinstance(query, str):
+        raise ValidationError(f"query must be a string, not {type(query).__name__}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValidationError(f"k must be an integer from 1 to {MAX_K}, not {k!r}")
+    parsed = parse_query(query)
+    rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), parse_where(where))
+    words = query_words(parsed)
+    ranked = sorted(
+        ((row.bm25 * prior_factor(row.chunk.human_relevance_score), row) for row in rows),
+        key=lambda pair: (-pair[0], pair[1].chunk.chunk_id),
+    )[:k]
+    return [
+        make_hit(
+            row.chunk,
+            score,
+            {"bm25": row.bm25, "prior": prior_factor(row.chunk.human_relevance_score)},
+            words,
+        )
+        for score, row in ranked
+    ]

@@ -1,0 +1,99 @@
+"""Read what a user typed as a keyword query, and a ``where`` mapping as a filter.
+
+Query syntax (never raises on any input):
+    word            a term; notes with more of the terms rank higher (any term may match)
+    "two words"     a phrase
+    -word, -"a b"   must not appear (ignored when nothing positive is left)
+    pre*            a prefix
+Everything else, operators and stray punctuation included, is taken literally as words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from vrom.errors import ValidationError
+from vrom.store import KeywordQuery, Where
+
+_TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+_WORD = re.compile(r"\w", re.UNICODE)
+_TERM_SPLIT = re.compile(r"[^\w*]+", re.UNICODE)
+_FIELD_NAME = re.compile(r"^[^\x00-\x1f]{1,128}$")
+Scalar = str | int | float | bool
+
+
+def parse_query(text: str) -> KeywordQuery:
+    """Return the parsed form of a keyword query."""
+    terms: list[str] = []
+    phrases: list[str] = []
+    excluded: list[str] = []
+    for match in _TOKEN.finditer(text):
+        negated, quoted, bare = match.group(1), match.group(2), match.group(3)
+        if quoted is not None:
+            words = " ".join(w for w in _TERM_SPLIT.split(quoted.replace("*", " ")) if w)
+            if _WORD.search(words):
+                (excluded if negated else phrases).append(words)
+            continue
+        negated_bare = bare.startswith("-") and len(bare) > 1
+        for word in _TERM_SPLIT.split(bare[1:] if negated_bare else bare):
+            prefix = word.endswith("*")
+            word = word.replace("*", "")
+            if not _WORD.search(word):
+                continue
+            if negated_bare:
+                excluded.append(word)
+            else:
+                terms.append(word + ("*" if prefix else ""))
+    return KeywordQuery(
+        tuple(dict.fromkeys(terms)), tuple(dict.fromkeys(phrases)), tuple(dict.fromkeys(excluded))
+    )
+
+
+def query_words(query: KeywordQuery) -> list[str]:
+    """Return the positive words of a query (for excerpts and highlighting), longest first."""
+    words = [t.rstrip("*") for t in query.terms]
+    for phrase in query.phrases:
+        words.append(phrase)
+        words.extend(phrase.split())
+    return sorted(set(words), key=len, reverse=True)
+
+
+def parse_where(where: Mapping[str, Any] | None) -> Where | None:
+    """Return the filter a ``where`` mapping describes.
+
+    Keys: ``path`` (a folder or path prefix), ``tag`` / ``tags`` (a tag or list of tags, all
+    required; ``project`` also matches ``project/alpha``); any other key is a frontmatter field
+    that must equal the given scalar (a list field matches when it holds the value).
+    """
+    if not where:
+        return None
+    if not isinstance(where, Mapping):
+        raise ValidationError(
+            f"where must be a mapping of field to value, not {type(where).__name__}"
+        )
+    path_prefix: str | None = None
+    tags: list[str] = []
+    fields: list[tuple[str, Scalar]] = []
+    for key, value in where.items():
+        if not isinstance(key, str) or not _FIELD_NAME.match(key):
+            raise ValidationError(f"where: field name {key!r} is not valid")
+        if key == "path":
+            if not isinstance(value, str) or not value.strip("/"):
+                raise ValidationError("where: 'path' must be a non-empty folder or path prefix")
+            path_prefix = value.strip().lstrip("./").lstrip("/")
+        elif key in ("tag", "tags"):
+            values = value if isinstance(value, (list, tuple)) else [value]
+            for tag in values:
+                if not isinstance(tag, str) or not tag.strip("# "):
+                    raise ValidationError(f"where: tag {tag!r} must be a non-empty string")
+                tags.append(tag.strip().lstrip("#").lower())
+        elif isinstance(value, (str, int, float, bool)):
+            fields.append((key, value))
+        else:
+            raise ValidationError(
+                f"where: value for {key!r} must be a string, number or boolean, "
+                f"not {type(value).__name__}"
+            )
+    return Where(path_prefix=path_prefix, tags=tuple(tags), fields=tuple(fields))

@@ -1,0 +1,247 @@
+"""The store: the source of truth for a vault's notes, chunks, links and tags.
+
+Everything above this package talks to a `Store` — a handful of methods over plain records — so a
+PostgreSQL + pgvector backend can be added beside `SQLiteStore` without changing the engines or
+the SDK. A store never imports from the layers above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    """A note as it is written to the store (``path_key``/``name_key`` resolve links to it)."""
+
+    path: str
+    path_key: str
+    name_key: str
+    title: str
+    frontmatter: Mapping[str, Any]
+    content_hash: str
+    mtime: float
+    size: int
+    human_relevance_score: float
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """A chunk as it is written to the store; ``text == note_text[char_start:char_end]``."""
+
+    position: int
+    heading_path: str
+    text: str
+    char_start: int
+    char_end: int
+    content_hash: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LinkRecord:
+    """A link as written in a note, with the key used to resolve its target."""
+
+    kind: str
+    target: str
+    target_key: str
+    heading: str | None
+    alias: str | None
+    position: int
+
+
+@dataclass(frozen=True)
+class DocumentState:
+    """What incremental indexing needs to know about a stored note."""
+
+    document_id: int
+    content_hash: str
+    mtime: float
+    size: int
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A note row read back from the store."""
+
+    document_id: int
+    path: str
+    path_key: str
+    name_key: str
+    title: str
+    frontmatter: Mapping[str, Any]
+    content_hash: str
+    mtime: float
+    size: int
+    human_relevance_score: float
+    chunk_count: int
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk row read back from the store, with the fields of its note that hits cite."""
+
+    chunk_id: int
+    document_id: int
+    position: int
+    heading_path: str
+    text: str
+    char_start: int
+    char_end: int
+    prev_id: int | None
+    next_id: int | None
+    content_hash: str
+    path: str
+    title: str
+    mtime: float
+    human_relevance_score: float
+
+
+@dataclass(frozen=True)
+class KeywordQuery:
+    """A parsed keyword query: any of ``terms``/``phrases`` may match; ``excluded`` must not.
+
+    A term ending in ``*`` is a prefix. The store turns this into its own query dialect, so no
+    user text ever reaches the database's query parser unescaped.
+    """
+
+    terms: tuple[str, ...] = ()
+    phrases: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        """True when there is nothing positive to match."""
+        return not (self.terms or self.phrases)
+
+
+@dataclass(frozen=True)
+class Where:
+    """A metadata filter: a path prefix, required tags (nested tags match), frontmatter values.
+
+    A frontmatter value matches when the field equals it, or when the field is a list holding it.
+    """
+
+    path_prefix: str | None = None
+    tags: tuple[str, ...] = ()
+    fields: tuple[tuple[str, str | int | float | bool], ...] = ()
+
+
+@dataclass(frozen=True)
+class KeywordRow:
+    """A keyword match: the chunk and its BM25 score (higher is better)."""
+
+    chunk: StoredChunk
+    bm25: float
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    """Row counts of a store."""
+
+    documents: int
+    chunks: int
+    links: int
+    unresolved_links: int
+    tags: int
+    bytes: int
+
+
+class Store(Protocol):
+    """What the engines need from a backend. All methods raise `StorageError` on failure."""
+
+    @property
+    def location(self) -> str:
+        """Where the store lives (a file path or a URL without secrets)."""
+        ...
+
+    def get_meta(self, key: str) -> str | None:
+        """Return a value of the ``meta`` table, or None."""
+        ...
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a value of the ``meta`` table."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Return a context manager under which writes commit together or not at all."""
+        ...
+
+    def document_states(self) -> dict[str, DocumentState]:
+        """Return path → state for every stored note."""
+        ...
+
+    def put_document(
+        self,
+        document: DocumentRecord,
+        chunks: Sequence[ChunkRecord],
+        links: Sequence[LinkRecord],
+        tags: Sequence[str],
+        document_id: int | None = None,
+    ) -> int:
+        """Write a note with its chunks, links and tags, replacing what ``document_id`` held."""
+        ...
+
+    def touch_document(self, document_id: int, mtime: float, size: int) -> None:
+        """Record a new mtime and size for a note whose content did not change."""
+        ...
+
+    def delete_document(self, document_id: int) -> None:
+        """Remove a note and everything derived from it."""
+        ...
+
+    def get_document(self, document_id: int) -> StoredDocument | None:
+        """Return a note by id."""
+        ...
+
+    def find_documents(self, key: str) -> list[StoredDocument]:
+        """Return notes whose path (without suffix) or file stem matches a lower-cased key.
+
+        An exact path match comes first; a key with ``/`` also matches a trailing part of a path.
+        """
+        ...
+
+    def chunks_of(self, document_id: int) -> list[StoredChunk]:
+        """Return a note's chunks in order."""
+        ...
+
+    def links_of(self, document_id: int) -> list[LinkRecord]:
+        """Return the links written in a note, in order."""
+        ...
+
+    def links_to_keys(self, keys: Sequence[str]) -> list[tuple[int, LinkRecord]]:
+        """Return (source note id, link) for links whose target key is one of ``keys``."""
+        ...
+
+    def tags_of(self, document_id: int) -> list[str]:
+        """Return a note's tags."""
+        ...
+
+    def notes_sharing_tags(self, document_id: int, limit: int) -> list[tuple[int, list[str]]]:
+        """Return (note id, shared tags) for other notes sharing tags, most shared first."""
+        ...
+
+    def keyword_search(
+        self, query: KeywordQuery, limit: int, where: Where | None = None
+    ) -> list[KeywordRow]:
+        """Return up to ``limit`` chunks matching the query and filter, best BM25 first."""
+        ...
+
+    def counts(self) -> StoreCounts:
+        """Return row counts and the store's size on disk."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Return backend facts: name, schema version, tokenizers, capabilities."""
+        ...
+
+    def integrity_problems(self) -> list[str]:
+        """Return what is inconsistent in the store (empty when it is sound)."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection; later calls raise `StorageError`."""
+        ...

@@ -1,0 +1,72 @@
+"""Numbered schema migrations of the SQLite store.
+
+Migration N brings a store from version N-1 to N; each runs in one transaction together with the
+``schema_version`` update in ``meta``, so a crash leaves the store at N-1 or N, never between.
+"""
+
+from __future__ import annotations
+
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: notes, chunks, links, tags, keyword index
+    f"""
+    CREATE TABLE IF NOT EXISTS meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    CREATE TABLE documents (
+        id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+        path                  TEXT NOT NULL UNIQUE,
+        path_key              TEXT NOT NULL,
+        name_key              TEXT NOT NULL,
+        title                 TEXT NOT NULL,
+        frontmatter           TEXT NOT NULL DEFAULT '{{}}',
+        content_hash          TEXT NOT NULL,
+        mtime                 REAL NOT NULL,
+        size                  INTEGER NOT NULL,
+        human_relevance_score REAL NOT NULL,
+        chunk_count           INTEGER NOT NULL,
+        indexed_at            REAL NOT NULL
+    );
+    CREATE INDEX documents_path_key ON documents(path_key);
+    CREATE INDEX documents_name_key ON documents(name_key);
+    CREATE TABLE chunks (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        document_id  INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        position     INTEGER NOT NULL,
+        heading_path TEXT NOT NULL,
+        text         TEXT NOT NULL,
+        char_start   INTEGER NOT NULL,
+        char_end     INTEGER NOT NULL,
+        prev_id      INTEGER,
+        next_id      INTEGER,
+        content_hash TEXT NOT NULL,
+        metadata     TEXT NOT NULL DEFAULT '{{}}',
+        UNIQUE (document_id, position)
+    );
+    CREATE INDEX chunks_content_hash ON chunks(content_hash);
+    CREATE TABLE links (
+        document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        kind        TEXT NOT NULL CHECK (kind IN ('wikilink', 'embed', 'markdown')),
+        target      TEXT NOT NULL,
+        target_key  TEXT NOT NULL,
+        heading     TEXT,
+        alias       TEXT,
+        position    INTEGER NOT NULL
+    );
+    CREATE INDEX links_document ON links(document_id);
+    CREATE INDEX links_target_key ON links(target_key);
+    CREATE TABLE tags (
+        document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        tag         TEXT NOT NULL,
+        PRIMARY KEY (document_id, tag)
+    ) WITHOUT ROWID;
+    CREATE INDEX tags_tag ON tags(tag);
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        title, heading_path, body, tokenize = '{FTS_TOKENIZER}'
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)

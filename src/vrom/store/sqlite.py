@@ -1,0 +1,579 @@
+"""The default store backend: one SQLite database file (WAL mode, FTS5) per vault.
+
+Readers and one writer work at the same time (WAL); a busy timeout makes a second writer wait
+instead of failing. Every write happens inside `SQLiteStore.transaction`, so a process killed at
+any moment leaves each note either fully written or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from vrom.errors import NotFoundError, StorageError
+from vrom.store import (
+    ChunkRecord,
+    DocumentRecord,
+    DocumentState,
+    KeywordQuery,
+    KeywordRow,
+    LinkRecord,
+    StoreCounts,
+    StoredChunk,
+    StoredDocument,
+    Where,
+)
+from vrom.store.fts_text import segment, segment_query_term
+from vrom.store.schema import FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
+
+BUSY_TIMEOUT_SECONDS = 60.0
+# title, heading_path, body: a match in the title or a heading says more than one in the body
+BM25_WEIGHTS = (4.0, 2.0, 1.0)
+
+_CHUNK_COLUMNS = """
+    c.id, c.document_id, c.position, c.heading_path, c.text, c.char_start, c.char_end,
+    c.prev_id, c.next_id, c.content_hash, d.path, d.title, d.mtime, d.human_relevance_score
+"""
+_DOCUMENT_WRITE_COLUMNS = """
+    path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
+    human_relevance_score, chunk_count, indexed_at
+"""
+_DOCUMENT_COLUMNS = """
+    id, path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
+    human_relevance_score, chunk_count
+"""
+
+
+def _chunk(row: Sequence[Any]) -> StoredChunk:
+    return StoredChunk(*row)
+
+
+def _document(row: Sequence[Any]) -> StoredDocument:
+    values = list(row)
+    values[5] = json.loads(values[5])
+    return StoredDocument(*values)
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def match_expression(query: KeywordQuery) -> str:
+    """Return the FTS5 MATCH expression for a parsed query; every user string is quoted."""
+
+    def phrase(text: str, prefix: bool) -> str:
+        body, cjk_prefix = segment_query_term(text)
+        return _quote(body) + ("*" if prefix or cjk_prefix else "")
+
+    positives = [phrase(t[:-1], True) if t.endswith("*") else phrase(t, False) for t in query.terms]
+    positives += [phrase(p, False) for p in query.phrases]
+    expression = " OR ".join(positives)
+    if query.excluded:
+        negatives = " OR ".join(phrase(x, False) for x in query.excluded)
+        expression = f"({expression}) NOT ({negatives})"
+    return expression
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _where_sql(where: Where | None) -> tuple[str, list[Any]]:
+    if where is None:
+        return "", []
+    clauses: list[str] = []
+    params: list[Any] = []
+    if where.path_prefix:
+        clauses.append("substr(d.path, 1, ?) = ?")
+        params += [len(where.path_prefix), where.path_prefix]
+    for tag in where.tags:
+        clauses.append(
+            "EXISTS (SELECT 1 FROM tags t WHERE t.document_id = d.id"
+            " AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
+        )
+        params += [tag, _escape_like(tag) + "/%"]
+    for key, value in where.fields:
+        json_path = '$."' + key.replace('"', '""') + '"'
+        clauses.append(
+            "(json_extract(d.frontmatter, ?) = ? OR EXISTS (SELECT 1 FROM"
+            " json_each(d.frontmatter, ?) j WHERE j.type != 'object' AND j.value = ?))"
+        )
+        params += [json_path, value, json_path, value]
+    return "".join(f" AND {c}" for c in clauses), params
+
+
+class SQLiteStore:
+    """A vault's store in one SQLite file; see the module docstring for the guarantees."""
+
+    def __init__(self, path: Path, *, create: bool = True) -> None:
+        self._path = Path(path)
+        if not create and not self._path.exists():
+            raise NotFoundError(f"no store at {self._path}: index the vault first ('vrom index')")
+        self._depth = 0
+        self._closed = False
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                str(self._path),
+                timeout=BUSY_TIMEOUT_SECONDS,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"cannot open store {self._path}: {exc}") from exc
+        try:
+            self._configure()
+            self._migrate()
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise self._error("opening", exc) from exc
+        except StorageError:
+            self._conn.close()
+            raise
+
+    # -- connection ------------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The database file's path."""
+        return str(self._path)
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    def _error(self, action: str, exc: sqlite3.Error) -> StorageError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StorageError(
+                f"store {self._path} stayed busy for {BUSY_TIMEOUT_SECONDS:.0f} s while "
+                f"{action} (another process is writing): try again"
+            )
+        if isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
+            return StorageError(f"{self._path} is not a vrom store (not a SQLite database)")
+        return StorageError(f"store {self._path} failed while {action}: {text}")
+
+    def _configure(self) -> None:
+        self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+        mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode != "wal":
+            self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        self._conn.execute("PRAGMA foreign_keys = ON")
+
+    def _stored_version(self) -> int:
+        has_meta = self._conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        if not has_meta:
+            return 0
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        version = self._stored_version()
+        if version > SCHEMA_VERSION:
+            raise StorageError(
+                f"store {self._path} has schema version {version}, newer than this vrom "
+                f"understands ({SCHEMA_VERSION}): upgrade vrom"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        with self.transaction():
+            version = self._stored_version()  # another process may have migrated meanwhile
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[number - 1].split(";"):
+                    if statement.strip():
+                        self._conn.execute(statement)
+                self._put_meta("schema_version", str(number))
+            if self._get_meta("created_unix") is None:
+                self._put_meta("created_unix", repr(time.time()))
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Run the block's writes as one transaction (re-entrant: inner blocks join the outer)."""
+        self._check_open()
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._error("starting a write", exc) from exc
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
+            self._depth = 0
+            self._conn.rollback()
+            raise
+        self._depth = 0
+        try:
+            self._conn.commit()
+        except sqlite3.Error as exc:
+            self._conn.rollback()
+            raise self._error("committing", exc) from exc
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """Convert sqlite3 errors raised inside the block into `StorageError`."""
+        self._check_open()
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._error(action, exc) from exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"store {self._path} is closed")
+
+    def close(self) -> None:
+        """Close the connection; later calls raise `StorageError`."""
+        if not self._closed:
+            self._closed = True
+            self._conn.close()
+
+    # -- meta ------------------------------------------------------------------------------
+
+    def _get_meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _put_meta(self, key: str, value: str) -> None:
+        self._conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?)"
+            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def get_meta(self, key: str) -> str | None:
+        """Return a value of the ``meta`` table, or None."""
+        with self._guard("reading meta"):
+            return self._get_meta(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a value of the ``meta`` table."""
+        with self._guard("writing meta"), self.transaction():
+            self._put_meta(key, value)
+
+    # -- writing notes ---------------------------------------------------------------------
+
+    def document_states(self) -> dict[str, DocumentState]:
+        """Return path → state for every stored note."""
+        with self._guard("reading note states"):
+            rows = self._conn.execute("SELECT path, id, content_hash, mtime, size FROM documents")
+            return {path: DocumentState(i, h, m, s) for path, i, h, m, s in rows}
+
+    def _delete_children(self, document_id: int) -> None:
+        self._conn.execute(
+            "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?)",
+            (document_id,),
+        )
+        for table in ("chunks", "links", "tags"):
+            self._conn.execute(f"DELETE FROM {table} WHERE document_id = ?", (document_id,))
+
+    def _next_id(self, table: str) -> int:
+        row = self._conn.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0),"
+            f" coalesce((SELECT max(id) FROM {table}), 0))",
+            (table,),
+        ).fetchone()
+        return int(row[0]) + 1
+
+    def put_document(
+        self,
+        document: DocumentRecord,
+        chunks: Sequence[ChunkRecord],
+        links: Sequence[LinkRecord],
+        tags: Sequence[str],
+        document_id: int | None = None,
+    ) -> int:
+        """Write a note with its chunks, links and tags, replacing what ``document_id`` held."""
+        with self._guard("writing a note"):
+            values = (
+                document.path,
+                document.path_key,
+                document.name_key,
+                document.title,
+                json.dumps(document.frontmatter, ensure_ascii=False),
+                document.content_hash,
+                document.mtime,
+                document.size,
+                document.human_relevance_score,
+                len(chunks),
+                time.time(),
+            )
+            with self.transaction():
+                if document_id is None:
+                    document_id = self._next_id("documents")
+                    self._conn.execute(
+                        f"INSERT INTO documents(id, {_DOCUMENT_WRITE_COLUMNS})"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (document_id, *values),
+                    )
+                else:
+                    self._delete_children(document_id)
+                    self._conn.execute(
+                        "UPDATE documents SET path = ?, path_key = ?, name_key = ?, title = ?,"
+                        " frontmatter = ?, content_hash = ?, mtime = ?, size = ?,"
+                        " human_relevance_score = ?, chunk_count = ?, indexed_at = ? WHERE id = ?",
+                        (*values, document_id),
+                    )
+                first = self._next_id("chunks")
+                ids = range(first, first + len(chunks))
+                self._conn.executemany(
+                    "INSERT INTO chunks(id, document_id, position, heading_path, text, char_start,"
+                    " char_end, prev_id, next_id, content_hash, metadata)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            chunk_id,
+                            document_id,
+                            chunk.position,
+                            chunk.heading_path,
+                            chunk.text,
+                            chunk.char_start,
+                            chunk.char_end,
+                            chunk_id - 1 if i > 0 else None,
+                            chunk_id + 1 if i < len(chunks) - 1 else None,
+                            chunk.content_hash,
+                            json.dumps(dict(chunk.metadata), ensure_ascii=False),
+                        )
+                        for i, (chunk_id, chunk) in enumerate(zip(ids, chunks, strict=False))
+                    ],
+                )
+                title = segment(document.title)
+                self._conn.executemany(
+                    "INSERT INTO chunks_fts(rowid, title, heading_path, body) VALUES (?, ?, ?, ?)",
+                    [
+                        (chunk_id, title, segment(chunk.heading_path), segment(chunk.text))
+                        for chunk_id, chunk in zip(ids, chunks, strict=False)
+                    ],
+                )
+                self._conn.executemany(
+                    "INSERT INTO links(document_id, kind, target, target_key, heading, alias, position)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            document_id,
+                            link.kind,
+                            link.target,
+                            link.target_key,
+                            link.heading,
+                            link.alias,
+                            link.position,
+                        )
+                        for link in links
+                    ],
+                )
+                self._conn.executemany(
+                    "INSERT OR IGNORE INTO tags(document_id, tag) VALUES (?, ?)",
+                    [(document_id, tag) for tag in tags],
+                )
+            return document_id
+
+    def touch_document(self, document_id: int, mtime: float, size: int) -> None:
+        """Record a new mtime and size for a note whose content did not change."""
+        with self._guard("updating a note's time"), self.transaction():
+            self._conn.execute(
+                "UPDATE documents SET mtime = ?, size = ? WHERE id = ?",
+                (mtime, size, document_id),
+            )
+
+    def delete_document(self, document_id: int) -> None:
+        """Remove a note and everything derived from it."""
+        with self._guard("deleting a note"), self.transaction():
+            self._delete_children(document_id)
+            self._conn.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+
+    # -- reading notes ---------------------------------------------------------------------
+
+    def get_document(self, document_id: int) -> StoredDocument | None:
+        """Return a note by id."""
+        with self._guard("reading a note"):
+            row = self._conn.execute(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE id = ?", (document_id,)
+            ).fetchone()
+            return None if row is None else _document(row)
+
+    def find_documents(self, key: str) -> list[StoredDocument]:
+        """Return notes whose path key or stem matches ``key``, exact path first."""
+        with self._guard("finding notes"):
+            if "/" in key:
+                condition, params = (
+                    "path_key = ? OR path_key LIKE ? ESCAPE '\\'",
+                    [key, "%/" + _escape_like(key)],
+                )
+            else:
+                condition, params = "path_key = ? OR name_key = ?", [key, key]
+            rows = self._conn.execute(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE {condition}"
+                " ORDER BY path_key = ? DESC, length(path), path",
+                (*params, key),
+            )
+            return [_document(row) for row in rows]
+
+    def chunks_of(self, document_id: int) -> list[StoredChunk]:
+        """Return a note's chunks in order."""
+        with self._guard("reading chunks"):
+            rows = self._conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+                " WHERE c.document_id = ? ORDER BY c.position",
+                (document_id,),
+            )
+            return [_chunk(row) for row in rows]
+
+    def links_of(self, document_id: int) -> list[LinkRecord]:
+        """Return the links written in a note, in order."""
+        with self._guard("reading links"):
+            rows = self._conn.execute(
+                "SELECT kind, target, target_key, heading, alias, position FROM links"
+                " WHERE document_id = ? ORDER BY position",
+                (document_id,),
+            )
+            return [LinkRecord(*row) for row in rows]
+
+    def links_to_keys(self, keys: Sequence[str]) -> list[tuple[int, LinkRecord]]:
+        """Return (source note id, link) for links whose target key is one of ``keys``."""
+        with self._guard("reading backlinks"):
+            if not keys:
+                return []
+            marks = ", ".join("?" for _ in keys)
+            rows = self._conn.execute(
+                "SELECT document_id, kind, target, target_key, heading, alias, position FROM links"
+                f" WHERE target_key IN ({marks}) ORDER BY document_id, position",
+                list(keys),
+            )
+            return [(row[0], LinkRecord(*row[1:])) for row in rows]
+
+    def tags_of(self, document_id: int) -> list[str]:
+        """Return a note's tags, sorted."""
+        with self._guard("reading tags"):
+            rows = self._conn.execute(
+                "SELECT tag FROM tags WHERE document_id = ? ORDER BY tag", (document_id,)
+            )
+            return [row[0] for row in rows]
+
+    def notes_sharing_tags(self, document_id: int, limit: int) -> list[tuple[int, list[str]]]:
+        """Return (note id, shared tags) for other notes sharing tags, most shared first."""
+        with self._guard("reading shared tags"):
+            rows = self._conn.execute(
+                "SELECT o.document_id, json_group_array(o.tag) FROM tags t"
+                " JOIN tags o ON o.tag = t.tag AND o.document_id != t.document_id"
+                " WHERE t.document_id = ? GROUP BY o.document_id"
+                " ORDER BY count(*) DESC, o.document_id LIMIT ?",
+                (document_id, limit),
+            )
+            return [(row[0], sorted(json.loads(row[1]))) for row in rows]
+
+    # -- search ----------------------------------------------------------------------------
+
+    def keyword_search(
+        self, query: KeywordQuery, limit: int, where: Where | None = None
+    ) -> list[KeywordRow]:
+        """Return up to ``limit`` chunks matching the query and filter, best BM25 first."""
+        with self._guard("searching"):
+            if query.is_empty:
+                return []
+            filter_sql, filter_params = _where_sql(where)
+            weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+            rows = self._conn.execute(
+                f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_fts, {weights}) AS rank"
+                " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+                " JOIN documents d ON d.id = c.document_id"
+                f" WHERE chunks_fts MATCH ?{filter_sql} ORDER BY rank LIMIT ?",
+                (match_expression(query), *filter_params, limit),
+            )
+            return [KeywordRow(_chunk(row[:-1]), -float(row[-1])) for row in rows]
+
+    # -- facts -----------------------------------------------------------------------------
+
+    def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(sql, params).fetchone()[0]
+
+    def counts(self) -> StoreCounts:
+        """Return row counts and the store's size on disk (database plus WAL)."""
+        with self._guard("counting"):
+            unresolved = self._scalar(
+                "SELECT count(*) FROM links l WHERE l.target_key != ''"
+                " AND l.target_key NOT IN (SELECT path_key FROM documents)"
+                " AND l.target_key NOT IN (SELECT name_key FROM documents)"
+                " AND (instr(l.target_key, '/') = 0 OR NOT EXISTS (SELECT 1 FROM documents d"
+                "      WHERE d.path_key LIKE '%/' || l.target_key))"
+            )
+            size = sum(
+                p.stat().st_size for p in (self._path, Path(f"{self._path}-wal")) if p.exists()
+            )
+            return StoreCounts(
+                documents=self._scalar("SELECT count(*) FROM documents"),
+                chunks=self._scalar("SELECT count(*) FROM chunks"),
+                links=self._scalar("SELECT count(*) FROM links"),
+                unresolved_links=unresolved,
+                tags=self._scalar("SELECT count(DISTINCT tag) FROM tags"),
+                bytes=size,
+            )
+
+    def describe(self) -> dict[str, Any]:
+        """Return backend facts: name, schema version, tokenizers, capabilities."""
+        with self._guard("describing the backend"):
+            return {
+                "backend": "sqlite",
+                "store_path": str(self._path),
+                "schema_version": self._stored_version(),
+                "fts_tokenizers": [FTS_TOKENIZER, "cjk-bigram (applied before indexing)"],
+                "capabilities": [
+                    "keyword-bm25",
+                    "cjk-keyword",
+                    "metadata-filter",
+                    "transactions",
+                    "concurrent-readers",
+                ],
+                "details": {
+                    "sqlite_version": sqlite3.sqlite_version,
+                    "journal_mode": self._scalar("PRAGMA journal_mode"),
+                    "busy_timeout_seconds": BUSY_TIMEOUT_SECONDS,
+                },
+            }
+
+    def integrity_problems(self) -> list[str]:
+        """Return what is inconsistent in the store (empty when it is sound)."""
+        with self._guard("checking integrity"):
+            problems = [
+                row[0] for row in self._conn.execute("PRAGMA integrity_check") if row[0] != "ok"
+            ]
+            checks: Mapping[str, str] = {
+                "notes whose chunk count is wrong": "SELECT count(*) FROM documents d WHERE d.chunk_count !="
+                " (SELECT count(*) FROM chunks c WHERE c.document_id = d.id)",
+                "chunks without a note": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
+                " (SELECT 1 FROM documents d WHERE d.id = c.document_id)",
+                "chunks missing from the keyword index": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
+                " (SELECT 1 FROM chunks_fts f WHERE f.rowid = c.id)",
+                "keyword index rows without a chunk": "SELECT count(*) FROM chunks_fts f WHERE NOT EXISTS"
+                " (SELECT 1 FROM chunks c WHERE c.id = f.rowid)",
+                "links without a note": "SELECT count(*) FROM links l WHERE NOT EXISTS"
+                " (SELECT 1 FROM documents d WHERE d.id = l.document_id)",
+                "chunks with broken prev/next links": "SELECT count(*) FROM chunks c WHERE (c.next_id IS NOT NULL AND NOT EXISTS"
+                " (SELECT 1 FROM chunks n WHERE n.id = c.next_id AND n.prev_id = c.id))"
+                " OR (c.prev_id IS NULL) != (c.position = 0)",
+            }
+            for label, sql in checks.items():
+                count = self._scalar(sql)
+                if count:
+                    problems.append(f"{count} {label}")
+            try:
+                self._conn.execute(
+                    "INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)"
+                )
+            except sqlite3.DatabaseError as exc:
+                problems.append(f"keyword index: {exc}")
+            return problems

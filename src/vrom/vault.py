@@ -1,0 +1,298 @@
+"""`Vault`: a folder of Markdown notes, indexed into a store and searchable with provenance."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from vrom import state
+from vrom.errors import NotFoundError, ValidationError
+from vrom.ingest.chunk import ChunkStrategy
+from vrom.ingest.indexer import (
+    STRATEGY_META_KEY,
+    Indexer,
+    IndexOptions,
+    ProgressCallback,
+    vault_relative,
+)
+from vrom.ingest.parse import note_key, parse_note
+from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES, read_note_text
+from vrom.results import (
+    BackendInfo,
+    Context,
+    Hit,
+    IndexSummary,
+    Link,
+    Note,
+    NoteRef,
+    Related,
+    SharedTags,
+    VaultStats,
+)
+from vrom.search.context import build_context
+from vrom.search.keyword import keyword_search
+from vrom.search.links import backlink_sources, resolve_link
+from vrom.store import Store, StoredDocument
+from vrom.store.sqlite import SQLiteStore
+
+VAULT_ENV = "VROM_VAULT"
+
+
+def _ref(doc: StoredDocument) -> NoteRef:
+    return NoteRef(doc.document_id, doc.path, doc.title)
+
+
+class Vault:
+    """A notes vault and its store. Open it with `Vault.open`; close it (or use ``with``)."""
+
+    def __init__(
+        self, root: Path, store: Store, options: IndexOptions, state_base: Path | None = None
+    ) -> None:
+        self.root = root
+        self.store = store
+        self._options = options
+        self._state_base = state_base
+        self._indexer = Indexer(store, root, options)
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        state_dir: str | os.PathLike[str] | None = None,
+        *,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        chunk_chars: int = 1000,
+        chunk_overlap: int = 150,
+    ) -> Vault:
+        """Return the vault at ``path``, with its store in the state directory (created if new).
+
+        ``state_dir`` overrides ``VROM_STATE_DIR`` and the user data dir. ``max_file_bytes`` skips
+        larger files; ``chunk_chars``/``chunk_overlap`` set the chunk strategy (a change re-chunks
+        every note on the next index).
+        """
+        root = Path(path).expanduser()
+        if not root.is_dir():
+            raise NotFoundError(f"vault folder {os.fspath(path)!r} does not exist")
+        root = root.resolve()
+        if max_file_bytes < 1:
+            raise ValidationError(f"max_file_bytes must be positive, not {max_file_bytes}")
+        try:
+            strategy = ChunkStrategy(target_chars=chunk_chars, overlap_chars=chunk_overlap)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from exc
+        base = state.state_dir(state_dir)
+        store = SQLiteStore(state.store_path(root, base))
+        return cls(root, store, IndexOptions(max_file_bytes, strategy), base)
+
+    @classmethod
+    def open_store(cls, db_path: str | os.PathLike[str]) -> Vault:
+        """Return the vault whose store file is ``db_path`` (the store must exist)."""
+        store = SQLiteStore(Path(db_path).expanduser(), create=False)
+        root = store.get_meta("vault_root")
+        if root is None:
+            store.close()
+            raise NotFoundError(f"store {os.fspath(db_path)!r} has not indexed a vault yet")
+        return cls(Path(root), store, IndexOptions())
+
+    @classmethod
+    def open_default(
+        cls,
+        state_dir: str | os.PathLike[str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> Vault:
+        """Return the vault to use when none is named.
+
+        In order: ``VROM_VAULT``; the nearest indexed vault at or above the current directory;
+        the vault indexed last.
+        """
+        env = os.environ.get(VAULT_ENV)
+        if env:
+            return cls.open(env, state_dir)
+        base = state.state_dir(state_dir)
+        start = Path(cwd) if cwd is not None else Path.cwd()
+        root = state.find_indexed_vault(start, base) or state.last_vault(base)
+        if root is None:
+            raise NotFoundError(
+                "no indexed vault here: run 'vrom index PATH' first, or pass --vault PATH"
+            )
+        return cls.open(root, state_dir)
+
+    def close(self) -> None:
+        """Close the store; later calls raise `StorageError`."""
+        self.store.close()
+
+    def __enter__(self) -> Vault:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Vault({str(self.root)!r}, store={self.store.location!r})"
+
+    # -- indexing --------------------------------------------------------------------------
+
+    def index(
+        self, progress: ProgressCallback | None = None, *, force: bool = False
+    ) -> IndexSummary:
+        """Bring the store up to date with the vault; return what changed.
+
+        Only notes whose content changed are rewritten; deleted notes are removed; renamed notes
+        keep their id. ``force`` rewrites every note. ``progress(done, total, path)`` is called
+        for each file.
+        """
+        summary = self._indexer.index(progress, force=force)
+        if self._state_base is not None:
+            state.remember_last_vault(self._state_base, self.root)
+        return summary
+
+    def reindex_paths(self, paths: Iterable[str | os.PathLike[str]]) -> IndexSummary:
+        """Re-index just these notes (vault-relative or absolute paths inside the vault).
+
+        A path that no longer exists is removed from the store. Paths outside the vault raise
+        `ValidationError`.
+        """
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        return self._indexer.reindex_paths(paths)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def search(self, query: str, k: int = 10, where: Mapping[str, Any] | None = None) -> list[Hit]:
+        """Return the ``k`` best chunks for a keyword query, best first.
+
+        ``where`` filters notes: ``{"path": "folder/", "tags": ["project"], "status": "done"}``
+        (path prefix, required tags, frontmatter values). See `vrom.search.query` for the query
+        syntax (phrases, ``-exclusions``, ``prefix*``).
+        """
+        return keyword_search(self.store, query, k, where)
+
+    def context(
+        self,
+        query: str,
+        max_tokens: int = 2000,
+        k: int = 20,
+        where: Mapping[str, Any] | None = None,
+    ) -> Context:
+        """Return LLM-ready text for a query: the best passages within ``max_tokens``, cited."""
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 50:
+            raise ValidationError(
+                f"max_tokens must be an integer of at least 50, not {max_tokens!r}"
+            )
+        return build_context(query, self.search(query, k, where), max_tokens)
+
+    def _document(self, path_or_id: str | int) -> StoredDocument:
+        if isinstance(path_or_id, int) and not isinstance(path_or_id, bool):
+            doc = self.store.get_document(path_or_id)
+            if doc is None:
+                raise NotFoundError(f"no note with id {path_or_id} in vault {self.root}")
+            return doc
+        if not isinstance(path_or_id, str) or not path_or_id.strip():
+            raise ValidationError("a note is named by its path, its name or its id")
+        ref = path_or_id.strip()
+        if Path(ref).is_absolute():
+            ref = vault_relative(self.root, ref)
+        key = note_key(ref.removeprefix("./").replace("\\", "/"))
+        matches = self.store.find_documents(key)
+        if matches:
+            return matches[0]
+        if ref.isdigit():
+            doc = self.store.get_document(int(ref))
+            if doc is not None:
+                return doc
+        raise NotFoundError(f"no note {path_or_id!r} in vault {self.root}")
+
+    def _links(self, doc: StoredDocument) -> list[Link]:
+        links = []
+        for link in self.store.links_of(doc.document_id):
+            target = resolve_link(self.store, link, doc)
+            links.append(
+                Link(
+                    link.kind,
+                    link.target,
+                    link.heading,
+                    link.alias,
+                    None if target is None else target.path,
+                )
+            )
+        return links
+
+    def get_note(self, path_or_id: str | int) -> Note:
+        """Return a note by path (with or without ``.md``), name, or id, with its current body."""
+        doc = self._document(path_or_id)
+        text: str | None = None
+        try:
+            text, _ = read_note_text((self.root / doc.path).read_bytes())
+        except OSError:
+            text = None
+        if text is None:  # gone from disk since indexing: rebuild the body from its chunks
+            chunks = self.store.chunks_of(doc.document_id)
+            text = "\n\n".join(c.text for c in chunks)
+            headings = list(dict.fromkeys(c.heading_path for c in chunks if c.heading_path))
+            body = text
+        else:
+            parsed = parse_note(text, doc.path)
+            headings = [h.text for h in parsed.headings]
+            body = text[parsed.body_start :]
+        return Note(
+            note_id=doc.document_id,
+            path=doc.path,
+            title=doc.title,
+            frontmatter=doc.frontmatter,
+            headings=headings,
+            tags=self.store.tags_of(doc.document_id),
+            links=self._links(doc),
+            content_hash=doc.content_hash,
+            modified_unix=doc.mtime,
+            size=doc.size,
+            human_relevance_score=doc.human_relevance_score,
+            chunk_count=doc.chunk_count,
+            body=body,
+        )
+
+    def related(self, path_or_id: str | int, k: int = 20) -> Related:
+        """Return what a note links to, the notes linking to it, and notes sharing its tags."""
+        doc = self._document(path_or_id)
+        shared = []
+        for other_id, tags in self.store.notes_sharing_tags(doc.document_id, k):
+            other = self.store.get_document(other_id)
+            if other is not None:
+                shared.append(SharedTags(_ref(other), tags))
+        return Related(
+            note=_ref(doc),
+            links=self._links(doc),
+            backlinks=[_ref(src) for src in backlink_sources(self.store, doc)],
+            shared_tags=shared,
+        )
+
+    def stats(self) -> VaultStats:
+        """Return counts and sizes of the vault's store."""
+        counts = self.store.counts()
+        last = self.store.get_meta("last_indexed_unix")
+        return VaultStats(
+            vault_root=str(self.root),
+            store_path=self.store.location,
+            notes=counts.documents,
+            chunks=counts.chunks,
+            links=counts.links,
+            unresolved_links=counts.unresolved_links,
+            tags=counts.tags,
+            store_bytes=counts.bytes,
+            last_indexed_unix=None if last is None else float(last),
+            chunk_strategy=json.loads(self.store.get_meta(STRATEGY_META_KEY) or "{}"),
+        )
+
+    def backend_info(self) -> BackendInfo:
+        """Return what the store backend is and can do."""
+        return BackendInfo(**self.store.describe())
