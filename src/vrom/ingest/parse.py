@@ -139,9 +139,12 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], int, list[str]]:
         body_start += 1
     try:
         data = yaml.load(raw, Loader=_YamlLoader)
+    except yaml.MarkedYAMLError as exc:
+        line = "" if exc.problem_mark is None else f" at line {exc.problem_mark.line + 2}"
+        reason = exc.problem or exc.context or "invalid YAML"
+        return {}, 0, [f"malformed frontmatter{line} ({reason}): indexed as plain text"]
     except yaml.YAMLError as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return {}, 0, [f"malformed frontmatter ({reason}): indexed as plain text"]
+        return {}, 0, [f"malformed frontmatter ({exc}): indexed as plain text"]
     except (ValueError, TypeError, RecursionError) as exc:
         return {}, 0, [f"malformed frontmatter ({type(exc).__name__}): indexed as plain text"]
     if data is None:
