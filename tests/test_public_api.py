@@ -1,0 +1,51 @@
+"""The public surface: a pinned ``__all__`` and an import that stays light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import vrom
+
+
+def test_exported_members_are_pinned() -> None:
+    assert sorted(vrom.__all__) == sorted(
+        [
+            "BackendInfo",
+            "Context",
+            "Hit",
+            "IndexSummary",
+            "IndexWarning",
+            "Link",
+            "ModelError",
+            "Note",
+            "NoteRef",
+            "NotFoundError",
+            "Related",
+            "SharedTags",
+            "StorageError",
+            "ValidationError",
+            "Vault",
+            "VaultStats",
+            "VromError",
+            "__version__",
+            "to_jsonable",
+        ]
+    )
+    for name in vrom.__all__:
+        assert hasattr(vrom, name), name
+
+
+def test_errors_form_one_tree() -> None:
+    for error in (vrom.StorageError, vrom.ValidationError, vrom.NotFoundError, vrom.ModelError):
+        assert issubclass(error, vrom.VromError)
+    assert vrom.ValidationError("x").code == "invalid_value"
+
+
+def test_import_vrom_stays_light() -> None:
+    heavy = ["rich", "numpy", "onnxruntime", "tokenizers", "httpx", "mcp", "usearch"]
+    code = f"import sys, vrom; print([m for m in {heavy!r} if m in sys.modules])"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,166 @@
+"""Keyword search: ranking, excerpts, filters, query syntax and CJK text."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vrom import ValidationError, Vault
+from vrom.search.excerpt import EXCERPT_CHARS, excerpt
+from vrom.search.query import parse_query, parse_where
+
+FILLER = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 3
+
+
+@pytest.fixture
+def vault(write_vault, open_vault) -> Vault:
+    root = write_vault(
+        {
+            "Gardening.md": f"---\ntags: [hobby]\n---\n# Gardening\n{FILLER}\n",
+            "Cooking.md": f"# Cooking\n## Gardening herbs\n{FILLER}\n",
+            "Notes.md": f"# Notes\n{FILLER} I mentioned gardening once here.\n",
+            "Tokyo.md": "# 旅行\n東京タワーに行きました。京都も楽しかった。\n",
+            "Seoul.md": "# 여행\n서울에서 맛있는 음식을 먹었습니다.\n",
+            "Human.md": "---\naudience: human\n---\n# H\nshared ranking word\n",
+            "Machine.md": "---\naudience: system\n---\n# M\nshared ranking word\n",
+            "projects/Atlas.md": "---\nstatus: active\ntags: [project/atlas]\n---\n# Atlas\nmaps\n",
+            "projects/Beacon.md": "---\nstatus: paused\ntags: [project]\n---\n# Beacon\nmaps\n",
+            "Exclude.md": "# Exclude\nbackup to the cloud\n",
+            "Keep.md": "# Keep\nbackup to a disk\n",
+            "Long.md": "# Long\n"
+            + "padding words here. " * 60
+            + "the needle is here. "
+            + "more padding. " * 60,
+        }
+    )
+    v: Vault = open_vault(root)
+    v.index()
+    return v
+
+
+def test_title_beats_heading_beats_body(vault: Vault) -> None:
+    assert [h.path for h in vault.search("gardening")] == ["Gardening.md", "Cooking.md", "Notes.md"]
+
+
+def test_hits_carry_provenance(vault: Vault) -> None:
+    hit = vault.search("needle")[0]
+    assert hit.path == "Long.md" and hit.title == "Long" and hit.heading_path == "Long"
+    assert "needle" in hit.excerpt and len(hit.excerpt) <= EXCERPT_CHARS + 2
+    assert hit.excerpt != hit.text
+    assert hit.score > 0 and set(hit.scores) == {"bm25", "prior"}
+    text = (vault.root / "Long.md").read_text()
+    assert text[hit.char_start : hit.char_end] == hit.text
+    assert len(hit.content_hash) == 64 and hit.modified_unix > 0
+
+
+def test_human_relevance_prior_orders_equal_text(vault: Vault) -> None:
+    hits = vault.search('"shared ranking word"')
+    assert [h.path for h in hits] == ["Human.md", "Machine.md"]
+    assert hits[0].scores["bm25"] == pytest.approx(hits[1].scores["bm25"])
+    assert hits[0].human_relevance_score == 0.9 and hits[1].human_relevance_score == 0.1
+
+
+def test_phrases_exclusions_and_prefixes(vault: Vault) -> None:
+    assert {h.path for h in vault.search("backup")} == {"Exclude.md", "Keep.md"}
+    assert [h.path for h in vault.search("backup -cloud")] == ["Keep.md"]
+    assert [h.path for h in vault.search('"to a disk"')] == ["Keep.md"]
+    assert [h.path for h in vault.search("neadle needl*")] == ["Long.md"]
+
+
+def test_cjk_words_are_found_inside_sentences(vault: Vault) -> None:
+    assert [h.path for h in vault.search("東京")] == ["Tokyo.md"]
+    assert [h.path for h in vault.search("京都")] == ["Tokyo.md"]
+    assert [h.path for h in vault.search("タワー")] == ["Tokyo.md"]
+    assert [h.path for h in vault.search("서울")] == ["Seoul.md"]
+    assert [h.path for h in vault.search("음식")] == ["Seoul.md"]
+    assert [h.path for h in vault.search("旅")] == ["Tokyo.md"]
+    assert vault.search("大阪") == []
+    assert "東京" in vault.search("東京")[0].excerpt
+
+
+def test_where_filters(vault: Vault) -> None:
+    assert {h.path for h in vault.search("maps", where={"tags": "project"})} == {
+        "projects/Atlas.md",
+        "projects/Beacon.md",
+    }
+    assert [h.path for h in vault.search("maps", where={"tag": "project/atlas"})] == [
+        "projects/Atlas.md"
+    ]
+    assert [h.path for h in vault.search("maps", where={"status": "paused"})] == [
+        "projects/Beacon.md"
+    ]
+    assert vault.search("gardening", where={"path": "projects/"}) == []
+    with pytest.raises(ValidationError):
+        vault.search("maps", where={"status": {"$in": ["a"]}})
+    with pytest.raises(ValidationError):
+        vault.search("maps", where={"path": ""})
+
+
+@pytest.mark.parametrize("k", [0, -1, 1001, 2.5, "3", True])
+def test_bad_k_is_a_validation_error(vault: Vault, k: object) -> None:
+    with pytest.raises(ValidationError, match="k must be"):
+        vault.search("maps", k=k)
+
+
+HOSTILE = [
+    "",
+    "   ",
+    '"',
+    '"unbalanced',
+    "AND OR NOT",
+    "NEAR(a b)",
+    "title:gardening",
+    "^start",
+    "*",
+    "a*b*",
+    "-",
+    "--",
+    "-gardening",
+    "(((",
+    "'; DROP TABLE chunks; --",
+    "🙂 emoji",
+    "???!!!",
+    "gardening " * 300,
+    "\x00\x01",
+    '"" AND ""',
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_hostile_queries_never_raise(vault: Vault, query: str) -> None:
+    hits = vault.search(query)
+    assert isinstance(hits, list)
+    assert vault.store.integrity_problems() == []
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(max_size=80))
+def test_any_query_text_is_safe(vault: Vault, query: str) -> None:
+    vault.search(query, k=3)
+
+
+def test_parse_query_shapes() -> None:
+    parsed = parse_query('alpha "beta gamma" -delta -"eps zeta" pre* foo-bar')
+    assert parsed.terms == ("alpha", "pre*", "foo", "bar")
+    assert parsed.phrases == ("beta gamma",)
+    assert parsed.excluded == ("delta", "eps zeta")
+    assert parse_query("!!! ???").is_empty
+
+
+def test_parse_where_shapes() -> None:
+    where = parse_where({"path": "./notes/", "tags": ["#A", "b"], "n": 3, "ok": True})
+    assert where is not None
+    assert where.path_prefix == "notes/" and where.tags == ("a", "b")
+    assert where.fields == (("n", 3), ("ok", True))
+    assert parse_where(None) is None and parse_where({}) is None
+
+
+def test_excerpt_is_bounded_and_centred_on_the_densest_window() -> None:
+    text = "a " * 500 + "alpha beta " + "b " * 500
+    short = excerpt(text, ["alpha", "beta"])
+    assert "alpha beta" in short and len(short) <= EXCERPT_CHARS + 2
+    assert short.startswith("…") and short.endswith("…")
+    assert excerpt("short text", ["x"]) == "short text"

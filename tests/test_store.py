@@ -1,0 +1,184 @@
+"""The SQLite store: schema, migrations, transactions, integrity checks and errors."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from vrom.errors import NotFoundError, StorageError
+from vrom.store import ChunkRecord, DocumentRecord, KeywordQuery, LinkRecord, Where
+from vrom.store.schema import SCHEMA_VERSION
+from vrom.store.sqlite import SQLiteStore, match_expression
+
+
+def _doc(path: str, title: str = "T", **frontmatter: object) -> DocumentRecord:
+    key = path.lower().removesuffix(".md")
+    return DocumentRecord(
+        path=path,
+        path_key=key,
+        name_key=key.rsplit("/", 1)[-1],
+        title=title,
+        frontmatter=frontmatter,
+        content_hash="h-" + path,
+        mtime=1.0,
+        size=10,
+        human_relevance_score=0.5,
+    )
+
+
+def _chunks(*texts: str) -> list[ChunkRecord]:
+    return [ChunkRecord(i, "H", t, 0, len(t), f"c{i}") for i, t in enumerate(texts)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteStore:
+    s = SQLiteStore(tmp_path / "s" / "store.db")
+    yield s
+    s.close()
+
+
+def test_new_store_is_migrated_and_in_wal_mode(store: SQLiteStore) -> None:
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    facts = store.describe()
+    assert facts["schema_version"] == SCHEMA_VERSION
+    assert facts["details"]["journal_mode"] == "wal"
+    assert store.integrity_problems() == []
+
+
+def test_reopening_keeps_data_and_does_not_remigrate(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    first = SQLiteStore(path)
+    first.put_document(_doc("a.md"), _chunks("alpha"), [], ["t"])
+    created = first.get_meta("created_unix")
+    first.close()
+    second = SQLiteStore(path, create=False)
+    assert list(second.document_states()) == ["a.md"]
+    assert second.get_meta("created_unix") == created
+    second.close()
+
+
+def test_missing_store_without_create_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError, match="index the vault first"):
+        SQLiteStore(tmp_path / "nope.db", create=False)
+
+
+def test_a_store_from_a_newer_vrom_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StorageError, match="schema version 99, newer than"):
+        SQLiteStore(path)
+
+
+def test_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    path.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StorageError, match="not a vrom store"):
+        SQLiteStore(path)
+
+
+def test_put_links_chunks_and_replacing_removes_old_rows(store: SQLiteStore) -> None:
+    doc_id = store.put_document(
+        _doc("a.md"),
+        _chunks("one", "two", "three"),
+        [LinkRecord("wikilink", "B", "b", None, None, 3)],
+        ["x", "y"],
+    )
+    chunks = store.chunks_of(doc_id)
+    assert [c.text for c in chunks] == ["one", "two", "three"]
+    assert [c.prev_id for c in chunks] == [None, chunks[0].chunk_id, chunks[1].chunk_id]
+    assert [c.next_id for c in chunks] == [chunks[1].chunk_id, chunks[2].chunk_id, None]
+    old_ids = {c.chunk_id for c in chunks}
+
+    assert store.put_document(_doc("a.md"), _chunks("four"), [], ["z"], doc_id) == doc_id
+    new = store.chunks_of(doc_id)
+    assert [c.text for c in new] == ["four"]
+    assert not old_ids & {c.chunk_id for c in new}, "chunk ids are never reused"
+    assert store.links_of(doc_id) == []
+    assert store.tags_of(doc_id) == ["z"]
+    assert store.keyword_search(KeywordQuery(terms=("one",)), 10) == []
+    assert len(store.keyword_search(KeywordQuery(terms=("four",)), 10)) == 1
+    assert store.integrity_problems() == []
+
+
+def test_delete_removes_everything_derived(store: SQLiteStore) -> None:
+    doc_id = store.put_document(_doc("a.md"), _chunks("alpha beta"), [], ["t"])
+    store.delete_document(doc_id)
+    assert store.document_states() == {}
+    assert store.keyword_search(KeywordQuery(terms=("alpha",)), 10) == []
+    counts = store.counts()
+    assert (counts.documents, counts.chunks, counts.links, counts.tags) == (0, 0, 0, 0)
+    assert store.integrity_problems() == []
+
+
+def test_a_failed_transaction_writes_nothing(store: SQLiteStore) -> None:
+    with pytest.raises(RuntimeError), store.transaction():
+        store.put_document(_doc("a.md"), _chunks("alpha"), [], [])
+        raise RuntimeError("crash in the middle")
+    assert store.document_states() == {}
+    assert store.integrity_problems() == []
+
+
+def test_integrity_problems_detects_damage(store: SQLiteStore, tmp_path: Path) -> None:
+    doc_id = store.put_document(_doc("a.md"), _chunks("one", "two"), [], [])
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("DELETE FROM chunks WHERE document_id = ? AND position = 1", (doc_id,))
+    problems = store.integrity_problems()
+    assert any("chunk count is wrong" in p for p in problems)
+    assert any("keyword index rows without a chunk" in p for p in problems)
+
+
+def test_find_documents_prefers_exact_path_then_shortest(store: SQLiteStore) -> None:
+    store.put_document(_doc("deep/folder/note.md"), [], [], [])
+    store.put_document(_doc("folder/note.md"), [], [], [])
+    store.put_document(_doc("note.md"), [], [], [])
+    assert [d.path for d in store.find_documents("note")] == [
+        "note.md",
+        "folder/note.md",
+        "deep/folder/note.md",
+    ]
+    assert [d.path for d in store.find_documents("folder/note")] == [
+        "folder/note.md",
+        "deep/folder/note.md",
+    ]
+    assert store.find_documents("older/note") == [], "a path suffix matches whole segments"
+
+
+def test_where_filters_apply_inside_the_query(store: SQLiteStore) -> None:
+    for i in range(30):
+        store.put_document(
+            _doc(f"f{i % 3}/n{i}.md", status="done" if i % 2 else "open", aliases=[f"al{i}"]),
+            _chunks(f"common word {i}"),
+            [],
+            ["project/atlas" if i % 5 == 0 else "other"],
+        )
+    query = KeywordQuery(terms=("common",))
+    assert len(store.keyword_search(query, 5, Where(path_prefix="f1/"))) == 5
+    assert all(
+        r.chunk.path.startswith("f1/")
+        for r in store.keyword_search(query, 50, Where(path_prefix="f1/"))
+    )
+    tagged = store.keyword_search(query, 50, Where(tags=("project",)))
+    assert len(tagged) == 6
+    done = store.keyword_search(query, 50, Where(fields=(("status", "done"),)))
+    assert len(done) == 15
+    assert len(store.keyword_search(query, 50, Where(fields=(("aliases", "al7"),)))) == 1
+    assert store.keyword_search(query, 50, Where(fields=(('we"ird', "x"),))) == []
+
+
+def test_match_expression_quotes_every_user_string() -> None:
+    expression = match_expression(
+        KeywordQuery(terms=('a"b', "pre*", "NOT"), phrases=("x y",), excluded=("z",))
+    )
+    assert expression == '("a""b" OR "pre"* OR "NOT" OR "x y") NOT ("z")'
+    assert match_expression(KeywordQuery(terms=("東京都",))) == '"東京 京都"'
+    assert match_expression(KeywordQuery(terms=("猫",))) == '"猫"*'
+
+
+def test_closed_store_raises_storage_error(store: SQLiteStore) -> None:
+    store.close()
+    with pytest.raises(StorageError, match="closed"):
+        store.document_states()
