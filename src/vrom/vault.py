@@ -286,7 +286,7 @@ class Vault:
             notes=counts.documents,
             chunks=counts.chunks,
             links=counts.links,
-            unresolved_links=counts.unresolved_links,
+            unresolved_links=self.store.unresolved_link_count(),
             tags=counts.tags,
             store_bytes=counts.bytes,
             last_indexed_unix=None if last is None else float(last),

@@ -138,12 +138,11 @@ class Indexer:
         """Re-index just these notes (added, changed or deleted on disk); cheap for a few paths."""
         started = time.perf_counter()
         tally = _Tally()
-        states = self._store.document_states()
         batch = _Batch(self._store)
         for raw in paths:
             rel = vault_relative(self._root, raw)
             absolute = self._root / rel
-            state = states.get(rel)
+            state = self._store.document_state(rel)
             if any(part.startswith(".") for part in Path(rel).parts) or not is_note_name(
                 absolute.name
             ):

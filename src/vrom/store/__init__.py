@@ -145,7 +145,6 @@ class StoreCounts:
     documents: int
     chunks: int
     links: int
-    unresolved_links: int
     tags: int
     bytes: int
 
@@ -172,6 +171,10 @@ class Store(Protocol):
 
     def document_states(self) -> dict[str, DocumentState]:
         """Return path → state for every stored note."""
+        ...
+
+    def document_state(self, path: str) -> DocumentState | None:
+        """Return the state of one stored note, or None."""
         ...
 
     def put_document(
@@ -232,6 +235,10 @@ class Store(Protocol):
 
     def counts(self) -> StoreCounts:
         """Return row counts and the store's size on disk."""
+        ...
+
+    def unresolved_link_count(self) -> int:
+        """Return how many links point to no stored note."""
         ...
 
     def describe(self) -> dict[str, Any]:

@@ -274,6 +274,14 @@ class SQLiteStore:
             rows = self._conn.execute("SELECT path, id, content_hash, mtime, size FROM documents")
             return {path: DocumentState(i, h, m, s) for path, i, h, m, s in rows}
 
+    def document_state(self, path: str) -> DocumentState | None:
+        """Return the state of one stored note, or None."""
+        with self._guard("reading a note state"):
+            row = self._conn.execute(
+                "SELECT id, content_hash, mtime, size FROM documents WHERE path = ?", (path,)
+            ).fetchone()
+            return None if row is None else DocumentState(*row)
+
     def _delete_children(self, document_id: int) -> None:
         self._conn.execute(
             "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?)",
@@ -485,15 +493,27 @@ class SQLiteStore:
         with self._guard("searching"):
             if query.is_empty:
                 return []
-            filter_sql, filter_params = _where_sql(where)
             weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-            rows = self._conn.execute(
-                f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_fts, {weights}) AS rank"
-                " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-                " JOIN documents d ON d.id = c.document_id"
-                f" WHERE chunks_fts MATCH ?{filter_sql} ORDER BY rank LIMIT ?",
-                (match_expression(query), *filter_params, limit),
-            )
+            if where is None:
+                # rank inside the index first, then join only the rows that are kept
+                sql = (
+                    f"SELECT {_CHUNK_COLUMNS}, f.score FROM (SELECT rowid,"
+                    f" bm25(chunks_fts, {weights}) AS score FROM chunks_fts"
+                    " WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?) f"
+                    " JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id"
+                    " ORDER BY f.score"
+                )
+                params: list[Any] = [match_expression(query), limit]
+            else:
+                filter_sql, filter_params = _where_sql(where)
+                sql = (
+                    f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_fts, {weights}) AS score"
+                    " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+                    " JOIN documents d ON d.id = c.document_id"
+                    f" WHERE chunks_fts MATCH ?{filter_sql} ORDER BY score LIMIT ?"
+                )
+                params = [match_expression(query), *filter_params, limit]
+            rows = self._conn.execute(sql, params)
             return [KeywordRow(_chunk(row[:-1]), -float(row[-1])) for row in rows]
 
     # -- facts -----------------------------------------------------------------------------
@@ -504,13 +524,6 @@ class SQLiteStore:
     def counts(self) -> StoreCounts:
         """Return row counts and the store's size on disk (database plus WAL)."""
         with self._guard("counting"):
-            unresolved = self._scalar(
-                "SELECT count(*) FROM links l WHERE l.target_key != ''"
-                " AND l.target_key NOT IN (SELECT path_key FROM documents)"
-                " AND l.target_key NOT IN (SELECT name_key FROM documents)"
-                " AND (instr(l.target_key, '/') = 0 OR NOT EXISTS (SELECT 1 FROM documents d"
-                "      WHERE d.path_key LIKE '%/' || l.target_key))"
-            )
             size = sum(
                 p.stat().st_size for p in (self._path, Path(f"{self._path}-wal")) if p.exists()
             )
@@ -518,9 +531,22 @@ class SQLiteStore:
                 documents=self._scalar("SELECT count(*) FROM documents"),
                 chunks=self._scalar("SELECT count(*) FROM chunks"),
                 links=self._scalar("SELECT count(*) FROM links"),
-                unresolved_links=unresolved,
                 tags=self._scalar("SELECT count(DISTINCT tag) FROM tags"),
                 bytes=size,
+            )
+
+    def unresolved_link_count(self) -> int:
+        """Return how many links point to no stored note (same rules as `find_documents`)."""
+        with self._guard("counting unresolved links"):
+            return int(
+                self._scalar(
+                    "SELECT count(*) FROM links l WHERE l.target_key != ''"
+                    " AND l.target_key NOT IN (SELECT path_key FROM documents)"
+                    " AND l.target_key NOT IN (SELECT name_key FROM documents)"
+                    " AND (instr(l.target_key, '/') = 0 OR NOT EXISTS (SELECT 1 FROM documents d"
+                    "      WHERE d.path_key LIKE '%/' || replace(replace(replace(l.target_key,"
+                    " '\\', '\\\\'), '%', '\\%'), '_', '\\_') ESCAPE '\\'))"
+                )
             )
 
     def describe(self) -> dict[str, Any]:
