@@ -1,0 +1,89 @@
+"""The README cannot drift: its commands run, its flags exist, its test command is CI's."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vrom.cli import build_parser
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def _block_after(marker: str) -> str:
+    match = re.search(rf"<!-- {marker} -->\n```\w*\n(.*?)```", README, re.DOTALL)
+    assert match, f"README has no code block after <!-- {marker} -->"
+    return match.group(1).strip()
+
+
+def _subcommands() -> dict[str, object]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if a.dest == "command")
+    return dict(action.choices)  # type: ignore[arg-type]
+
+
+def test_quickstart_runs_as_written(tmp_path: Path) -> None:
+    command = _block_after("quickstart")
+    install, _, rest = command.partition(" && ")
+    assert install == "pip install .", "the quick start starts by installing the project"
+    assert shutil.which("vrom"), "the vrom console script is installed"
+    env = {**os.environ, "VROM_STATE_DIR": str(tmp_path / "state")}
+    env.pop("VROM_VAULT", None)
+    result = subprocess.run(
+        ["bash", "-c", rest], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "indexed 7 notes" in result.stdout
+    assert "Projects/Project Atlas.md" in result.stdout
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    command = _block_after("test-command")
+    ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    assert command in ci_lines
+
+
+def test_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code = _block_after("python-example")
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("VROM_STATE_DIR", str(tmp_path / "state"))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})
+    printed = out.getvalue()
+    assert "7 notes" in printed
+    assert "Projects/Project Atlas.md" in printed
+    assert "Sources:" in printed
+
+
+def test_every_readme_command_and_flag_exists() -> None:
+    subcommands = _subcommands()
+    used: set[str] = set()
+    for block in re.findall(r"```bash\n(.*?)```", README, re.DOTALL):
+        for line in block.splitlines():
+            for segment in line.split("&&"):
+                words = shlex.split(segment.split("#", 1)[0])
+                if not words or words[0] != "vrom":
+                    continue
+                flags = [w.split("=")[0] for w in words[1:] if w.startswith("--")]
+                name = next(w for w in words[1:] if not w.startswith("-"))
+                assert name in subcommands, f"README uses unknown command 'vrom {name}'"
+                used.add(name)
+                help_text = subcommands[name].format_help()  # type: ignore[attr-defined]
+                for flag in flags:
+                    assert flag in help_text or flag == "--state-dir", f"{name} has no {flag}"
+    assert used == set(subcommands), f"commands missing from the README: {set(subcommands) - used}"
+
+
+def test_every_command_has_help_text() -> None:
+    for name, parser in _subcommands().items():
+        assert parser.description, f"vrom {name} has no description"  # type: ignore[attr-defined]
