@@ -78,7 +78,8 @@ class Vault:
         """
         root = Path(path).expanduser()
         if not root.is_dir():
-            raise NotFoundError(f"vault folder {os.fspath(path)!r} does not exist")
+            problem = "is not a folder" if root.exists() else "does not exist"
+            raise NotFoundError(f"vault folder {os.fspath(path)!r} {problem}")
         root = root.resolve()
         if max_file_bytes < 1:
             raise ValidationError(f"max_file_bytes must be positive, not {max_file_bytes}")

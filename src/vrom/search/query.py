@@ -82,7 +82,7 @@ def parse_where(where: Mapping[str, Any] | None) -> Where | None:
         if key == "path":
             if not isinstance(value, str) or not value.strip("/"):
                 raise ValidationError("where: 'path' must be a non-empty folder or path prefix")
-            path_prefix = value.strip().lstrip("./").lstrip("/")
+            path_prefix = value.strip().removeprefix("./").lstrip("/")
         elif key in ("tag", "tags"):
             values = value if isinstance(value, (list, tuple)) else [value]
             for tag in values:
