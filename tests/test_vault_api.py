@@ -88,6 +88,15 @@ def test_context_fits_the_budget_and_cites_sources(vault: Vault) -> None:
         vault.context("network", max_tokens=10)
 
 
+def test_context_too_small_for_any_passage_is_an_error(write_vault, open_vault) -> None:
+    folder = "A folder with a rather long name/and another long folder inside it"
+    vault = open_vault(write_vault({f"{folder}/A long note title.md": "budgetword " * 50}))
+    vault.index()
+    with pytest.raises(ValidationError, match="cannot hold one passage"):
+        vault.context("budgetword", max_tokens=50)
+    assert vault.context("budgetword", max_tokens=200).sources
+
+
 def test_stats_and_backend_info(vault: Vault) -> None:
     stats = vault.stats()
     assert (stats.notes, stats.unresolved_links) == (5, 1)
@@ -126,6 +135,10 @@ def test_open_default_finds_env_cwd_or_last_vault(
     with Vault.open_default(cwd=elsewhere) as found:  # the vault indexed last
         assert found.root == vault.root
     monkeypatch.setenv("VROM_VAULT", str(elsewhere))
+    with pytest.raises(NotFoundError, match="not indexed yet"):
+        Vault.open_default(cwd=vault.root)
+    with Vault.open(elsewhere) as other:
+        other.index()
     with Vault.open_default(cwd=vault.root) as found:
         assert found.root == elsewhere.resolve()
     monkeypatch.delenv("VROM_VAULT")

@@ -31,6 +31,7 @@ def test_walk_finds_notes_and_skips_what_it_must(write_vault, tmp_path: Path) ->
     os.symlink(outside, root / "outside-dir")
     os.symlink(root / "a.md", root / "alias.md")  # inside the vault: allowed
     os.symlink(root, root / "Sub" / "loop")  # a loop back to the root
+    os.symlink(root / "gone.md", root / "dangling.md")
 
     files, warnings = walk_vault(root, max_file_bytes=1000)
     assert [f.path for f in files] == ["Sub/b.markdown", "a.md", "alias.md"]
@@ -39,7 +40,8 @@ def test_walk_finds_notes_and_skips_what_it_must(write_vault, tmp_path: Path) ->
     assert "outside the vault" in reasons["leak.md"]
     assert "outside the vault" in reasons["outside-dir"]
     assert "loop" in reasons["Sub/loop"]
-    assert len(warnings) == 4
+    assert "broken symlink" in reasons["dangling.md"]
+    assert len(warnings) == 5
 
 
 def test_read_note_text_handles_binary_bom_and_bad_utf8() -> None:

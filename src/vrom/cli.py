@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import json
 import os
 import sys
@@ -41,9 +42,12 @@ def _parse_where(items: Sequence[str], path: str | None, tags: Sequence[str]) ->
             value = raw
         where[key.strip()] = value if isinstance(value, (str, int, float, bool)) else raw
     if path:
+        if "path" in where and where["path"] != path:
+            raise ValidationError("give the path prefix once: --path or --where path=..., not both")
         where["path"] = path
     if tags:
-        where["tags"] = list(tags)
+        given = [where.pop(key) for key in ("tag", "tags") if key in where]
+        where["tags"] = [*given, *tags]
     return where
 
 
@@ -51,7 +55,7 @@ def _open_vault(args: argparse.Namespace) -> Vault:
     if args.db:
         return Vault.open_store(args.db)
     if args.vault:
-        return Vault.open(args.vault, args.state_dir)
+        return Vault.open(args.vault, args.state_dir, create=False)
     return Vault.open_default(args.state_dir)
 
 
@@ -101,7 +105,9 @@ def _format_related(related: Related, out: TextIO) -> None:
     out.write(f"\nlinks ({len(related.links)}):\n")
     for link in related.links:
         target = link.resolved_path or "(unresolved)"
-        out.write(f"  {link.kind}: {link.target or '#' + (link.heading or '')} → {target}\n")
+        written = link.target + (f"#{link.heading}" if link.heading else "")
+        alias = f" ({link.alias})" if link.alias else ""
+        out.write(f"  {link.kind}: {written}{alias} → {target}\n")
     out.write(f"\nbacklinks ({len(related.backlinks)}):\n")
     for ref in related.backlinks:
         out.write(f"  {ref.path}\n")
@@ -137,14 +143,13 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
             summary = vault.index(force=args.force)
     if args.json:
         _print_json(summary, out)
-        return 0
-    if not args.quiet:
+    elif not args.quiet:
         for warning in summary.warnings[:WARNINGS_SHOWN]:
             sys.stderr.write(f"warning: {warning.path}: {warning.reason}\n")
         hidden = len(summary.warnings) - WARNINGS_SHOWN
         if hidden > 0:
             sys.stderr.write(f"warning: … and {hidden} more (see --json)\n")
-    out.write(_format_summary(summary) + "\n")
+        out.write(_format_summary(summary) + "\n")
     return 0
 
 
@@ -365,7 +370,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 1 error, 2 usage, 130 interrupted)."""
     args = build_parser().parse_args(argv)
-    out = out or sys.stdout
+    if out is None:
+        out = sys.stdout
+        if isinstance(out, io.TextIOWrapper):
+            # a console that cannot show '›' or CJK text gets '?' instead of a traceback
+            out.reconfigure(errors="replace")
     try:
         handler: Callable[[argparse.Namespace, TextIO], int] = args.handler
         return handler(args, out)

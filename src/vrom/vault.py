@@ -69,12 +69,14 @@ class Vault:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         chunk_chars: int = 1000,
         chunk_overlap: int = 150,
+        create: bool = True,
     ) -> Vault:
-        """Return the vault at ``path``, with its store in the state directory (created if new).
+        """Return the vault at ``path``, with its store in the state directory.
 
         ``state_dir`` overrides ``VROM_STATE_DIR`` and the user data dir. ``max_file_bytes`` skips
         larger files; ``chunk_chars``/``chunk_overlap`` set the chunk strategy (a change re-chunks
-        every note on the next index).
+        every note on the next index). With ``create=False`` a vault that was never indexed is a
+        `NotFoundError` instead of a new, empty store.
         """
         root = Path(path).expanduser()
         if not root.is_dir():
@@ -88,7 +90,10 @@ class Vault:
         except ValueError as exc:
             raise ValidationError(str(exc)) from exc
         base = state.state_dir(state_dir)
-        store = SQLiteStore(state.store_path(root, base))
+        path_of_store = state.store_path(root, base)
+        if not create and not path_of_store.exists():
+            raise NotFoundError(f"vault {str(root)!r} is not indexed yet: run 'vrom index {root}'")
+        store = SQLiteStore(path_of_store, create=create)
         return cls(root, store, IndexOptions(max_file_bytes, strategy), base)
 
     @classmethod
@@ -114,7 +119,7 @@ class Vault:
         """
         env = os.environ.get(VAULT_ENV)
         if env:
-            return cls.open(env, state_dir)
+            return cls.open(env, state_dir, create=False)
         base = state.state_dir(state_dir)
         start = Path(cwd) if cwd is not None else Path.cwd()
         root = state.find_indexed_vault(start, base) or state.last_vault(base)
@@ -122,7 +127,7 @@ class Vault:
             raise NotFoundError(
                 "no indexed vault here: run 'vrom index PATH' first, or pass --vault PATH"
             )
-        return cls.open(root, state_dir)
+        return cls.open(root, state_dir, create=False)
 
     def close(self) -> None:
         """Close the store; later calls raise `StorageError`."""
@@ -191,7 +196,13 @@ class Vault:
             raise ValidationError(
                 f"max_tokens must be an integer of at least 50, not {max_tokens!r}"
             )
-        return build_context(query, self.search(query, k, where), max_tokens)
+        hits = self.search(query, k, where)
+        context = build_context(query, hits, max_tokens)
+        if hits and not context.sources:
+            raise ValidationError(
+                f"max_tokens={max_tokens} cannot hold one passage with its source: raise it"
+            )
+        return context
 
     def _document(self, path_or_id: str | int) -> StoredDocument:
         if isinstance(path_or_id, int) and not isinstance(path_or_id, bool):

@@ -92,6 +92,9 @@ def _entries(
             continue
         if is_link:
             target = os.path.realpath(entry.path)
+            if not os.path.exists(target):
+                warnings.append(IndexWarning(rel, "skipped: broken symlink"))
+                continue
             if not _inside(root, target):
                 warnings.append(IndexWarning(rel, "skipped: symlink points outside the vault"))
                 continue

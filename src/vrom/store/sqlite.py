@@ -127,6 +127,11 @@ class SQLiteStore:
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open store {self._path}: {exc}") from exc
         try:
+            if not create:
+                # look before writing anything: another program's database must stay untouched
+                self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+                if self._stored_version() == 0:
+                    raise StorageError(f"{self._path} is not a vrom store (it has no vrom schema)")
             self._configure()
             self._migrate()
         except sqlite3.Error as exc:
