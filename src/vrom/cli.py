@@ -18,7 +18,16 @@ from typing import Any, TextIO
 from vrom import __version__
 from vrom.errors import ValidationError, VromError
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
-from vrom.results import Context, Hit, IndexSummary, Note, Related, to_jsonable
+from vrom.results import (
+    BackendInfo,
+    Context,
+    Hit,
+    IndexSummary,
+    Note,
+    Related,
+    VaultStats,
+    to_jsonable,
+)
 from vrom.state import STATE_DIR_ENV
 from vrom.vault import VAULT_ENV, Vault
 
@@ -153,56 +162,11 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _cmd_search(args: argparse.Namespace, out: TextIO) -> int:
-    where = _parse_where(args.where, args.path, args.tag)
-    with _open_vault(args) as vault:
-        hits = vault.search(args.query, k=args.k, where=where or None)
-    if args.json:
-        _print_json(hits, out)
-    else:
-        _format_hits(hits, out)
-    return 0
+def _format_context(context: Context, out: TextIO) -> None:
+    out.write((context.text or "no matches") + "\n")
 
 
-def _cmd_get_note(args: argparse.Namespace, out: TextIO) -> int:
-    with _open_vault(args) as vault:
-        note = vault.get_note(args.note)
-    if args.json:
-        _print_json(note, out)
-    else:
-        _format_note(note, out)
-    return 0
-
-
-def _cmd_related(args: argparse.Namespace, out: TextIO) -> int:
-    with _open_vault(args) as vault:
-        related = vault.related(args.note, k=args.k)
-    if args.json:
-        _print_json(related, out)
-    else:
-        _format_related(related, out)
-    return 0
-
-
-def _cmd_context(args: argparse.Namespace, out: TextIO) -> int:
-    where = _parse_where(args.where, args.path, args.tag)
-    with _open_vault(args) as vault:
-        context: Context = vault.context(
-            args.query, max_tokens=args.max_tokens, k=args.k, where=where or None
-        )
-    if args.json:
-        _print_json(context, out)
-    else:
-        out.write((context.text or "no matches") + "\n")
-    return 0
-
-
-def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
-    with _open_vault(args) as vault:
-        stats = vault.stats()
-    if args.json:
-        _print_json(stats, out)
-        return 0
+def _format_stats(stats: VaultStats, out: TextIO) -> None:
     last = (
         "never"
         if stats.last_indexed_unix is None
@@ -217,15 +181,9 @@ def _cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
         f"({stats.unresolved_links:,} unresolved)\ntags:        {stats.tags:,}\n"
         f"last index:  {last}\n"
     )
-    return 0
 
 
-def _cmd_backend_info(args: argparse.Namespace, out: TextIO) -> int:
-    with _open_vault(args) as vault:
-        info = vault.backend_info()
-    if args.json:
-        _print_json(info, out)
-        return 0
+def _format_backend_info(info: BackendInfo, out: TextIO) -> None:
     rows = {
         "backend": info.backend,
         "store": info.store_path,
@@ -236,7 +194,27 @@ def _cmd_backend_info(args: argparse.Namespace, out: TextIO) -> int:
     }
     for key, value in rows.items():
         out.write(f"{key + ':':<23}{value}\n")
-    return 0
+
+
+def _reader(
+    read: Callable[[Vault, argparse.Namespace], Any], show: Callable[[Any, TextIO], None]
+) -> Callable[[argparse.Namespace, TextIO], int]:
+    """Return a command that opens the vault, reads one result, and prints it (or its JSON)."""
+
+    def handler(args: argparse.Namespace, out: TextIO) -> int:
+        with _open_vault(args) as vault:
+            result = read(vault, args)
+        if args.json:
+            _print_json(result, out)
+        else:
+            show(result, out)
+        return 0
+
+    return handler
+
+
+def _where(args: argparse.Namespace) -> dict[str, Any] | None:
+    return _parse_where(args.where, args.path, args.tag) or None
 
 
 # -- parser ----------------------------------------------------------------------------------
@@ -330,16 +308,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="overlap between split chunks in characters (default: %(default)s)",
     )
 
-    sub = command("search", _cmd_search, "Search the vault by keyword (BM25).")
+    sub = command(
+        "search",
+        _reader(lambda v, a: v.search(a.query, k=a.k, where=_where(a)), _format_hits),
+        "Search the vault by keyword (BM25).",
+    )
     sub.add_argument("query", metavar="QUERY", help='words, "exact phrases", -excluded, prefix*')
     sub.add_argument("-k", type=_positive_int, default=10, help="hits to return (default: 10)")
     filters(sub)
 
-    sub = command("get-note", _cmd_get_note, "Show one note: metadata, links, tags and body.")
+    sub = command(
+        "get-note",
+        _reader(lambda v, a: v.get_note(a.note), _format_note),
+        "Show one note: metadata, links, tags and body.",
+    )
     sub.add_argument("note", metavar="PATH_OR_ID", help="note path, name or id")
 
     sub = command(
-        "related", _cmd_related, "Show a note's links, backlinks and notes sharing its tags."
+        "related",
+        _reader(lambda v, a: v.related(a.note, k=a.k), _format_related),
+        "Show a note's links, backlinks and notes sharing its tags.",
     )
     sub.add_argument("note", metavar="PATH_OR_ID", help="note path, name or id")
     sub.add_argument(
@@ -348,7 +336,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = command(
         "context",
-        _cmd_context,
+        _reader(
+            lambda v, a: v.context(a.query, max_tokens=a.max_tokens, k=a.k, where=_where(a)),
+            _format_context,
+        ),
         "Print LLM-ready context for a query, with sources, within a token budget.",
     )
     sub.add_argument("query", metavar="QUERY")
@@ -358,10 +349,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("-k", type=_positive_int, default=20, help="hits to draw from (default: 20)")
     filters(sub)
 
-    command("stats", _cmd_stats, "Show counts and sizes of the vault's store.")
+    command(
+        "stats",
+        _reader(lambda v, a: v.stats(), _format_stats),
+        "Show counts and sizes of the vault's store.",
+    )
     command(
         "backend-info",
-        _cmd_backend_info,
+        _reader(lambda v, a: v.backend_info(), _format_backend_info),
         "Show the store backend, its schema version, tokenizers and capabilities.",
     )
     return parser
