@@ -148,6 +148,17 @@ def test_reindex_paths_updates_only_the_named_notes(write_vault, open_vault) -> 
     assert (summary.removed, summary.added) == (1, 1)
     assert [h.path for h in vault.search("zebras")] == ["Brand new.md"]
     assert vault.reindex_paths(".obsidian/x.md").skipped == 1
+    assert vault.reindex_paths("node_modules/pkg/readme.md").skipped == 1
+
+
+def test_reindex_paths_drops_a_note_that_grew_past_the_limit(write_vault, tmp_path) -> None:
+    root = write_vault({"a.md": "# A\nsmall\n"})
+    with Vault.open(root, tmp_path / "state", max_file_bytes=100) as vault:
+        vault.index()
+        (root / "a.md").write_text("# A\n" + "big " * 100)
+        summary = vault.reindex_paths(["a.md"])
+        assert (summary.removed, summary.skipped, summary.notes) == (1, 1, 0)
+        assert "100-byte limit" in summary.warnings[0].reason
 
 
 @pytest.mark.parametrize("path", ["../outside.md", "/etc/passwd", "folder/../../x.md", "."])

@@ -24,8 +24,10 @@ from vrom.ingest.relevance import human_relevance_score
 from vrom.ingest.walk import (
     DEFAULT_MAX_FILE_BYTES,
     NoteFile,
+    is_ignored_path,
     is_note_name,
     read_note_text,
+    too_large,
     walk_vault,
 )
 from vrom.results import IndexSummary, IndexWarning
@@ -143,27 +145,25 @@ class Indexer:
             rel = vault_relative(self._root, raw)
             absolute = self._root / rel
             state = self._store.document_state(rel)
-            if any(part.startswith(".") for part in Path(rel).parts) or not is_note_name(
-                absolute.name
-            ):
-                tally.skip(rel, "skipped: not a note vrom indexes (hidden or not Markdown)")
+            if is_ignored_path(rel) or not is_note_name(absolute.name):
+                tally.skip(
+                    rel, "skipped: not a note vrom indexes (hidden, ignored or not Markdown)"
+                )
                 continue
             try:
                 stat = absolute.stat()
             except FileNotFoundError:
-                if state is not None:
-                    batch.delete(state.document_id)
-                    tally.removed += 1
-                continue
+                stat = None
             except OSError as exc:
                 tally.skip(rel, f"unreadable: {exc.strerror or exc}")
                 continue
-            if stat.st_size > self._options.max_file_bytes:
-                tally.skip(
-                    rel,
-                    f"skipped: {stat.st_size:,} bytes is over the "
-                    f"{self._options.max_file_bytes:,}-byte limit",
-                )
+            if stat is not None and stat.st_size > self._options.max_file_bytes:
+                tally.skip(rel, too_large(stat.st_size, self._options.max_file_bytes))
+                stat = None  # no longer a note vrom indexes, like a deleted one
+            if stat is None:
+                if state is not None:
+                    batch.delete(state.document_id)
+                    tally.removed += 1
                 continue
             note_file = NoteFile(rel, absolute, stat.st_size, stat.st_mtime)
             self._index_file(note_file, state, {}, {}, False, batch, tally)

@@ -51,16 +51,21 @@ def walk_vault(
             warnings.append(IndexWarning(rel, f"unreadable: {exc.strerror or exc}"))
             continue
         if stat.st_size > max_file_bytes:
-            warnings.append(
-                IndexWarning(
-                    rel,
-                    f"skipped: {stat.st_size:,} bytes is over the {max_file_bytes:,}-byte limit",
-                )
-            )
+            warnings.append(IndexWarning(rel, too_large(stat.st_size, max_file_bytes)))
             continue
         files.append(NoteFile(rel, Path(entry.path), stat.st_size, stat.st_mtime))
     files.sort(key=lambda f: f.path)
     return files, warnings
+
+
+def too_large(size: int, max_file_bytes: int) -> str:
+    """Return the warning for a file skipped for its size."""
+    return f"skipped: {size:,} bytes is over the {max_file_bytes:,}-byte limit"
+
+
+def is_ignored_path(rel: str) -> bool:
+    """Return True when a vault-relative path is inside a folder vrom never indexes, or hidden."""
+    return any(part.startswith(".") or part in IGNORED_DIRS for part in rel.split("/"))
 
 
 def _inside(root: Path, target: str) -> bool:
