@@ -92,6 +92,36 @@ def test_changing_the_chunk_strategy_rechunks_everything(write_vault, tmp_path: 
         assert vault.index().unchanged == 3
 
 
+def test_a_strategy_change_is_finished_even_after_an_interrupted_run(
+    write_vault, tmp_path: Path
+) -> None:
+    root = write_vault(NOTES)
+    with Vault.open(root, tmp_path / "state") as vault:
+        vault.index()
+    # a run with another strategy got as far as one note before it was stopped
+    with Vault.open(root, tmp_path / "state", chunk_chars=500, chunk_overlap=50) as vault:
+        assert vault.reindex_paths(["Guide.md"]).changed == 1
+    with Vault.open(root, tmp_path / "state") as vault:
+        summary = vault.index()
+        assert (summary.changed, summary.unchanged) == (1, 2)
+
+
+def test_two_indexers_on_one_new_store_both_succeed(write_vault, tmp_path: Path) -> None:
+    root = write_vault(NOTES)
+    first = Vault.open(root, tmp_path / "state")
+    second = Vault.open(root, tmp_path / "state")
+
+    def race(done: int, total: int, path: str) -> None:
+        if done == 1:  # the second indexer runs to the end while the first is under way
+            second.index()
+
+    summary = first.index(race)
+    assert summary.notes == 3
+    assert first.store.integrity_problems() == []
+    first.close()
+    second.close()
+
+
 def test_force_rewrites_every_note(write_vault, open_vault) -> None:
     vault = open_vault(write_vault(NOTES))
     vault.index()

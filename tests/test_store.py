@@ -25,6 +25,7 @@ def _doc(path: str, title: str = "T", **frontmatter: object) -> DocumentRecord:
         mtime=1.0,
         size=10,
         human_relevance_score=0.5,
+        chunk_strategy="s1",
     )
 
 
@@ -57,6 +58,55 @@ def test_reopening_keeps_data_and_does_not_remigrate(tmp_path: Path) -> None:
     assert list(second.document_states()) == ["a.md"]
     assert second.get_meta("created_unix") == created
     second.close()
+
+
+def test_a_new_store_appears_only_once_its_schema_is_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "store.db"
+
+    def crash(self: SQLiteStore) -> None:
+        raise StorageError("simulated crash while creating the schema")
+
+    monkeypatch.setattr(SQLiteStore, "_migrate", crash)
+    with pytest.raises(StorageError, match="simulated"):
+        SQLiteStore(path)
+    assert list(tmp_path.iterdir()) == [], "no store file and no temporary left behind"
+    monkeypatch.undo()
+    SQLiteStore(path).close()
+    assert [p.name for p in tmp_path.iterdir()] == ["store.db"]
+
+
+def test_an_empty_or_foreign_database_is_refused_untouched(tmp_path: Path) -> None:
+    for name, make in {
+        "empty.db": lambda p: p.write_bytes(b""),
+        "other.db": lambda p: sqlite3.connect(p).execute("CREATE TABLE users (id INTEGER)"),
+    }.items():
+        path = tmp_path / name
+        make(path)
+        before = path.read_bytes()
+        with pytest.raises(StorageError, match="not a vrom store"):
+            SQLiteStore(path)
+        assert path.read_bytes() == before
+
+
+def test_put_document_survives_another_writer_adding_or_removing_the_note(
+    store: SQLiteStore,
+) -> None:
+    first = store.put_document(_doc("a.md"), _chunks("one"), [], [])
+    # a writer that did not see a.md yet adds it again: the stored note is replaced, not doubled
+    assert store.put_document(_doc("a.md"), _chunks("two"), [], []) == first
+    assert [c.text for c in store.chunks_of(first)] == ["two"]
+    # a writer that saw a.md updates it after another writer deleted it: it is added anew
+    store.delete_document(first)
+    again = store.put_document(_doc("a.md"), _chunks("three"), [], [], first)
+    assert [c.text for c in store.chunks_of(again)] == ["three"]
+    # a rename onto a path another note still holds: the path's old note gives way
+    other = store.put_document(_doc("b.md"), _chunks("bee"), [], [])
+    assert store.put_document(_doc("b.md"), _chunks("moved"), [], [], again) == again
+    assert store.get_document(other) is None
+    assert list(store.document_states()) == ["b.md"]
+    assert store.integrity_problems() == []
 
 
 def test_missing_store_without_create_is_not_found(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ class Hit:
     """One search result: a chunk of a note, with the provenance needed to cite it exactly.
 
     Fields:
-        chunk_id: the chunk's id in the store (stable until the note's text changes).
+        chunk_id: the chunk's id in the store; ids are never reused, and a note's chunks get
+            new ids each time the note is rewritten (``content_hash`` identifies the text).
         path: the note's path relative to the vault root, with ``/`` separators.
         title: the note's title (frontmatter ``title`` › first H1 › file name).
         heading_path: the headings above the chunk, joined with `` > `` ("Setup > Install").

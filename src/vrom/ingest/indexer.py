@@ -92,10 +92,12 @@ class Indexer:
         self._root = root.resolve()
         self._options = options
         self._strategy_json = json.dumps(options.strategy.as_dict(), sort_keys=True)
+        # each note records the strategy it was chunked with, so a changed strategy re-chunks
+        # every note even across interrupted runs
+        self._strategy_id = hashlib.sha256(self._strategy_json.encode()).hexdigest()[:16]
 
-    def strategy_changed(self) -> bool:
-        """True when the store was chunked with another strategy (so every note is redone)."""
-        return self._store.get_meta(STRATEGY_META_KEY) != self._strategy_json
+    def _is_current(self, state: DocumentState | None) -> bool:
+        return state is not None and state.chunk_strategy == self._strategy_id
 
     def index(self, progress: ProgressCallback | None = None, force: bool = False) -> IndexSummary:
         """Index the whole vault; ``force`` rewrites every note even when unchanged."""
@@ -105,7 +107,7 @@ class Indexer:
         for warning in walk_warnings:
             tally.skip(warning.path, warning.reason)
         states = self._store.document_states()
-        rewrite_all = force or self.strategy_changed()
+        rewrite_all = force
         walked = {f.path for f in files}
         vanished = {path: state for path, state in states.items() if path not in walked}
         by_hash: dict[str, list[str]] = {}
@@ -118,6 +120,7 @@ class Indexer:
             if (
                 state is not None
                 and not rewrite_all
+                and self._is_current(state)
                 and state.mtime == note_file.mtime
                 and state.size == note_file.size
             ):
@@ -195,7 +198,12 @@ class Indexer:
         if problem:
             tally.warnings.append(IndexWarning(note_file.path, problem))
         content_hash = hashlib.sha256(data).hexdigest()
-        if state is not None and state.content_hash == content_hash and not rewrite_all:
+        if (
+            state is not None
+            and state.content_hash == content_hash
+            and self._is_current(state)
+            and not rewrite_all
+        ):
             batch.touch(state.document_id, note_file.mtime, note_file.size)
             tally.unchanged += 1
             return
@@ -231,6 +239,7 @@ class Indexer:
             mtime=note_file.mtime,
             size=note_file.size,
             human_relevance_score=human_relevance_score(note.frontmatter, note_file.path),
+            chunk_strategy=self._strategy_id,
         )
         chunks = [
             ChunkRecord(

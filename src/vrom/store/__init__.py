@@ -26,6 +26,7 @@ class DocumentRecord:
     mtime: float
     size: int
     human_relevance_score: float
+    chunk_strategy: str
 
 
 @dataclass(frozen=True)
@@ -55,12 +56,17 @@ class LinkRecord:
 
 @dataclass(frozen=True)
 class DocumentState:
-    """What incremental indexing needs to know about a stored note."""
+    """What incremental indexing needs to know about a stored note.
+
+    ``chunk_strategy`` identifies how the note was chunked, so a note is re-chunked when the
+    strategy changes even if an earlier run that changed it was interrupted.
+    """
 
     document_id: int
     content_hash: str
     mtime: float
     size: int
+    chunk_strategy: str
 
 
 @dataclass(frozen=True)
@@ -185,7 +191,12 @@ class Store(Protocol):
         tags: Sequence[str],
         document_id: int | None = None,
     ) -> int:
-        """Write a note with its chunks, links and tags, replacing what ``document_id`` held."""
+        """Write a note with its chunks, links and tags, replacing what ``document_id`` held.
+
+        Safe against another writer that added or removed the same note meanwhile: a note that
+        already holds ``document.path`` is replaced, and a vanished ``document_id`` is re-added.
+        Returns the note's id.
+        """
         ...
 
     def touch_document(self, document_id: int, mtime: float, size: int) -> None:

@@ -27,6 +27,7 @@ MIGRATIONS: tuple[str, ...] = (
         size                  INTEGER NOT NULL,
         human_relevance_score REAL NOT NULL,
         chunk_count           INTEGER NOT NULL,
+        chunk_strategy        TEXT NOT NULL,
         indexed_at            REAL NOT NULL
     );
     CREATE INDEX documents_path_key ON documents(path_key);

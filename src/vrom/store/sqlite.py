@@ -8,8 +8,10 @@ any moment leaves each note either fully written or not at all.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +34,7 @@ from vrom.store.fts_text import segment, segment_query_term
 from vrom.store.schema import FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_SECONDS = 60.0
+STALE_CREATION_SECONDS = 3600.0
 # title, heading_path, body: a match in the title or a heading says more than one in the body
 BM25_WEIGHTS = (4.0, 2.0, 1.0)
 
@@ -41,7 +44,7 @@ _CHUNK_COLUMNS = """
 """
 _DOCUMENT_WRITE_COLUMNS = """
     path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
-    human_relevance_score, chunk_count, indexed_at
+    human_relevance_score, chunk_strategy, chunk_count, indexed_at
 """
 _DOCUMENT_COLUMNS = """
     id, path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
@@ -111,27 +114,37 @@ class SQLiteStore:
     """A vault's store in one SQLite file; see the module docstring for the guarantees."""
 
     def __init__(self, path: Path, *, create: bool = True) -> None:
+        """Open the store at ``path``; a missing file is created unless ``create`` is False.
+
+        A new store is built under a temporary name and appears at ``path`` only once its schema
+        is committed, so no process ever sees a half-made store. An existing file must hold a
+        vrom schema: another program's database is refused before anything is written to it.
+        """
         self._path = Path(path)
-        if not create and not self._path.exists():
-            raise NotFoundError(f"no store at {self._path}: index the vault first ('vrom index')")
         self._depth = 0
         self._closed = False
+        if not self._path.exists():
+            if not create:
+                raise NotFoundError(
+                    f"no store at {self._path}: index the vault first ('vrom index')"
+                )
+            self._create_file()
+        self._connect(self._path, require_schema=True)
+
+    def _connect(self, path: Path, *, require_schema: bool) -> None:
         try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
-                str(self._path),
+                str(path),
                 timeout=BUSY_TIMEOUT_SECONDS,
                 isolation_level=None,
                 check_same_thread=False,
             )
-        except (OSError, sqlite3.Error) as exc:
+        except sqlite3.Error as exc:
             raise StorageError(f"cannot open store {self._path}: {exc}") from exc
         try:
-            if not create:
-                # look before writing anything: another program's database must stay untouched
-                self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-                if self._stored_version() == 0:
-                    raise StorageError(f"{self._path} is not a vrom store (it has no vrom schema)")
+            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+            if require_schema and self._stored_version() == 0:
+                raise StorageError(f"{self._path} is not a vrom store (it has no vrom schema)")
             self._configure()
             self._migrate()
         except sqlite3.Error as exc:
@@ -140,6 +153,32 @@ class SQLiteStore:
         except StorageError:
             self._conn.close()
             raise
+
+    def _create_file(self) -> None:
+        folder, name = self._path.parent, self._path.name
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for stale in folder.glob(f"{name}.creating-*"):  # left by a process killed meanwhile
+                if time.time() - stale.stat().st_mtime > STALE_CREATION_SECONDS:
+                    stale.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create store {self._path}: {exc}") from exc
+        temporary = folder / f"{name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            self._connect(temporary, require_schema=False)
+            self._conn.close()  # the last connection folds the WAL into the file
+            try:
+                os.link(temporary, self._path)
+            except FileExistsError:
+                pass  # another process published its store first: use that one
+            except OSError:  # a filesystem without hard links
+                if not self._path.exists():
+                    os.replace(temporary, self._path)
+        except OSError as exc:
+            raise StorageError(f"cannot create store {self._path}: {exc}") from exc
+        finally:
+            for leftover in (temporary, Path(f"{temporary}-wal"), Path(f"{temporary}-shm")):
+                leftover.unlink(missing_ok=True)
 
     # -- connection ------------------------------------------------------------------------
 
@@ -157,8 +196,8 @@ class SQLiteStore:
         text = str(exc)
         if "locked" in text or "busy" in text:
             return StorageError(
-                f"store {self._path} stayed busy for {BUSY_TIMEOUT_SECONDS:.0f} s while "
-                f"{action} (another process is writing): try again"
+                f"store {self._path} is busy while {action} (another process holds it "
+                "for writing): try again"
             )
         if isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
             return StorageError(f"{self._path} is not a vrom store (not a SQLite database)")
@@ -166,11 +205,25 @@ class SQLiteStore:
 
     def _configure(self) -> None:
         self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-        mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
-        if mode != "wal":
-            self._conn.execute("PRAGMA journal_mode = WAL")
+        if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            self._enable_wal()
         self._conn.execute("PRAGMA synchronous = NORMAL")
         self._conn.execute("PRAGMA foreign_keys = ON")
+
+    def _enable_wal(self) -> None:
+        """Switch to WAL, waiting out another process's lock (the pragma does not wait by itself).
+
+        A filesystem without WAL support keeps the rollback journal: slower, still correct.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _stored_version(self) -> int:
         has_meta = self._conn.execute(
@@ -276,14 +329,17 @@ class SQLiteStore:
     def document_states(self) -> dict[str, DocumentState]:
         """Return path → state for every stored note."""
         with self._guard("reading note states"):
-            rows = self._conn.execute("SELECT path, id, content_hash, mtime, size FROM documents")
-            return {path: DocumentState(i, h, m, s) for path, i, h, m, s in rows}
+            rows = self._conn.execute(
+                "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
+            )
+            return {row[0]: DocumentState(*row[1:]) for row in rows}
 
     def document_state(self, path: str) -> DocumentState | None:
         """Return the state of one stored note, or None."""
         with self._guard("reading a note state"):
             row = self._conn.execute(
-                "SELECT id, content_hash, mtime, size FROM documents WHERE path = ?", (path,)
+                "SELECT id, content_hash, mtime, size, chunk_strategy FROM documents WHERE path = ?",
+                (path,),
             ).fetchone()
             return None if row is None else DocumentState(*row)
 
@@ -294,6 +350,21 @@ class SQLiteStore:
         )
         for table in ("chunks", "links", "tags"):
             self._conn.execute(f"DELETE FROM {table} WHERE document_id = ?", (document_id,))
+
+    def _claim_path(self, path: str, document_id: int | None) -> int | None:
+        """Return the id to write a note under, clearing the path if another note holds it."""
+        if document_id is not None and not self._scalar(
+            "SELECT count(*) FROM documents WHERE id = ?", (document_id,)
+        ):
+            document_id = None  # deleted by another writer since the caller looked
+        holder = self._conn.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
+        if holder is None or holder[0] == document_id:
+            return document_id
+        if document_id is None:
+            return int(holder[0])  # added by another writer since the caller looked
+        self._delete_children(holder[0])  # a note moved onto a path another note still held
+        self._conn.execute("DELETE FROM documents WHERE id = ?", (holder[0],))
+        return document_id
 
     def _next_id(self, table: str) -> int:
         row = self._conn.execute(
@@ -311,7 +382,11 @@ class SQLiteStore:
         tags: Sequence[str],
         document_id: int | None = None,
     ) -> int:
-        """Write a note with its chunks, links and tags, replacing what ``document_id`` held."""
+        """Write a note with its chunks, links and tags, replacing what ``document_id`` held.
+
+        Another process may have added or removed the same note since the caller looked: a note
+        already holding this path is replaced, and a vanished ``document_id`` is added anew.
+        """
         with self._guard("writing a note"):
             values = (
                 document.path,
@@ -323,15 +398,17 @@ class SQLiteStore:
                 document.mtime,
                 document.size,
                 document.human_relevance_score,
+                document.chunk_strategy,
                 len(chunks),
                 time.time(),
             )
             with self.transaction():
+                document_id = self._claim_path(document.path, document_id)
                 if document_id is None:
                     document_id = self._next_id("documents")
                     self._conn.execute(
                         f"INSERT INTO documents(id, {_DOCUMENT_WRITE_COLUMNS})"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (document_id, *values),
                     )
                 else:
@@ -339,7 +416,8 @@ class SQLiteStore:
                     self._conn.execute(
                         "UPDATE documents SET path = ?, path_key = ?, name_key = ?, title = ?,"
                         " frontmatter = ?, content_hash = ?, mtime = ?, size = ?,"
-                        " human_relevance_score = ?, chunk_count = ?, indexed_at = ? WHERE id = ?",
+                        " human_relevance_score = ?, chunk_strategy = ?, chunk_count = ?,"
+                        " indexed_at = ? WHERE id = ?",
                         (*values, document_id),
                     )
                 first = self._next_id("chunks")
