@@ -10,7 +10,8 @@ import pytest
 from vrom.errors import NotFoundError, StorageError
 from vrom.store import ChunkRecord, DocumentRecord, KeywordQuery, LinkRecord, Where
 from vrom.store.schema import SCHEMA_VERSION
-from vrom.store.sqlite import SQLiteStore, match_expression
+from vrom.store.sqlite import SQLiteStore
+from vrom.store.sqlite_query import match_expression
 
 
 def _doc(path: str, title: str = "T", **frontmatter: object) -> DocumentRecord:

@@ -71,3 +71,22 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+# What a sound store satisfies beyond PRAGMA integrity_check: label -> SQL counting violations.
+CONSISTENCY_CHECKS: dict[str, str] = {
+    "notes whose chunk count is wrong": "SELECT count(*) FROM documents d WHERE d.chunk_count !="
+    " (SELECT count(*) FROM chunks c WHERE c.document_id = d.id)",
+    "chunks without a note": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
+    " (SELECT 1 FROM documents d WHERE d.id = c.document_id)",
+    "chunks missing from the keyword index": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
+    " (SELECT 1 FROM chunks_fts f WHERE f.rowid = c.id)",
+    "keyword index rows without a chunk": "SELECT count(*) FROM chunks_fts f WHERE NOT EXISTS"
+    " (SELECT 1 FROM chunks c WHERE c.id = f.rowid)",
+    "links without a note": "SELECT count(*) FROM links l WHERE NOT EXISTS"
+    " (SELECT 1 FROM documents d WHERE d.id = l.document_id)",
+    "tags without a note": "SELECT count(*) FROM tags t WHERE NOT EXISTS"
+    " (SELECT 1 FROM documents d WHERE d.id = t.document_id)",
+    "chunks with broken prev/next links": "SELECT count(*) FROM chunks c WHERE (c.next_id IS NOT NULL AND NOT EXISTS"
+    " (SELECT 1 FROM chunks n WHERE n.id = c.next_id AND n.prev_id = c.id))"
+    " OR (c.prev_id IS NULL) != (c.position = 0)",
+}

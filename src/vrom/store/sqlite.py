@@ -12,7 +12,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,9 @@ from vrom.store import (
     StoredDocument,
     Where,
 )
-from vrom.store.fts_text import segment, segment_query_term
-from vrom.store.schema import FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
+from vrom.store.fts_text import segment
+from vrom.store.schema import CONSISTENCY_CHECKS, FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
+from vrom.store.sqlite_query import escape_like, match_expression, where_sql
 
 BUSY_TIMEOUT_SECONDS = 60.0
 STALE_CREATION_SECONDS = 3600.0
@@ -60,54 +61,6 @@ def _document(row: Sequence[Any]) -> StoredDocument:
     values = list(row)
     values[5] = json.loads(values[5])
     return StoredDocument(*values)
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
-
-
-def match_expression(query: KeywordQuery) -> str:
-    """Return the FTS5 MATCH expression for a parsed query; every user string is quoted."""
-
-    def phrase(text: str, prefix: bool) -> str:
-        body, cjk_prefix = segment_query_term(text)
-        return _quote(body) + ("*" if prefix or cjk_prefix else "")
-
-    positives = [phrase(t[:-1], True) if t.endswith("*") else phrase(t, False) for t in query.terms]
-    positives += [phrase(p, False) for p in query.phrases]
-    expression = " OR ".join(positives)
-    if query.excluded:
-        negatives = " OR ".join(phrase(x, False) for x in query.excluded)
-        expression = f"({expression}) NOT ({negatives})"
-    return expression
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _where_sql(where: Where | None) -> tuple[str, list[Any]]:
-    if where is None:
-        return "", []
-    clauses: list[str] = []
-    params: list[Any] = []
-    if where.path_prefix:
-        clauses.append("substr(d.path, 1, ?) = ?")
-        params += [len(where.path_prefix), where.path_prefix]
-    for tag in where.tags:
-        clauses.append(
-            "EXISTS (SELECT 1 FROM tags t WHERE t.document_id = d.id"
-            " AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
-        )
-        params += [tag, _escape_like(tag) + "/%"]
-    for key, value in where.fields:
-        json_path = '$."' + key.replace('"', '""') + '"'
-        clauses.append(
-            "(json_extract(d.frontmatter, ?) = ? OR EXISTS (SELECT 1 FROM"
-            " json_each(d.frontmatter, ?) j WHERE j.type != 'object' AND j.value = ?))"
-        )
-        params += [json_path, value, json_path, value]
-    return "".join(f" AND {c}" for c in clauses), params
 
 
 class SQLiteStore:
@@ -503,7 +456,7 @@ class SQLiteStore:
             if "/" in key:
                 condition, params = (
                     "path_key = ? OR path_key LIKE ? ESCAPE '\\'",
-                    [key, "%/" + _escape_like(key)],
+                    [key, "%/" + escape_like(key)],
                 )
             else:
                 condition, params = "path_key = ? OR name_key = ?", [key, key]
@@ -588,7 +541,7 @@ class SQLiteStore:
                 )
                 params: list[Any] = [match_expression(query), limit]
             else:
-                filter_sql, filter_params = _where_sql(where)
+                filter_sql, filter_params = where_sql(where)
                 sql = (
                     f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_fts, {weights}) AS score"
                     " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
@@ -660,22 +613,7 @@ class SQLiteStore:
             problems = [
                 row[0] for row in self._conn.execute("PRAGMA integrity_check") if row[0] != "ok"
             ]
-            checks: Mapping[str, str] = {
-                "notes whose chunk count is wrong": "SELECT count(*) FROM documents d WHERE d.chunk_count !="
-                " (SELECT count(*) FROM chunks c WHERE c.document_id = d.id)",
-                "chunks without a note": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
-                " (SELECT 1 FROM documents d WHERE d.id = c.document_id)",
-                "chunks missing from the keyword index": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
-                " (SELECT 1 FROM chunks_fts f WHERE f.rowid = c.id)",
-                "keyword index rows without a chunk": "SELECT count(*) FROM chunks_fts f WHERE NOT EXISTS"
-                " (SELECT 1 FROM chunks c WHERE c.id = f.rowid)",
-                "links without a note": "SELECT count(*) FROM links l WHERE NOT EXISTS"
-                " (SELECT 1 FROM documents d WHERE d.id = l.document_id)",
-                "chunks with broken prev/next links": "SELECT count(*) FROM chunks c WHERE (c.next_id IS NOT NULL AND NOT EXISTS"
-                " (SELECT 1 FROM chunks n WHERE n.id = c.next_id AND n.prev_id = c.id))"
-                " OR (c.prev_id IS NULL) != (c.position = 0)",
-            }
-            for label, sql in checks.items():
+            for label, sql in CONSISTENCY_CHECKS.items():
                 count = self._scalar(sql)
                 if count:
                     problems.append(f"{count} {label}")
