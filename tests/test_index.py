@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from vrom import NotFoundError, ValidationError, Vault
+from vrom.ingest import indexer
 from vrom.state import store_path
 
 NOTES = {
@@ -215,3 +216,20 @@ def test_opening_a_missing_folder_is_not_found(tmp_path: Path) -> None:
         Vault.open(tmp_path / "missing")
     with pytest.raises(ValidationError):
         Vault.open(tmp_path, chunk_chars=10)
+
+
+def test_a_note_the_parser_cannot_handle_costs_only_that_note(
+    write_vault, open_vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_parse = indexer.parse_note
+
+    def fragile_parse(text: str, path: str):  # a stand-in for a parser bug on one input
+        if "trigger" in text:
+            raise RuntimeError("parser bug")
+        return real_parse(text, path)
+
+    monkeypatch.setattr(indexer, "parse_note", fragile_parse)
+    vault = open_vault(write_vault({"ok.md": "# Ok\nfine\n", "bad.md": "# Bad\ntrigger\n"}))
+    summary = vault.index()
+    assert (summary.added, summary.skipped, summary.notes) == (1, 1, 1)
+    assert "could not be parsed (RuntimeError: parser bug)" in summary.warnings[0].reason

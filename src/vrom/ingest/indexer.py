@@ -207,6 +207,11 @@ class Indexer:
             batch.touch(state.document_id, note_file.mtime, note_file.size)
             tally.unchanged += 1
             return
+        try:
+            record, chunks, links, tags, warnings = self._prepare(note_file, text, content_hash)
+        except Exception as exc:  # a parser bug must cost one note, never the whole run
+            tally.skip(note_file.path, f"could not be parsed ({type(exc).__name__}: {exc})")
+            return
         document_id = state.document_id if state is not None else None
         if document_id is None and by_hash.get(content_hash):
             old_path = by_hash[content_hash].pop()
@@ -216,11 +221,6 @@ class Indexer:
             tally.added += 1
         else:
             tally.changed += 1
-        try:
-            record, chunks, links, tags, warnings = self._prepare(note_file, text, content_hash)
-        except Exception as exc:  # a parser bug must cost one note, never the whole run
-            tally.skip(note_file.path, f"could not be parsed ({type(exc).__name__}: {exc})")
-            return
         tally.warnings.extend(IndexWarning(note_file.path, w) for w in warnings)
         batch.put(record, chunks, links, tags, document_id)
 

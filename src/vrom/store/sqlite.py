@@ -112,8 +112,11 @@ class SQLiteStore:
         try:
             folder.mkdir(parents=True, exist_ok=True)
             for stale in folder.glob(f"{name}.creating-*"):  # left by a process killed meanwhile
-                if time.time() - stale.stat().st_mtime > STALE_CREATION_SECONDS:
-                    stale.unlink(missing_ok=True)
+                try:
+                    if time.time() - stale.stat().st_mtime > STALE_CREATION_SECONDS:
+                        stale.unlink()
+                except FileNotFoundError:
+                    continue  # another process cleaned it up first
         except OSError as exc:
             raise StorageError(f"cannot create store {self._path}: {exc}") from exc
         temporary = folder / f"{name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -157,7 +160,6 @@ class SQLiteStore:
         return StorageError(f"store {self._path} failed while {action}: {text}")
 
     def _configure(self) -> None:
-        self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
         if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             self._enable_wal()
         self._conn.execute("PRAGMA synchronous = NORMAL")
