@@ -123,6 +123,15 @@ def test_two_indexers_on_one_new_store_both_succeed(write_vault, tmp_path: Path)
     second.close()
 
 
+def test_a_store_opened_by_file_keeps_its_chunk_strategy(write_vault, tmp_path: Path) -> None:
+    root = write_vault(NOTES)
+    with Vault.open(root, tmp_path / "state", chunk_chars=500, chunk_overlap=50) as vault:
+        vault.index()
+        location = vault.store.location
+    with Vault.open_store(location) as vault:
+        assert vault.index().unchanged == 3
+
+
 def test_force_rewrites_every_note(write_vault, open_vault) -> None:
     vault = open_vault(write_vault(NOTES))
     vault.index()

@@ -98,13 +98,21 @@ class Vault:
 
     @classmethod
     def open_store(cls, db_path: str | os.PathLike[str]) -> Vault:
-        """Return the vault whose store file is ``db_path`` (the store must exist)."""
+        """Return the vault whose store file is ``db_path`` (the store must exist).
+
+        Re-indexing through it keeps the chunk strategy the store was last indexed with.
+        """
         store = SQLiteStore(Path(db_path).expanduser(), create=False)
         root = store.get_meta("vault_root")
         if root is None:
             store.close()
             raise NotFoundError(f"store {os.fspath(db_path)!r} has not indexed a vault yet")
-        return cls(Path(root), store, IndexOptions())
+        recorded = json.loads(store.get_meta(STRATEGY_META_KEY) or "{}")
+        strategy = ChunkStrategy(
+            target_chars=recorded.get("target_chars", ChunkStrategy.target_chars),
+            overlap_chars=recorded.get("overlap_chars", ChunkStrategy.overlap_chars),
+        )
+        return cls(Path(root), store, IndexOptions(strategy=strategy))
 
     @classmethod
     def open_default(
