@@ -14,8 +14,13 @@ WriteVault = Callable[[dict[str, str | bytes]], Path]
 
 @pytest.fixture(autouse=True)
 def _isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep every test's vault state (and the 'vault indexed last' hint) inside tmp_path."""
+    """Keep every test's vault state (and the 'vault indexed last' hint) inside tmp_path.
+
+    Vaults are keyword-only unless a test asks for an embedder (subprocesses inherit this):
+    the keyword suites pin keyword behaviour, the vector suites pass the fake or real model.
+    """
     monkeypatch.setenv("VROM_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("VROM_EMBEDDER", "none")
     monkeypatch.delenv("VROM_VAULT", raising=False)
 
 

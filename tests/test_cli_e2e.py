@@ -26,6 +26,7 @@ TIMEOUT = 60
 MAX_FILE_SIZE = 4096
 SUMMARY_KEYS = {
     "added",
+    "embedded",
     "changed",
     "removed",
     "renamed",
@@ -93,6 +94,7 @@ def _environment(call: Call, scratch: Path) -> dict[str, str]:
     assert env_state is not None, "every call must pin the state dir inside tmp_path"
     env["VROM_STATE_DIR"] = str(env_state)
     env["PYTHONIOENCODING"] = "utf-8"
+    env["VROM_EMBEDDER"] = "none"  # keyword behaviour; module fixtures run outside conftest
     env["XDG_DATA_HOME"] = str(scratch / "xdg")  # belt and braces for the platformdirs default
     env.update(call.env or {})
     return env
@@ -392,7 +394,9 @@ def test_index_lifecycle_edit_delete_rename(tmp_path: Path) -> None:
         assert summary["warnings"] == []
         return {k: v for k, v in summary.items() if k not in ("seconds", "warnings")}
 
-    zero = dict.fromkeys(("added", "changed", "removed", "renamed", "unchanged", "skipped"), 0)
+    zero = dict.fromkeys(
+        ("added", "changed", "removed", "renamed", "unchanged", "skipped", "embedded"), 0
+    )
     first = run("index", str(vault), state=state).ok()
     assert SUMMARY_LINE.fullmatch(first.stdout.strip()), first.stdout
     assert " 3 added, " in first.stdout and first.stderr == ""

@@ -31,6 +31,13 @@ import vaultgen  # a plain module next to this file, importable once its folder 
 
 pytestmark = pytest.mark.slow
 
+
+@pytest.fixture(autouse=True)
+def _embed_with_the_fake_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Indexing here also embeds (fake model), so kills and races hit vector writes too."""
+    monkeypatch.setenv("VROM_EMBEDDER", "fake")
+
+
 SEED = 4242
 TIMEOUT = 120.0
 QUERIES = ("network", "budget meeting", "release OR archive", "garden*", "switch -budget")

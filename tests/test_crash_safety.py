@@ -51,6 +51,13 @@ import vaultgen  # a plain module next to this file, importable once its folder 
 
 pytestmark = pytest.mark.slow
 
+
+@pytest.fixture(autouse=True)
+def _embed_with_the_fake_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Indexing here also embeds (fake model), so kills and races hit vector writes too."""
+    monkeypatch.setenv("VROM_EMBEDDER", "fake")
+
+
 SEED = int(os.environ.get("VROM_CRASH_SEED", "20261130"))
 NOTES = 1200
 TRIALS = 25
@@ -92,7 +99,7 @@ def read_store(db: Path) -> StoreReading:
             for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             if not row[0].startswith(("sqlite_", "chunks_fts_"))
         }
-        expected = {"meta", "documents", "chunks", "links", "tags", "chunks_fts"}
+        expected = {"meta", "documents", "chunks", "links", "tags", "chunks_fts", "vectors"}
         if not tables:  # killed before the schema's transaction committed
             return StoreReading(problems, {}, None, has_schema=False)
         if tables != expected:

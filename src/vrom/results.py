@@ -68,8 +68,9 @@ class IndexSummary:
         unchanged: notes whose content was already indexed.
         skipped: files left out (binary, too large, unreadable, escaping symlinks, ...).
         notes, chunks: totals in the store after the run.
-        seconds: wall time of the run.
+        seconds: wall time of the keyword part of the run (embedding is not included).
         warnings: one entry per skipped file or caveat (broken frontmatter, bad UTF-8, ...).
+        embedded: chunks embedded by this run (0 without an embedder).
     """
 
     added: int
@@ -82,6 +83,7 @@ class IndexSummary:
     chunks: int
     seconds: float
     warnings: Sequence[IndexWarning] = ()
+    embedded: int = 0
 
 
 @dataclass(frozen=True)

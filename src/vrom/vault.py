@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -10,8 +11,10 @@ from types import TracebackType
 from typing import Any
 
 from vrom import state
+from vrom.embed import Embedder
 from vrom.errors import NotFoundError, ValidationError
 from vrom.ingest.chunk import ChunkStrategy
+from vrom.ingest.embedding import EmbedProgress, bind_embedder, embed_missing, stored_fingerprint
 from vrom.ingest.indexer import (
     STRATEGY_META_KEY,
     Indexer,
@@ -36,10 +39,14 @@ from vrom.results import (
 from vrom.search.context import build_context
 from vrom.search.keyword import keyword_search
 from vrom.search.links import backlink_sources, resolve_link
+from vrom.search.vector import VectorSearcher, check_mode
 from vrom.store import Store, StoredDocument
 from vrom.store.sqlite import SQLiteStore
 
 VAULT_ENV = "VROM_VAULT"
+AUTO = "auto"
+EmbedderChoice = Embedder | str | None
+"""An `Embedder`, a spec string (`Embedder.from_spec`), None (keyword only) or ``"auto"``."""
 
 
 def _ref(doc: StoredDocument) -> NoteRef:
@@ -50,13 +57,21 @@ class Vault:
     """A notes vault and its store. Open it with `Vault.open`; close it (or use ``with``)."""
 
     def __init__(
-        self, root: Path, store: Store, options: IndexOptions, state_base: Path | None = None
+        self,
+        root: Path,
+        store: Store,
+        options: IndexOptions,
+        state_base: Path | None = None,
+        embedder: EmbedderChoice = AUTO,
     ) -> None:
         self.root = root
         self.store = store
         self._options = options
         self._state_base = state_base
         self._indexer = Indexer(store, root, options)
+        self._embedder_choice = embedder
+        self._searcher: VectorSearcher | None = None
+        self._embedder_resolved = False
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -70,13 +85,16 @@ class Vault:
         chunk_chars: int = 1000,
         chunk_overlap: int = 150,
         create: bool = True,
+        embedder: EmbedderChoice = AUTO,
     ) -> Vault:
         """Return the vault at ``path``, with its store in the state directory.
 
         ``state_dir`` overrides ``VROM_STATE_DIR`` and the user data dir. ``max_file_bytes`` skips
         larger files; ``chunk_chars``/``chunk_overlap`` set the chunk strategy (a change re-chunks
         every note on the next index). With ``create=False`` a vault that was never indexed is a
-        `NotFoundError` instead of a new, empty store.
+        `NotFoundError` instead of a new, empty store. ``embedder``: an `Embedder`, a spec string
+        (see `Embedder.from_spec`), None for keyword search only, or ``"auto"`` (the default:
+        ``$VROM_EMBEDDER``, else the default local model); a model loads only when first needed.
         """
         root = Path(path).expanduser()
         if not root.is_dir():
@@ -94,10 +112,12 @@ class Vault:
         if not create and not path_of_store.exists():
             raise NotFoundError(f"vault {str(root)!r} is not indexed yet: run 'vrom index {root}'")
         store = SQLiteStore(path_of_store, create=create)
-        return cls(root, store, IndexOptions(max_file_bytes, strategy), base)
+        return cls(root, store, IndexOptions(max_file_bytes, strategy), base, embedder)
 
     @classmethod
-    def open_store(cls, db_path: str | os.PathLike[str]) -> Vault:
+    def open_store(
+        cls, db_path: str | os.PathLike[str], *, embedder: EmbedderChoice = AUTO
+    ) -> Vault:
         """Return the vault whose store file is ``db_path`` (the store must exist).
 
         Re-indexing through it keeps the chunk strategy the store was last indexed with.
@@ -112,13 +132,15 @@ class Vault:
             target_chars=recorded.get("target_chars", ChunkStrategy.target_chars),
             overlap_chars=recorded.get("overlap_chars", ChunkStrategy.overlap_chars),
         )
-        return cls(Path(root), store, IndexOptions(strategy=strategy))
+        return cls(Path(root), store, IndexOptions(strategy=strategy), embedder=embedder)
 
     @classmethod
     def open_default(
         cls,
         state_dir: str | os.PathLike[str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
+        *,
+        embedder: EmbedderChoice = AUTO,
     ) -> Vault:
         """Return the vault to use when none is named.
 
@@ -127,7 +149,7 @@ class Vault:
         """
         env = os.environ.get(VAULT_ENV)
         if env:
-            return cls.open(env, state_dir, create=False)
+            return cls.open(env, state_dir, create=False, embedder=embedder)
         base = state.state_dir(state_dir)
         start = Path(cwd) if cwd is not None else Path.cwd()
         root = state.find_indexed_vault(start, base) or state.last_vault(base)
@@ -135,10 +157,12 @@ class Vault:
             raise NotFoundError(
                 "no indexed vault here: run 'vrom index PATH' first, or pass --vault PATH"
             )
-        return cls.open(root, state_dir, create=False)
+        return cls.open(root, state_dir, create=False, embedder=embedder)
 
     def close(self) -> None:
-        """Close the store; later calls raise `StorageError`."""
+        """Close the store (and the model); later calls raise `StorageError`."""
+        if self._searcher is not None:
+            self._searcher.embedder.close()
         self.store.close()
 
     def __enter__(self) -> Vault:
@@ -158,39 +182,110 @@ class Vault:
     # -- indexing --------------------------------------------------------------------------
 
     def index(
-        self, progress: ProgressCallback | None = None, *, force: bool = False
+        self,
+        progress: ProgressCallback | None = None,
+        *,
+        force: bool = False,
+        embed_progress: EmbedProgress | None = None,
     ) -> IndexSummary:
         """Bring the store up to date with the vault; return what changed.
 
         Only notes whose content changed are rewritten; deleted notes are removed; renamed notes
         keep their id. ``force`` rewrites every note. ``progress(done, total, path)`` is called
-        for each file.
+        for each file. With an embedder, new and changed chunks are then embedded in batches
+        (``embed_progress(embedded, total)``); unchanged text keeps its vector.
         """
+        searcher = self._vector_searcher()
+        if searcher is not None:
+            bind_embedder(self.store, searcher.embedder)  # refuse another model before writing
         summary = self._indexer.index(progress, force=force)
         if self._state_base is not None:
             state.remember_last_vault(self._state_base, self.root)
+        if searcher is not None:
+            embedded = embed_missing(self.store, searcher.embedder, embed_progress)
+            summary = dataclasses.replace(summary, embedded=embedded)
         return summary
+
+    def embed(self, *, rebuild: bool = False, progress: EmbedProgress | None = None) -> int:
+        """Embed every chunk that has no vector yet; return how many were embedded.
+
+        ``rebuild`` drops all vectors first: the way to switch the store to another model.
+        """
+        searcher = self._vector_searcher()
+        if searcher is None:
+            raise ValidationError("no embedder is configured (embedder=None)")
+        bind_embedder(self.store, searcher.embedder, rebuild=rebuild)
+        return embed_missing(self.store, searcher.embedder, progress)
+
+    def _vector_searcher(self) -> VectorSearcher | None:
+        """Return the vector searcher, loading the embedder on first use; None without one."""
+        if not self._embedder_resolved:
+            choice = self._embedder_choice
+            embedder = (
+                Embedder.from_spec(None if choice == AUTO else choice)
+                if isinstance(choice, str)
+                else choice
+            )
+            self._searcher = None if embedder is None else VectorSearcher(self.store, embedder)
+            self._embedder_resolved = True
+        return self._searcher
 
     def reindex_paths(self, paths: Iterable[str | os.PathLike[str]]) -> IndexSummary:
         """Re-index just these notes (vault-relative or absolute paths inside the vault).
 
         A path that no longer exists is removed from the store. Paths outside the vault raise
-        `ValidationError`.
+        `ValidationError`. With an embedder, the notes' new chunks are embedded too.
         """
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
-        return self._indexer.reindex_paths(paths)
+        searcher = self._vector_searcher()
+        if searcher is not None:
+            bind_embedder(self.store, searcher.embedder)
+        summary = self._indexer.reindex_paths(paths)
+        if searcher is not None:
+            embedded = embed_missing(self.store, searcher.embedder)
+            summary = dataclasses.replace(summary, embedded=embedded)
+        return summary
 
     # -- reading ---------------------------------------------------------------------------
 
-    def search(self, query: str, k: int = 10, where: Mapping[str, Any] | None = None) -> list[Hit]:
-        """Return the ``k`` best chunks for a keyword query, best first.
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        mode: str | None = None,
+    ) -> list[Hit]:
+        """Return the ``k`` best chunks for a query, best first.
 
-        ``where`` filters notes: ``{"path": "folder/", "tags": ["project"], "status": "done"}``
-        (path prefix, required tags, frontmatter values). See `vrom.search.query` for the query
-        syntax (phrases, ``-exclusions``, ``prefix*``).
+        ``mode``: ``keyword`` (BM25), ``vector`` (meaning), ``hybrid`` (both, fused by
+        reciprocal rank); by default hybrid when the store holds vectors of the configured
+        embedder, else keyword. ``where`` filters notes inside every retriever:
+        ``{"path": "folder/", "tags": ["project"], "status": "done"}`` (path prefix, required
+        tags, frontmatter values). See `vrom.search.query` for the keyword query syntax.
         """
-        return keyword_search(self.store, query, k, where)
+        if mode is None:
+            mode = "hybrid" if self._has_vectors() else "keyword"
+        if check_mode(mode) == "keyword":
+            return keyword_search(self.store, query, k, where)
+        searcher = self._vector_searcher()
+        if searcher is None:
+            raise ValidationError(f"{mode} search needs an embedder (this vault has none)")
+        stored = stored_fingerprint(self.store)
+        if stored is None or not self.store.counts().vectors:
+            raise NotFoundError(f"{mode} search needs vectors: run 'vrom embed' first")
+        if stored != searcher.embedder.fingerprint:
+            bind_embedder(self.store, searcher.embedder)  # raises with the fix in its message
+        if mode == "vector":
+            return searcher.vector_search(query, k, where)
+        return searcher.hybrid_search(query, k, where)
+
+    def _has_vectors(self) -> bool:
+        return (
+            self._embedder_choice is not None
+            and stored_fingerprint(self.store) is not None
+            and self.store.vector_generation() > 0
+        )
 
     def context(
         self,

@@ -18,6 +18,12 @@ PRIOR_SPREAD = 0.5
 CANDIDATE_FACTOR = 4
 
 
+def check_k(k: object) -> None:
+    """Raise `ValidationError` unless ``k`` is an integer from 1 to `MAX_K`."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValidationError(f"k must be an integer from 1 to {MAX_K}, not {k!r}")
+
+
 def prior_factor(human_relevance_score: float) -> float:
     """Return the multiplier the human-relevance prior applies to a text score."""
     return 1.0 + PRIOR_SPREAD * (human_relevance_score - 0.5)
@@ -52,8 +58,7 @@ def keyword_search(
     """Return the best ``k`` chunks for a keyword query, best first."""
     if not isinstance(query, str):
         raise ValidationError(f"query must be a string, not {type(query).__name__}")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise ValidationError(f"k must be an integer from 1 to {MAX_K}, not {k!r}")
+    check_k(k)
     parsed = parse_query(query)
     rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), parse_where(where))
     words = query_words(parsed)

@@ -151,6 +151,7 @@ class StoreCounts:
     documents: int
     chunks: int
     links: int
+    vectors: int
     tags: int
     bytes: int
 
@@ -242,6 +243,34 @@ class Store(Protocol):
         self, query: KeywordQuery, limit: int, where: Where | None = None
     ) -> list[KeywordRow]:
         """Return up to ``limit`` chunks matching the query and filter, best BM25 first."""
+        ...
+
+    def chunks_missing_vectors(self, limit: int) -> list[StoredChunk]:
+        """Return up to ``limit`` chunks that have no vector yet, oldest first."""
+        ...
+
+    def put_vectors(self, vectors: Sequence[tuple[int, bytes]]) -> int:
+        """Store vectors by chunk id (float32 bytes); chunks deleted meanwhile are skipped."""
+        ...
+
+    def clear_vectors(self) -> None:
+        """Remove every vector."""
+        ...
+
+    def vector_rows(self) -> list[tuple[int, bytes]]:
+        """Return (chunk id, vector bytes) for every stored vector, by chunk id."""
+        ...
+
+    def vector_generation(self) -> int:
+        """Return a number that changes whenever any vector is added or removed."""
+        ...
+
+    def chunk_ids_matching(self, where: Where) -> list[int]:
+        """Return the ids of the chunks whose note passes the filter."""
+        ...
+
+    def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
+        """Return the chunks with these ids (those that still exist), in the order given."""
         ...
 
     def counts(self) -> StoreCounts:

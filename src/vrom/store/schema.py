@@ -68,6 +68,13 @@ MIGRATIONS: tuple[str, ...] = (
         title, heading_path, body, tokenize = '{FTS_TOKENIZER}'
     );
     """,
+    # 2: one embedding per chunk (float32 bytes); meta holds the embedder's fingerprint
+    """
+    CREATE TABLE vectors (
+        chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+        data     BLOB NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -86,6 +93,8 @@ CONSISTENCY_CHECKS: dict[str, str] = {
     " (SELECT 1 FROM documents d WHERE d.id = l.document_id)",
     "tags without a note": "SELECT count(*) FROM tags t WHERE NOT EXISTS"
     " (SELECT 1 FROM documents d WHERE d.id = t.document_id)",
+    "vectors without a chunk": "SELECT count(*) FROM vectors v WHERE NOT EXISTS"
+    " (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)",
     "chunks with broken prev/next links": "SELECT count(*) FROM chunks c WHERE (c.next_id IS NOT NULL AND NOT EXISTS"
     " (SELECT 1 FROM chunks n WHERE n.id = c.next_id AND n.prev_id = c.id))"
     " OR (c.prev_id IS NULL) != (c.position = 0)",

@@ -303,6 +303,12 @@ class SQLiteStore:
             "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?)",
             (document_id,),
         )
+        gone = self._conn.execute(
+            "DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE document_id = ?)",
+            (document_id,),
+        ).rowcount
+        if gone:
+            self._bump_vector_generation()
         for table in ("chunks", "links", "tags"):
             self._conn.execute(f"DELETE FROM {table} WHERE document_id = ?", (document_id,))
 
@@ -320,6 +326,46 @@ class SQLiteStore:
         self._delete_children(holder[0])  # a note moved onto a path another note still held
         self._conn.execute("DELETE FROM documents WHERE id = ?", (holder[0],))
         return document_id
+
+    def _vectors_by_hash(self, document_id: int | None) -> dict[str, bytes]:
+        """Return the vectors a note holds now, by chunk text hash (kept across a rewrite)."""
+        if document_id is None:
+            return {}
+        rows = self._conn.execute(
+            "SELECT c.content_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+            " WHERE c.document_id = ?",
+            (document_id,),
+        )
+        return dict(rows.fetchall())
+
+    def _reuse_vectors(
+        self, new_chunks: Iterator[tuple[int, ChunkRecord]], reusable: dict[str, bytes]
+    ) -> None:
+        """Give new chunks the vectors of identical text this or another note already has."""
+        any_vectors = self._scalar("SELECT EXISTS (SELECT 1 FROM vectors)")
+        if not any_vectors and not reusable:
+            return
+        rows = []
+        for chunk_id, chunk in new_chunks:
+            data = reusable.get(chunk.content_hash)
+            if data is None and any_vectors:
+                row = self._conn.execute(
+                    "SELECT v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+                    " WHERE c.content_hash = ? LIMIT 1",
+                    (chunk.content_hash,),
+                ).fetchone()
+                data = None if row is None else row[0]
+            if data is not None:
+                rows.append((chunk_id, data))
+        if rows:
+            self._conn.executemany("INSERT INTO vectors(chunk_id, data) VALUES (?, ?)", rows)
+            self._bump_vector_generation()
+
+    def _bump_vector_generation(self) -> None:
+        self._conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('vector_generation', '1') ON CONFLICT(key)"
+            " DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
 
     def _next_id(self, table: str) -> int:
         row = self._conn.execute(
@@ -359,6 +405,7 @@ class SQLiteStore:
             )
             with self.transaction():
                 document_id = self._claim_path(document.path, document_id)
+                reusable = self._vectors_by_hash(document_id)
                 if document_id is None:
                     document_id = self._next_id("documents")
                     self._conn.execute(
@@ -398,6 +445,7 @@ class SQLiteStore:
                         for i, (chunk_id, chunk) in enumerate(zip(ids, chunks, strict=False))
                     ],
                 )
+                self._reuse_vectors(zip(ids, chunks, strict=True), reusable)
                 title = segment(document.title)
                 self._conn.executemany(
                     "INSERT INTO chunks_fts(rowid, title, heading_path, body) VALUES (?, ?, ?, ?)",
@@ -522,6 +570,77 @@ class SQLiteStore:
             )
             return [(row[0], sorted(json.loads(row[1]))) for row in rows]
 
+    # -- vectors ---------------------------------------------------------------------------
+
+    def chunks_missing_vectors(self, limit: int) -> list[StoredChunk]:
+        """Return up to ``limit`` chunks that have no vector yet, oldest first."""
+        with self._guard("reading chunks to embed"):
+            rows = self._conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+                " WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)"
+                " ORDER BY c.id LIMIT ?",
+                (limit,),
+            )
+            return [_chunk(row) for row in rows]
+
+    def put_vectors(self, vectors: Sequence[tuple[int, bytes]]) -> int:
+        """Store vectors by chunk id; chunks deleted meanwhile are skipped. Returns how many."""
+        with self._guard("writing vectors"), self.transaction():
+            before = self._conn.total_changes
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO vectors(chunk_id, data)"
+                " SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?1)",
+                vectors,
+            )
+            written = self._conn.total_changes - before
+            if written:
+                self._bump_vector_generation()
+            return written
+
+    def clear_vectors(self) -> None:
+        """Remove every vector (before re-embedding with another model)."""
+        with self._guard("clearing vectors"), self.transaction():
+            self._conn.execute("DELETE FROM vectors")
+            self._bump_vector_generation()
+
+    def vector_rows(self) -> list[tuple[int, bytes]]:
+        """Return (chunk id, vector bytes) for every stored vector, by chunk id."""
+        with self._guard("reading vectors"):
+            return self._conn.execute(
+                "SELECT chunk_id, data FROM vectors ORDER BY chunk_id"
+            ).fetchall()
+
+    def vector_generation(self) -> int:
+        """Return a number that changes whenever any vector is added or removed."""
+        with self._guard("reading meta"):
+            return int(self._get_meta("vector_generation") or 0)
+
+    def chunk_ids_matching(self, where: Where) -> list[int]:
+        """Return the ids of the chunks whose note passes the filter."""
+        with self._guard("filtering"):
+            filter_sql, params = where_sql(where)
+            rows = self._conn.execute(
+                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
+                f" WHERE 1{filter_sql} ORDER BY c.id",
+                params,
+            )
+            return [row[0] for row in rows]
+
+    def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
+        """Return the chunks with these ids (those that still exist), in the order given."""
+        with self._guard("reading chunks"):
+            found: dict[int, StoredChunk] = {}
+            for start in range(0, len(chunk_ids), 500):
+                batch = list(chunk_ids[start : start + 500])
+                marks = ", ".join("?" for _ in batch)
+                rows = self._conn.execute(
+                    f"SELECT {_CHUNK_COLUMNS} FROM chunks c"
+                    f" JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
+                    batch,
+                )
+                found.update((row[0], _chunk(row)) for row in rows)
+            return [found[i] for i in chunk_ids if i in found]
+
     # -- search ----------------------------------------------------------------------------
 
     def keyword_search(
@@ -569,6 +688,7 @@ class SQLiteStore:
                 documents=self._scalar("SELECT count(*) FROM documents"),
                 chunks=self._scalar("SELECT count(*) FROM chunks"),
                 links=self._scalar("SELECT count(*) FROM links"),
+                vectors=self._scalar("SELECT count(*) FROM vectors"),
                 tags=self._scalar("SELECT count(DISTINCT tag) FROM tags"),
                 bytes=size,
             )

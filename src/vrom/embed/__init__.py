@@ -1,0 +1,159 @@
+"""Embedding engine: texts in, an L2-normalised float32 matrix out, plus a fingerprint.
+
+`Embedder` is the interface every model implements. The default is all-MiniLM-L6-v2 running on
+onnxruntime from files that install with vrom (no model hub, no torch); `Embedder.onnx` loads any
+local ONNX model directory; `Embedder.fake` is deterministic and instant, for tests. Models load
+lazily: importing this module imports neither numpy nor onnxruntime.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from vrom.errors import ValidationError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Matrix = npt.NDArray[np.float32]
+
+EMBEDDER_ENV = "VROM_EMBEDDER"
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What makes two embedders' vectors comparable: same fingerprint, same vector space.
+
+    Fields: ``model`` (id), ``revision`` (version or file hash), ``dims``, ``pooling``,
+    ``max_tokens``, ``normalized``.
+    """
+
+    model: str
+    revision: str
+    dims: int
+    pooling: str
+    max_tokens: int
+    normalized: bool = True
+
+    def to_json(self) -> str:
+        """Return the fingerprint as canonical JSON (as stored in the ``meta`` table)."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Fingerprint:
+        """Return the fingerprint stored as JSON by `to_json`."""
+        return cls(**json.loads(text))
+
+    def describe(self) -> str:
+        """Return a short human description: ``all-MiniLM-L6-v2 (384 d)``."""
+        return f"{self.model} ({self.dims} d)"
+
+
+class Embedder(abc.ABC):
+    """Turns texts into L2-normalised float32 vectors (one row per text).
+
+    Subclasses implement `_embed`; documents and queries may be embedded differently (models with
+    query/passage prefixes or input types override `embed_query`).
+    """
+
+    @property
+    @abc.abstractmethod
+    def fingerprint(self) -> Fingerprint:
+        """The embedder's fingerprint."""
+
+    @property
+    def dim(self) -> int:
+        """The number of dimensions of each vector."""
+        return self.fingerprint.dims
+
+    @abc.abstractmethod
+    def _embed(self, texts: Sequence[str], kind: str) -> Matrix:
+        """Return the normalised vectors of ``texts``; ``kind`` is ``document`` or ``query``."""
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        """Return one normalised float32 row per document text."""
+        return self._embed(_checked(texts), "document")
+
+    def embed_query(self, text: str) -> Matrix:
+        """Return the normalised float32 vector of a query, shaped (dim,)."""
+        if not isinstance(text, str):
+            raise ValidationError(f"a query must be a string, not {type(text).__name__}")
+        result: Matrix = self._embed([text], "query")[0]
+        return result
+
+    def close(self) -> None:  # noqa: B027 - most embedders hold nothing to release
+        """Release the model (a no-op for most embedders)."""
+
+    @staticmethod
+    def default(threads: int | None = None, batch_size: int = 16) -> Embedder:
+        """Return the default model: all-MiniLM-L6-v2 (int8 ONNX), offline, from the package."""
+        from vrom.embed.onnx import default_onnx_embedder
+
+        return default_onnx_embedder(threads=threads, batch_size=batch_size)
+
+    @staticmethod
+    def onnx(model_dir: str | os.PathLike[str], **options: Any) -> Embedder:
+        """Return an embedder for a local folder holding ``model.onnx`` and ``tokenizer.json``."""
+        from vrom.embed.onnx import OnnxEmbedder
+
+        return OnnxEmbedder.from_dir(model_dir, **options)
+
+    @staticmethod
+    def openai(model: str, base_url: str = "https://api.openai.com/v1", **options: Any) -> Embedder:
+        """Return an embedder for an OpenAI-compatible ``/embeddings`` endpoint.
+
+        OpenAI, NVIDIA NIM, Ollama, vLLM; see `vrom.embed.remote.OpenAIEmbedder` for the options
+        (API key from ``$OPENAI_API_KEY``, batching, retries, ``input_type``). Needs httpx
+        (``pip install 'vrom[remote]'``).
+        """
+        from vrom.embed.remote import OpenAIEmbedder
+
+        return OpenAIEmbedder(model, base_url, **options)
+
+    @staticmethod
+    def fake(dims: int = 64) -> Embedder:
+        """Return a deterministic, instant embedder for tests (hashed words, not meaning)."""
+        from vrom.embed.fake import FakeEmbedder
+
+        return FakeEmbedder(dims)
+
+    @staticmethod
+    def from_spec(spec: str | None = None) -> Embedder | None:
+        """Return the embedder a short spec names (``VROM_EMBEDDER`` when not given).
+
+        ``default``; ``none`` (keyword search only); ``fake`` or ``fake:DIMS``;
+        ``onnx:/path/to/model-dir``; ``openai:MODEL`` or ``openai:MODEL@BASE_URL``.
+        """
+        spec = (spec if spec is not None else os.environ.get(EMBEDDER_ENV, "default")).strip()
+        kind, _, argument = spec.partition(":")
+        if kind == "default" and not argument:
+            return Embedder.default()
+        if kind == "none" and not argument:
+            return None
+        if kind == "fake":
+            try:
+                return Embedder.fake(int(argument) if argument else 64)
+            except ValueError:
+                pass
+        if kind == "onnx" and argument:
+            return Embedder.onnx(argument)
+        if kind == "openai" and argument:
+            from vrom.embed.remote import OpenAIEmbedder
+
+            return OpenAIEmbedder.from_argument(argument)
+        raise ValidationError(
+            f"unknown embedder {spec!r}: use 'default', 'none', 'fake[:DIMS]', 'onnx:DIR' "
+            "or 'openai:MODEL[@URL]'"
+        )
+
+
+def _checked(texts: Sequence[str]) -> Sequence[str]:
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise ValidationError("embed_documents takes a sequence of strings")
+    return texts

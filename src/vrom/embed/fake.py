@@ -1,0 +1,45 @@
+"""A deterministic embedder for tests: hashed word counts, normalised. Instant, no model.
+
+Texts that share words get similar vectors, so ranking logic can be tested with known answers;
+it knows nothing of meaning (synonyms are strangers to it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from vrom.embed import Embedder, Fingerprint
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class FakeEmbedder(Embedder):
+    """Hashes each lower-cased word into one of ``dims`` buckets with a sign, then normalises."""
+
+    def __init__(self, dims: int = 64) -> None:
+        if dims < 2:
+            raise ValueError("a fake embedder needs at least 2 dimensions")
+        self._fingerprint = Fingerprint("fake-hashed-words", "1", dims, "sum", 0)
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        """The fake model's fingerprint (``fake-hashed-words``)."""
+        return self._fingerprint
+
+    def _embed(self, texts: Sequence[str], kind: str) -> npt.NDArray[np.float32]:
+        dims = self._fingerprint.dims
+        matrix = np.zeros((len(texts), dims), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                digest = hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest()
+                bucket = int.from_bytes(digest[:4], "little") % dims
+                matrix[row, bucket] += 1.0 if digest[4] & 1 else -1.0
+            if not matrix[row].any():
+                matrix[row, 0] = 1.0  # an empty text still gets a unit vector
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix
