@@ -25,6 +25,15 @@ def _block_after(marker: str) -> str:
     return match.group(1).strip()
 
 
+GLOBAL_OPTIONS = ("--state-dir", "--embedder")
+
+
+def test_global_options_exist() -> None:
+    help_text = build_parser().format_help()
+    for option in GLOBAL_OPTIONS:
+        assert option in help_text
+
+
 def _subcommands() -> dict[str, object]:
     parser = build_parser()
     action = next(a for a in parser._actions if a.dest == "command")
@@ -38,11 +47,12 @@ def test_quickstart_runs_as_written(tmp_path: Path) -> None:
     assert shutil.which("vrom"), "the vrom console script is installed"
     env = {**os.environ, "VROM_STATE_DIR": str(tmp_path / "state")}
     env.pop("VROM_VAULT", None)
+    env.pop("VROM_EMBEDDER", None)  # as a user runs it: with the real default model
     result = subprocess.run(
         ["bash", "-c", rest], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert "indexed 7 notes" in result.stdout
+    assert "indexed 7 notes" in result.stdout and "chunks embedded" in result.stdout
     assert "Projects/Project Atlas.md" in result.stdout
 
 
@@ -54,6 +64,7 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 
 def test_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     code = _block_after("python-example")
+    monkeypatch.delenv("VROM_EMBEDDER")  # the real default model, as a user runs it
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("VROM_STATE_DIR", str(tmp_path / "state"))
     out = io.StringIO()
@@ -74,13 +85,15 @@ def test_every_readme_command_and_flag_exists() -> None:
                 words = shlex.split(segment.split("#", 1)[0])
                 if not words or words[0] != "vrom":
                     continue
-                flags = [w.split("=")[0] for w in words[1:] if w.startswith("--")]
-                name = next(w for w in words[1:] if not w.startswith("-"))
+                rest = words[1:]
+                while rest and rest[0] in GLOBAL_OPTIONS:  # options before the command
+                    rest = rest[2:]
+                name = rest[0]
                 assert name in subcommands, f"README uses unknown command 'vrom {name}'"
                 used.add(name)
                 help_text = subcommands[name].format_help()  # type: ignore[attr-defined]
-                for flag in flags:
-                    assert flag in help_text or flag == "--state-dir", f"{name} has no {flag}"
+                for flag in (w.split("=")[0] for w in rest[1:] if w.startswith("--")):
+                    assert flag in help_text, f"vrom {name} has no {flag}"
     assert used == set(subcommands), f"commands missing from the README: {set(subcommands) - used}"
 
 

@@ -13,6 +13,8 @@ def test_exported_members_are_pinned() -> None:
         [
             "BackendInfo",
             "Context",
+            "Embedder",
+            "Fingerprint",
             "Hit",
             "IndexSummary",
             "IndexWarning",

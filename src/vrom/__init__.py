@@ -10,6 +10,7 @@ Index a folder of Markdown notes into a local SQLite store and search it with ex
             print(hit.path, hit.heading_path, hit.score)
 """
 
+from vrom.embed import Embedder, Fingerprint
 from vrom.errors import ModelError, NotFoundError, StorageError, ValidationError, VromError
 from vrom.results import (
     BackendInfo,
@@ -32,6 +33,8 @@ __version__ = "0.1.0"
 __all__ = [
     "BackendInfo",
     "Context",
+    "Embedder",
+    "Fingerprint",
     "Hit",
     "IndexSummary",
     "IndexWarning",

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from vrom import __version__
+from vrom.embed import EMBEDDER_ENV
 from vrom.errors import ValidationError, VromError
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
 from vrom.results import (
@@ -28,8 +29,9 @@ from vrom.results import (
     VaultStats,
     to_jsonable,
 )
+from vrom.search.vector import MODES
 from vrom.state import STATE_DIR_ENV
-from vrom.vault import VAULT_ENV, Vault
+from vrom.vault import AUTO, VAULT_ENV, Vault
 
 WARNINGS_SHOWN = 10
 
@@ -62,10 +64,10 @@ def _parse_where(items: Sequence[str], path: str | None, tags: Sequence[str]) ->
 
 def _open_vault(args: argparse.Namespace) -> Vault:
     if args.db:
-        return Vault.open_store(args.db)
+        return Vault.open_store(args.db, embedder=args.embedder)
     if args.vault:
-        return Vault.open(args.vault, args.state_dir, create=False)
-    return Vault.open_default(args.state_dir)
+        return Vault.open(args.vault, args.state_dir, create=False, embedder=args.embedder)
+    return Vault.open_default(args.state_dir, embedder=args.embedder)
 
 
 # -- formatting ------------------------------------------------------------------------------
@@ -86,11 +88,12 @@ def _format_hits(hits: Sequence[Hit], out: TextIO) -> None:
 
 
 def _format_summary(summary: IndexSummary) -> str:
+    embedded = f", {summary.embedded:,} chunks embedded" if summary.embedded else ""
     return (
         f"indexed {summary.notes:,} notes, {summary.chunks:,} chunks in "
         f"{summary.seconds:.2f} s: {summary.added:,} added, {summary.changed:,} changed, "
         f"{summary.removed:,} removed, {summary.renamed:,} renamed, "
-        f"{summary.unchanged:,} unchanged, {summary.skipped:,} skipped"
+        f"{summary.unchanged:,} unchanged, {summary.skipped:,} skipped{embedded}"
     )
 
 
@@ -135,19 +138,23 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         max_file_bytes=args.max_file_size,
         chunk_chars=args.chunk_chars,
         chunk_overlap=args.chunk_overlap,
+        embedder=args.embedder,
     )
     with vault:
-        show_progress = not (args.json or args.quiet) and sys.stderr.isatty()
-        if show_progress:
+        if not (args.json or args.quiet) and sys.stderr.isatty():
             from rich.progress import Progress  # the progress bar is only for people at a TTY
 
             with Progress(transient=True) as bar:
-                task = bar.add_task("indexing", total=None)
+                notes = bar.add_task("indexing", total=None)
+                chunks = bar.add_task("embedding", total=None, visible=False)
 
                 def progress(done: int, total: int, path: str) -> None:
-                    bar.update(task, completed=done, total=total)
+                    bar.update(notes, completed=done, total=total)
 
-                summary = vault.index(progress, force=args.force)
+                def embed_progress(done: int, total: int) -> None:
+                    bar.update(chunks, completed=done, total=total, visible=True)
+
+                summary = vault.index(progress, force=args.force, embed_progress=embed_progress)
         else:
             summary = vault.index(force=args.force)
     if args.json:
@@ -179,6 +186,7 @@ def _format_stats(stats: VaultStats, out: TextIO) -> None:
         f"({stats.store_bytes / 1e6:.1f} MB)\nnotes:       {stats.notes:,}\n"
         f"chunks:      {stats.chunks:,}\nlinks:       {stats.links:,} "
         f"({stats.unresolved_links:,} unresolved)\ntags:        {stats.tags:,}\n"
+        f"vectors:     {stats.vectors:,} ({stats.embedding_model or 'no model'})\n"
         f"last index:  {last}\n"
     )
 
@@ -194,6 +202,10 @@ def _format_backend_info(info: BackendInfo, out: TextIO) -> None:
     }
     for key, value in rows.items():
         out.write(f"{key + ':':<23}{value}\n")
+
+
+def _format_embedded(result: dict[str, int], out: TextIO) -> None:
+    out.write(f"embedded {result['embedded']:,} chunks\n")
 
 
 def _reader(
@@ -242,6 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-dir",
         default=None,
         help=f"where vault stores live (default: ${STATE_DIR_ENV} or the user data dir)",
+    )
+    parser.add_argument(
+        "--embedder",
+        default=AUTO,
+        metavar="SPEC",
+        help=f"embedding model: default, none (keyword only), fake[:DIMS], onnx:DIR or "
+        f"openai:MODEL[@URL] (default: ${EMBEDDER_ENV} or the built-in model)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -308,14 +327,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="overlap between split chunks in characters (default: %(default)s)",
     )
 
-    sub = command(
-        "search",
-        _reader(lambda v, a: v.search(a.query, k=a.k, where=_where(a)), _format_hits),
-        "Search the vault by keyword (BM25).",
-    )
-    sub.add_argument("query", metavar="QUERY", help='words, "exact phrases", -excluded, prefix*')
-    sub.add_argument("-k", type=_positive_int, default=10, help="hits to return (default: 10)")
-    filters(sub)
+    for name, mode, help_text in (
+        ("search", None, "Search the vault: hybrid when it has vectors, else keyword."),
+        ("vector-search", "vector", "Search the vault by meaning (vectors only)."),
+        ("hybrid-search", "hybrid", "Search by keyword and meaning, fused by reciprocal rank."),
+    ):
+        sub = command(
+            name,
+            _reader(
+                lambda v, a: v.search(a.query, k=a.k, where=_where(a), mode=a.mode), _format_hits
+            ),
+            help_text,
+        )
+        sub.add_argument(
+            "query", metavar="QUERY", help='words, "exact phrases", -excluded, prefix*'
+        )
+        sub.add_argument("-k", type=_positive_int, default=10, help="hits to return (default: 10)")
+        if mode is None:
+            sub.add_argument(
+                "--mode",
+                choices=MODES,
+                default=None,
+                help="keyword, vector or hybrid (default: hybrid when the vault has vectors)",
+            )
+        else:
+            sub.set_defaults(mode=mode)
+        filters(sub)
 
     sub = command(
         "get-note",
@@ -348,6 +385,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_argument("-k", type=_positive_int, default=20, help="hits to draw from (default: 20)")
     filters(sub)
+
+    sub = command(
+        "embed",
+        _reader(lambda v, a: {"embedded": v.embed(rebuild=a.rebuild)}, _format_embedded),
+        "Embed the chunks that have no vector yet (--rebuild: re-embed all with this model).",
+    )
+    sub.add_argument(
+        "--rebuild", action="store_true", help="drop every vector and re-embed with this model"
+    )
 
     command(
         "stats",

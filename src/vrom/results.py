@@ -164,7 +164,7 @@ class Context:
 
 @dataclass(frozen=True)
 class VaultStats:
-    """Counts and sizes of one vault's store."""
+    """Counts and sizes of one vault's store (``embedding_model`` names the vectors' model)."""
 
     vault_root: str
     store_path: str
@@ -176,6 +176,8 @@ class VaultStats:
     store_bytes: int
     last_indexed_unix: float | None
     chunk_strategy: Mapping[str, Any]
+    vectors: int = 0
+    embedding_model: str | None = None
 
 
 @dataclass(frozen=True)

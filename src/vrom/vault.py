@@ -394,6 +394,7 @@ class Vault:
     def stats(self) -> VaultStats:
         """Return counts and sizes of the vault's store."""
         counts = self.store.counts()
+        fingerprint = stored_fingerprint(self.store)
         last = self.store.get_meta("last_indexed_unix")
         return VaultStats(
             vault_root=str(self.root),
@@ -406,6 +407,8 @@ class Vault:
             store_bytes=counts.bytes,
             last_indexed_unix=None if last is None else float(last),
             chunk_strategy=json.loads(self.store.get_meta(STRATEGY_META_KEY) or "{}"),
+            vectors=counts.vectors,
+            embedding_model=None if fingerprint is None else fingerprint.describe(),
         )
 
     def backend_info(self) -> BackendInfo:

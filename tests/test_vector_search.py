@@ -1,0 +1,142 @@
+"""Vector and hybrid search, embedding during indexing, and model fingerprints (fake model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vrom import Embedder, ModelError, NotFoundError, ValidationError, Vault
+
+NOTES = {
+    "Cats.md": "# Cats\nThe cat sleeps on the warm windowsill all afternoon.\n",
+    "Dogs.md": "# Dogs\nThe dog fetches the ball in the park every morning.\n",
+    "Taxes.md": "---\ntags: [finance]\n---\n# Taxes\nFile the quarterly tax return before the deadline.\n",
+    "Budget.md": "---\ntags: [finance]\n---\n# Budget\nThe yearly budget plan lists every expense.\n",
+    "work/Standup.md": "# Standup\nThe standup meeting is at nine every morning.\n",
+}
+
+
+@pytest.fixture
+def vault(write_vault, tmp_path: Path) -> Vault:
+    v = Vault.open(write_vault(NOTES), tmp_path / "state", embedder=Embedder.fake())
+    summary = v.index()
+    assert summary.embedded == summary.chunks == 5
+    yield v
+    v.close()
+
+
+def test_fake_embedder_is_deterministic_and_normalised() -> None:
+    fake = Embedder.fake(32)
+    first = fake.embed_documents(["alpha beta", "gamma", ""])
+    assert first.dtype == np.float32 and first.shape == (3, 32)
+    assert np.allclose(np.linalg.norm(first, axis=1), 1.0)
+    assert np.array_equal(first, Embedder.fake(32).embed_documents(["alpha beta", "gamma", ""]))
+    assert fake.embed_query("alpha beta").shape == (32,)
+    with pytest.raises(ValidationError):
+        fake.embed_documents("not a list")  # type: ignore[arg-type]
+
+
+def test_vector_search_ranks_by_similarity(vault: Vault) -> None:
+    hits = vault.search("warm windowsill cat", mode="vector", k=5)
+    assert hits[0].path == "Cats.md"
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert -1.0 <= hits[-1].score <= hits[0].score <= 1.0
+    assert set(hits[0].scores) == {"vector"}
+    assert len(hits) == 5, "vector search returns k hits even without shared words"
+
+
+def test_default_mode_is_hybrid_once_vectors_exist(vault: Vault) -> None:
+    hits = vault.search("quarterly tax deadline")
+    assert hits[0].path == "Taxes.md"
+    assert {"rrf", "prior", "bm25", "vector"} <= set(hits[0].scores)
+    assert vault.search("quarterly tax deadline", mode="keyword")[0].scores.keys() == {
+        "bm25",
+        "prior",
+    }
+
+
+def test_hybrid_fuses_both_rankings(vault: Vault) -> None:
+    # "morning" is in two notes; the vector side breaks the tie towards the dog walk
+    hybrid = vault.search("dog ball park morning", mode="hybrid", k=5)
+    assert hybrid[0].path == "Dogs.md"
+    both = [h for h in hybrid if "bm25" in h.scores and "vector" in h.scores]
+    assert both, "chunks found by both retrievers carry both scores"
+    for hit in hybrid:
+        assert hit.score == pytest.approx(hit.scores["rrf"] * hit.scores["prior"], rel=1e-5)
+
+
+def test_filters_apply_inside_vector_and_hybrid_search(vault: Vault) -> None:
+    for mode in ("vector", "hybrid"):
+        hits = vault.search("cat windowsill", mode=mode, k=5, where={"tags": "finance"})
+        assert {h.path for h in hits} == {"Taxes.md", "Budget.md"}, mode
+        hits = vault.search("cat", mode=mode, k=5, where={"path": "work/"})
+        assert [h.path for h in hits] == ["work/Standup.md"], mode
+
+
+def test_deleted_and_updated_chunks_never_come_back(vault: Vault) -> None:
+    assert vault.search("warm windowsill", mode="vector", k=1)[0].path == "Cats.md"
+    (vault.root / "Cats.md").write_text("# Cats\nNow about submarines and sonar.\n")
+    (vault.root / "Dogs.md").unlink()
+    summary = vault.index()
+    assert (summary.changed, summary.removed, summary.embedded) == (1, 1, 1)
+    hits = vault.search("warm windowsill", mode="vector", k=10)
+    assert "Dogs.md" not in {h.path for h in hits}
+    texts = {h.text for h in hits}
+    assert not any("windowsill" in t for t in texts)
+    assert vault.store.counts().vectors == vault.store.counts().chunks == 4
+
+
+def test_unchanged_text_keeps_its_vector(vault: Vault) -> None:
+    assert vault.index(force=True).embedded == 0, "rewritten notes reuse vectors by text hash"
+    (vault.root / "Copy.md").write_text(NOTES["Cats.md"])
+    assert vault.index().embedded == 0, "identical text in another note reuses the vector"
+
+
+def test_reindex_paths_embeds_the_new_chunks(vault: Vault) -> None:
+    (vault.root / "New.md").write_text("# New\nA brand new note about volcanoes.\n")
+    summary = vault.reindex_paths(["New.md"])
+    assert (summary.added, summary.embedded) == (1, 1)
+    assert vault.search("volcanoes", mode="vector", k=1)[0].path == "New.md"
+
+
+def test_another_model_is_refused_until_rebuilt(vault: Vault, tmp_path: Path) -> None:
+    root = vault.root
+    vault.close()
+    with Vault.open(root, tmp_path / "state", embedder=Embedder.fake(32)) as other:
+        with pytest.raises(ModelError, match=r"fake-hashed-words \(64 d\).*\(32 d\).*--rebuild"):
+            other.index()
+        with pytest.raises(ModelError, match="vrom embed --rebuild"):
+            other.search("cat", mode="vector")
+        assert other.embed(rebuild=True) == 5
+        assert other.search("cat windowsill", mode="vector")[0].path == "Cats.md"
+        assert other.stats().embedding_model == "fake-hashed-words (32 d)"
+
+
+def test_keyword_only_vaults_and_missing_vectors(write_vault, tmp_path: Path) -> None:
+    root = write_vault(NOTES)
+    with Vault.open(root, tmp_path / "state", embedder=None) as plain:
+        plain.index()
+        assert plain.search("cat")[0].scores.keys() == {"bm25", "prior"}
+        with pytest.raises(ValidationError, match="needs an embedder"):
+            plain.search("cat", mode="vector")
+    with Vault.open(root, tmp_path / "state", embedder=Embedder.fake()) as late:
+        assert late.search("cat")[0].scores.keys() == {"bm25", "prior"}, "keyword until embedded"
+        with pytest.raises(NotFoundError, match="vrom embed"):
+            late.search("cat", mode="hybrid")
+        assert late.embed() == 5
+        assert "rrf" in late.search("cat")[0].scores
+    with (
+        Vault.open(root, tmp_path / "state", embedder=None) as plain,
+        pytest.raises(ValidationError, match="mode must be"),
+    ):
+        plain.search("cat", mode="semantic")
+
+
+def test_embedder_specs() -> None:
+    assert Embedder.from_spec("none") is None
+    assert Embedder.from_spec("fake:16").dim == 16  # type: ignore[union-attr]
+    for bad in ("nope", "fake:x", "onnx:", "default:extra"):
+        with pytest.raises(ValidationError, match="unknown embedder"):
+            Embedder.from_spec(bad)
