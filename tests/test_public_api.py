@@ -25,12 +25,14 @@ def test_exported_members_are_pinned() -> None:
             "NotFoundError",
             "Related",
             "SharedTags",
+            "SimilarNote",
             "StorageError",
             "ValidationError",
             "Vault",
             "VaultStats",
             "VromError",
             "__version__",
+            "format_context",
             "to_jsonable",
         ]
     )

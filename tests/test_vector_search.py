@@ -140,3 +140,45 @@ def test_embedder_specs() -> None:
     for bad in ("nope", "fake:x", "onnx:", "default:extra"):
         with pytest.raises(ValidationError, match="unknown embedder"):
             Embedder.from_spec(bad)
+
+
+def test_expand_context_joins_neighbours_without_repeating_overlaps(
+    write_vault, tmp_path: Path
+) -> None:
+    paragraphs = [f"Paragraph {i} talks about topic{i} at some length." * 3 for i in range(12)]
+    root = write_vault({"Long.md": "# Long\n" + "\n\n".join(paragraphs) + "\n"})
+    with Vault.open(
+        root, tmp_path / "state", embedder=None, chunk_chars=300, chunk_overlap=60
+    ) as vault:
+        vault.index()
+        chunks = vault.store.chunks_of(vault.get_note("Long").note_id)
+        assert len(chunks) > 4
+        hit = vault.search("topic5", k=1, expand_context=True, context_window=1)[0]
+        middle = next(c for c in chunks if c.chunk_id == hit.chunk_id)
+        assert list(hit.context_chunk_ids) == [
+            c.chunk_id for c in chunks if abs(c.position - middle.position) <= 1
+        ]
+        text = (root / "Long.md").read_text()
+        first, last = (
+            next(c for c in chunks if c.chunk_id == i) for i in hit.context_chunk_ids[::2]
+        )
+        assert hit.context_text == text[first.char_start : last.char_end]
+        plain = vault.search("topic5", k=1)[0]
+        assert plain.context_text is None and plain.text == hit.text
+        context = vault.context("topic5", k=1, expand_context=True, max_tokens=2000)
+        assert hit.context_text in context.text
+        bare = vault.context("topic5", k=1, include_sources=False)
+        assert "Sources:" not in bare.text and plain.text in bare.text
+        with pytest.raises(ValidationError, match="context_window"):
+            vault.search("topic5", expand_context=True, context_window=-1)
+
+
+def test_related_notes_by_meaning(vault: Vault) -> None:
+    (vault.root / "Kitten.md").write_text("# Kitten\nA cat sleeps on the warm windowsill.\n")
+    vault.index()
+    related = vault.related("Cats")
+    assert related.similar[0].note.path == "Kitten.md"
+    assert all(s.note.path != "Cats.md" for s in related.similar)
+    assert [s.score for s in related.similar] == sorted(
+        (s.score for s in related.similar), reverse=True
+    )

@@ -23,9 +23,11 @@ from vrom.results import (
     NoteRef,
     Related,
     SharedTags,
+    SimilarNote,
     VaultStats,
     to_jsonable,
 )
+from vrom.search.context import format_context
 from vrom.vault import Vault
 
 __version__ = "0.1.0"
@@ -45,11 +47,13 @@ __all__ = [
     "NoteRef",
     "Related",
     "SharedTags",
+    "SimilarNote",
     "StorageError",
     "ValidationError",
     "Vault",
     "VaultStats",
     "VromError",
     "__version__",
+    "format_context",
     "to_jsonable",
 ]

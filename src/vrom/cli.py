@@ -126,6 +126,10 @@ def _format_related(related: Related, out: TextIO) -> None:
     out.write(f"\nshared tags ({len(related.shared_tags)}):\n")
     for shared in related.shared_tags:
         out.write(f"  {shared.note.path}: " + ", ".join(f"#{t}" for t in shared.tags) + "\n")
+    if related.similar:
+        out.write(f"\nsimilar in meaning ({len(related.similar)}):\n")
+        for similar in related.similar:
+            out.write(f"  {similar.note.path} ({similar.score:.3f})\n")
 
 
 # -- commands --------------------------------------------------------------------------------
@@ -285,6 +289,20 @@ def build_parser() -> argparse.ArgumentParser:
             which.add_argument("--db", metavar="FILE", help="open this store file directly")
         return sub
 
+    def expansion(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--expand-context",
+            action="store_true",
+            help="join each hit with its neighbouring chunks (see --context-window)",
+        )
+        sub.add_argument(
+            "--context-window",
+            type=int,
+            default=1,
+            metavar="N",
+            help="neighbouring chunks a side with --expand-context (default: 1)",
+        )
+
     def filters(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
             "--where",
@@ -335,7 +353,15 @@ def build_parser() -> argparse.ArgumentParser:
         sub = command(
             name,
             _reader(
-                lambda v, a: v.search(a.query, k=a.k, where=_where(a), mode=a.mode), _format_hits
+                lambda v, a: v.search(
+                    a.query,
+                    k=a.k,
+                    where=_where(a),
+                    mode=a.mode,
+                    expand_context=a.expand_context,
+                    context_window=a.context_window,
+                ),
+                _format_hits,
             ),
             help_text,
         )
@@ -353,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             sub.set_defaults(mode=mode)
         filters(sub)
+        expansion(sub)
 
     sub = command(
         "get-note",
@@ -374,7 +401,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command(
         "context",
         _reader(
-            lambda v, a: v.context(a.query, max_tokens=a.max_tokens, k=a.k, where=_where(a)),
+            lambda v, a: v.context(
+                a.query,
+                max_tokens=a.max_tokens,
+                k=a.k,
+                where=_where(a),
+                mode=a.mode,
+                expand_context=a.expand_context,
+                context_window=a.context_window,
+            ),
             _format_context,
         ),
         "Print LLM-ready context for a query, with sources, within a token budget.",
@@ -384,7 +419,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-tokens", type=_positive_int, default=2000, help="token budget (default: 2000)"
     )
     sub.add_argument("-k", type=_positive_int, default=20, help="hits to draw from (default: 20)")
+    sub.add_argument(
+        "--mode", choices=MODES, default=None, help="how to search (default: as vrom search)"
+    )
     filters(sub)
+    expansion(sub)
 
     sub = command(
         "embed",

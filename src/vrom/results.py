@@ -31,7 +31,9 @@ class Hit:
         position: the chunk's position in the note (0-based).
         char_start, char_end: the chunk's character offsets in the note's text.
         text: the chunk's whole text.
-        scores: the parts of ``score`` (e.g. ``bm25`` and ``prior``).
+        scores: the parts of ``score`` (``bm25``, ``vector``, ``rrf``, ``prior``).
+        context_text: with ``expand_context``, the chunk joined with its neighbours in the note.
+        context_chunk_ids: the ids of the chunks ``context_text`` spans, in order.
     """
 
     chunk_id: int
@@ -49,6 +51,8 @@ class Hit:
     char_end: int
     text: str
     scores: Mapping[str, float] = field(default_factory=dict)
+    context_text: str | None = None
+    context_chunk_ids: Sequence[int] = ()
 
 
 @dataclass(frozen=True)
@@ -139,13 +143,22 @@ class SharedTags:
 
 
 @dataclass(frozen=True)
+class SimilarNote:
+    """A note close in meaning to another; ``score`` is the cosine of their mean chunk vectors."""
+
+    note: NoteRef
+    score: float
+
+
+@dataclass(frozen=True)
 class Related:
-    """Notes related to ``note``: what it links to, what links to it, and what shares its tags."""
+    """Notes related to ``note``: links, backlinks, shared tags, and (with vectors) similar notes."""
 
     note: NoteRef
     links: Sequence[Link]
     backlinks: Sequence[NoteRef]
     shared_tags: Sequence[SharedTags]
+    similar: Sequence[SimilarNote] = ()
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,10 @@ from vrom.results import (
     NoteRef,
     Related,
     SharedTags,
+    SimilarNote,
     VaultStats,
 )
-from vrom.search.context import build_context
+from vrom.search.context import expand_hits, format_context
 from vrom.search.keyword import keyword_search
 from vrom.search.links import backlink_sources, resolve_link
 from vrom.search.vector import VectorSearcher, check_mode
@@ -255,8 +256,14 @@ class Vault:
         k: int = 10,
         where: Mapping[str, Any] | None = None,
         mode: str | None = None,
+        *,
+        expand_context: bool = False,
+        context_window: int = 1,
     ) -> list[Hit]:
         """Return the ``k`` best chunks for a query, best first.
+
+        ``expand_context`` fills each hit's ``context_text`` with the chunk joined to
+        ``context_window`` neighbouring chunks a side (following prev/next links).
 
         ``mode``: ``keyword`` (BM25), ``vector`` (meaning), ``hybrid`` (both, fused by
         reciprocal rank); by default hybrid when the store holds vectors of the configured
@@ -264,6 +271,12 @@ class Vault:
         ``{"path": "folder/", "tags": ["project"], "status": "done"}`` (path prefix, required
         tags, frontmatter values). See `vrom.search.query` for the keyword query syntax.
         """
+        hits = self._ranked(query, k, where, mode)
+        return expand_hits(self.store, hits, context_window) if expand_context else hits
+
+    def _ranked(
+        self, query: str, k: int, where: Mapping[str, Any] | None, mode: str | None
+    ) -> list[Hit]:
         if mode is None:
             mode = "hybrid" if self._has_vectors() else "keyword"
         if check_mode(mode) == "keyword":
@@ -293,14 +306,24 @@ class Vault:
         max_tokens: int = 2000,
         k: int = 20,
         where: Mapping[str, Any] | None = None,
+        *,
+        mode: str | None = None,
+        expand_context: bool = False,
+        context_window: int = 1,
+        include_sources: bool = True,
     ) -> Context:
-        """Return LLM-ready text for a query: the best passages within ``max_tokens``, cited."""
+        """Return LLM-ready text for a query: the best passages within ``max_tokens``, cited.
+
+        ``expand_context`` joins each hit with ``context_window`` neighbouring chunks a side.
+        """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 50:
             raise ValidationError(
                 f"max_tokens must be an integer of at least 50, not {max_tokens!r}"
             )
-        hits = self.search(query, k, where)
-        context = build_context(query, hits, max_tokens)
+        hits = self.search(
+            query, k, where, mode=mode, expand_context=expand_context, context_window=context_window
+        )
+        context = format_context(hits, max_tokens, include_sources, query)
         if hits and not context.sources:
             raise ValidationError(
                 f"max_tokens={max_tokens} cannot hold one passage with its source: raise it"
@@ -377,18 +400,30 @@ class Vault:
         )
 
     def related(self, path_or_id: str | int, k: int = 20) -> Related:
-        """Return what a note links to, the notes linking to it, and notes sharing its tags."""
+        """Return a note's links, backlinks, notes sharing its tags, and notes similar in meaning.
+
+        Similar notes (cosine of mean chunk vectors) come only when the store has vectors.
+        """
         doc = self._document(path_or_id)
         shared = []
         for other_id, tags in self.store.notes_sharing_tags(doc.document_id, k):
             other = self.store.get_document(other_id)
             if other is not None:
                 shared.append(SharedTags(_ref(other), tags))
+        similar = []
+        if self._has_vectors():
+            from vrom.search.similar import similar_notes  # numpy: only with vectors
+
+            for other_id, score in similar_notes(self.store, doc.document_id, k):
+                other = self.store.get_document(other_id)
+                if other is not None:
+                    similar.append(SimilarNote(_ref(other), round(score, 6)))
         return Related(
             note=_ref(doc),
             links=self._links(doc),
             backlinks=[_ref(src) for src in backlink_sources(self.store, doc)],
             shared_tags=shared,
+            similar=similar,
         )
 
     def stats(self) -> VaultStats:

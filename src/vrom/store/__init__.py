@@ -269,6 +269,10 @@ class Store(Protocol):
         """Return the ids of the chunks whose note passes the filter."""
         ...
 
+    def chunk_document_ids(self) -> list[tuple[int, int]]:
+        """Return (chunk id, note id) for every chunk that has a vector."""
+        ...
+
     def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
         """Return the chunks with these ids (those that still exist), in the order given."""
         ...

@@ -626,6 +626,14 @@ class SQLiteStore:
             )
             return [row[0] for row in rows]
 
+    def chunk_document_ids(self) -> list[tuple[int, int]]:
+        """Return (chunk id, note id) for every chunk that has a vector, by chunk id."""
+        with self._guard("reading chunks"):
+            return self._conn.execute(
+                "SELECT c.id, c.document_id FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+                " ORDER BY c.id"
+            ).fetchall()
+
     def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
         """Return the chunks with these ids (those that still exist), in the order given."""
         with self._guard("reading chunks"):
