@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from vrom import Embedder, ModelError, NotFoundError, ValidationError, Vault
+from vrom.search.rerank import text_quality
 
 NOTES = {
     "Cats.md": "# Cats\nThe cat sleeps on the warm windowsill all afternoon.\n",
@@ -182,3 +183,30 @@ def test_related_notes_by_meaning(vault: Vault) -> None:
     assert [s.score for s in related.similar] == sorted(
         (s.score for s in related.similar), reverse=True
     )
+
+
+def test_rerank_mode_follows_the_hybrid_search_contract(vault: Vault) -> None:
+    hits = vault.search("the morning", mode="rerank", k=5)
+    keyword = {h.chunk_id for h in vault.search("the morning", mode="keyword", k=50)}
+    assert hits and {h.chunk_id for h in hits} <= keyword, "only keyword candidates"
+    for hit in hits:
+        assert 0.0 <= hit.fts_score <= 1.0 and 0.0 <= hit.text_quality_score <= 1.0
+        assert -1.0 <= hit.vector_score <= 1.0 and hit.ranking_runtime >= 0.0
+        expected = (
+            0.45 * hit.fts_score
+            + 0.35 * hit.vector_score
+            + 0.10 * hit.human_relevance_score
+            + 0.10 * hit.text_quality_score
+        )
+        assert hit.score == pytest.approx(expected, abs=1e-4)
+    assert max(h.fts_score for h in hits) == 1.0
+    assert vault.search("the morning", mode="hybrid")[0].fts_score is None
+
+
+def test_text_quality_prefers_prose() -> None:
+
+    prose = "The team decided to keep the first version on one machine, because it fits. " * 2
+    links = "[[A]] [[B]] [[C]] https://example.org/x https://example.org/y [[D]]"
+    code = "```\nx = 1\n```"
+    assert text_quality(prose) > text_quality(links) and text_quality(prose) > text_quality(code)
+    assert text_quality("") == 0.0 and 0.0 <= text_quality(prose) <= 1.0

@@ -348,7 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
     for name, mode, help_text in (
         ("search", None, "Search the vault: hybrid when it has vectors, else keyword."),
         ("vector-search", "vector", "Search the vault by meaning (vectors only)."),
-        ("hybrid-search", "hybrid", "Search by keyword and meaning, fused by reciprocal rank."),
+        (
+            "hybrid-search",
+            "rerank",
+            "Keyword candidates reranked by meaning, human relevance and text quality "
+            "(each hit carries fts_score, vector_score, text_quality_score, ranking_runtime).",
+        ),
     ):
         sub = command(
             name,
@@ -374,7 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "--mode",
                 choices=MODES,
                 default=None,
-                help="keyword, vector or hybrid (default: hybrid when the vault has vectors)",
+                help="keyword, vector, hybrid (rank fusion) or rerank (as hybrid-search); "
+                "default: hybrid when the vault has vectors",
             )
         else:
             sub.set_defaults(mode=mode)

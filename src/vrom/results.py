@@ -34,6 +34,10 @@ class Hit:
         scores: the parts of ``score`` (``bm25``, ``vector``, ``rrf``, ``prior``).
         context_text: with ``expand_context``, the chunk joined with its neighbours in the note.
         context_chunk_ids: the ids of the chunks ``context_text`` spans, in order.
+        fts_score, vector_score, text_quality_score, ranking_runtime: set by the ``rerank``
+            mode (the VaultLayer hybrid-search contract): BM25 normalised to [0, 1] among the
+            candidates, cosine similarity, a [0, 1] estimate of how much the chunk is prose
+            (not link lists, code or fragments), and the reranking's wall time in milliseconds.
     """
 
     chunk_id: int
@@ -53,6 +57,10 @@ class Hit:
     scores: Mapping[str, float] = field(default_factory=dict)
     context_text: str | None = None
     context_chunk_ids: Sequence[int] = ()
+    fts_score: float | None = None
+    vector_score: float | None = None
+    text_quality_score: float | None = None
+    ranking_runtime: float | None = None
 
 
 @dataclass(frozen=True)

@@ -266,8 +266,9 @@ class Vault:
         ``context_window`` neighbouring chunks a side (following prev/next links).
 
         ``mode``: ``keyword`` (BM25), ``vector`` (meaning), ``hybrid`` (both, fused by
-        reciprocal rank); by default hybrid when the store holds vectors of the configured
-        embedder, else keyword. ``where`` filters notes inside every retriever:
+        reciprocal rank), ``rerank`` (keyword candidates reranked by vector similarity, human
+        relevance and text quality: the VaultLayer hybrid-search contract); by default hybrid
+        when the store holds vectors of the configured embedder, else keyword. ``where`` filters notes inside every retriever:
         ``{"path": "folder/", "tags": ["project"], "status": "done"}`` (path prefix, required
         tags, frontmatter values). See `vrom.search.query` for the keyword query syntax.
         """
@@ -291,6 +292,10 @@ class Vault:
             bind_embedder(self.store, searcher.embedder)  # raises with the fix in its message
         if mode == "vector":
             return searcher.vector_search(query, k, where)
+        if mode == "rerank":
+            from vrom.search.rerank import rerank_search  # numpy: only with vectors
+
+            return rerank_search(self.store, searcher.embedder, query, k, where)
         return searcher.hybrid_search(query, k, where)
 
     def _has_vectors(self) -> bool:

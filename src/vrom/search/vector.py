@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from vrom.index.exact import ExactIndex
 
 RRF_K = 60
-MODES = ("hybrid", "keyword", "vector")
+MODES = ("hybrid", "keyword", "vector", "rerank")
 
 
 class VectorSearcher:

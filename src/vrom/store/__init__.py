@@ -269,6 +269,10 @@ class Store(Protocol):
         """Return the ids of the chunks whose note passes the filter."""
         ...
 
+    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+        """Return the vectors (float32 bytes) of these chunks, by chunk id, where they exist."""
+        ...
+
     def chunk_document_ids(self) -> list[tuple[int, int]]:
         """Return (chunk id, note id) for every chunk that has a vector."""
         ...

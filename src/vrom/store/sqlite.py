@@ -626,6 +626,19 @@ class SQLiteStore:
             )
             return [row[0] for row in rows]
 
+    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+        """Return the vectors (float32 bytes) of these chunks, by chunk id, where they exist."""
+        with self._guard("reading vectors"):
+            found: dict[int, bytes] = {}
+            for start in range(0, len(chunk_ids), 500):
+                batch = list(chunk_ids[start : start + 500])
+                marks = ", ".join("?" for _ in batch)
+                rows = self._conn.execute(
+                    f"SELECT chunk_id, data FROM vectors WHERE chunk_id IN ({marks})", batch
+                )
+                found.update(rows.fetchall())
+            return found
+
     def chunk_document_ids(self) -> list[tuple[int, int]]:
         """Return (chunk id, note id) for every chunk that has a vector, by chunk id."""
         with self._guard("reading chunks"):

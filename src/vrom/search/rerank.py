@@ -1,0 +1,90 @@
+"""The VaultLayer hybrid-search contract: keyword candidates reranked by meaning and quality.
+
+BM25 finds the candidates; each is then scored as a weighted sum of its BM25 score (normalised to
+[0, 1] among the candidates), the cosine similarity of its vector to the query's, the note's
+human-relevance score, and a text-quality score. Unlike reciprocal rank fusion this never adds
+chunks the keyword search did not find, so it keeps keyword precision and fixes keyword order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from vrom.embed import Embedder
+from vrom.results import Hit
+from vrom.search.keyword import CANDIDATE_FACTOR, check_k, make_hit
+from vrom.search.query import parse_query, parse_where, query_words
+from vrom.store import Store
+
+WEIGHTS = {"fts": 0.45, "vector": 0.35, "human": 0.10, "quality": 0.10}
+_LINKISH = re.compile(r"\[\[[^\]]*\]\]|\]\([^)]*\)|https?://\S+")
+_CODE_FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
+
+
+def text_quality(text: str) -> float:
+    """Return a [0, 1] estimate of how much a chunk is readable prose.
+
+    Long enough to say something, mostly letters, not mostly links or code fences.
+    """
+    visible = [c for c in text if not c.isspace()]
+    if not visible:
+        return 0.0
+    length = min(1.0, len(text.split()) / 40)
+    letters = sum(c.isalpha() for c in visible) / len(visible)
+    links = sum(len(m.group(0)) for m in _LINKISH.finditer(text)) / max(1, len(text))
+    fenced = 0.5 if _CODE_FENCE.search(text) else 0.0
+    score = 0.4 * length + 0.4 * letters + 0.2 * (1.0 - min(1.0, links)) - 0.2 * fenced
+    return max(0.0, min(1.0, score))
+
+
+def rerank_search(
+    store: Store,
+    embedder: Embedder,
+    query: str,
+    k: int = 10,
+    where: Mapping[str, Any] | None = None,
+) -> list[Hit]:
+    """Return the ``k`` best keyword candidates after reranking them (see the module docstring)."""
+    check_k(k)
+    started = time.perf_counter()
+    parsed = parse_query(query)
+    rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), parse_where(where))
+    if not rows:
+        return []
+    top_bm25 = max(row.bm25 for row in rows) or 1.0
+    vectors = store.vectors_of([row.chunk.chunk_id for row in rows])
+    query_vector = embedder.embed_query(query)
+    scored = []
+    for row in rows:
+        data = vectors.get(row.chunk.chunk_id)
+        cosine = float(np.frombuffer(data, dtype=np.float32) @ query_vector) if data else 0.0
+        parts = {
+            "fts": row.bm25 / top_bm25,
+            "vector": cosine,
+            "human": row.chunk.human_relevance_score,
+            "quality": text_quality(row.chunk.text),
+        }
+        score = sum(WEIGHTS[name] * value for name, value in parts.items())
+        scored.append((score, row.chunk.chunk_id, row, parts))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    runtime = round((time.perf_counter() - started) * 1000, 3)
+    words = query_words(parsed)
+    hits = []
+    for score, _, row, parts in scored[:k]:
+        hit = make_hit(row.chunk, score, {"bm25": row.bm25, **parts}, words)
+        hits.append(
+            dataclasses.replace(
+                hit,
+                fts_score=round(parts["fts"], 6),
+                vector_score=round(parts["vector"], 6),
+                text_quality_score=round(parts["quality"], 6),
+                ranking_runtime=runtime,
+            )
+        )
+    return hits
