@@ -51,8 +51,12 @@ class ExactIndex:
         query: npt.NDArray[np.float32],
         k: int,
         allowed: Sequence[int] | None = None,
+        ef_search: int | None = None,
     ) -> list[tuple[int, float]]:
-        """Return up to ``k`` (chunk id, score) pairs, best first, among ``allowed`` ids if given."""
+        """Return up to ``k`` (chunk id, score) pairs, best first, among ``allowed`` ids if given.
+
+        ``ef_search`` is accepted for the approximate index's sake and ignored: this is exact.
+        """
         self.refresh()
         if not len(self._ids):
             return []
@@ -67,13 +71,28 @@ class ExactIndex:
                 (self._positions[i] for i in allowed if i in self._positions), dtype=np.int64
             )
             ids, matrix = self._ids[rows], self._matrix[rows]
-        if not len(ids):
-            return []
-        if self._metric == "euclidean":
-            scores = -np.linalg.norm(matrix - query, axis=1)
-        else:
-            scores = matrix @ query
-        k = min(k, len(ids))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(ids[i]), float(scores[i])) for i in top]
+        return nearest_rows(ids, matrix, query, k, self._metric)
+
+
+def nearest_rows(
+    ids: npt.NDArray[np.int64],
+    matrix: npt.NDArray[np.float32],
+    query: npt.NDArray[np.float32],
+    k: int,
+    metric: str,
+) -> list[tuple[int, float]]:
+    """Return the ``k`` (id, score) pairs of the rows nearest to ``query``, best first (exact).
+
+    Scores are the dot product for ``cosine`` and ``dot`` (vectors are L2-normalised, so the
+    dot product is the cosine) and the negated distance for ``euclidean``: higher is better.
+    """
+    if not len(ids):
+        return []
+    if metric == "euclidean":
+        scores = -np.linalg.norm(matrix - query, axis=1)
+    else:
+        scores = matrix @ query
+    k = min(k, len(ids))
+    top = np.argpartition(-scores, k - 1)[:k]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(int(ids[i]), float(scores[i])) for i in top]
