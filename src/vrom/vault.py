@@ -268,9 +268,11 @@ class Vault:
         ``mode``: ``keyword`` (BM25), ``vector`` (meaning), ``hybrid`` (both, fused by
         reciprocal rank), ``rerank`` (keyword candidates reranked by vector similarity, human
         relevance and text quality: the VaultLayer hybrid-search contract); by default hybrid
-        when the store holds vectors of the configured embedder, else keyword. ``where`` filters notes inside every retriever:
-        ``{"path": "folder/", "tags": ["project"], "status": "done"}`` (path prefix, required
-        tags, frontmatter values). See `vrom.search.query` for the keyword query syntax.
+        when the store holds vectors of the configured embedder, else keyword.
+
+        ``where`` filters notes inside every retriever: ``{"path": "folder/", "tags":
+        ["project"], "status": "done"}`` (path prefix, required tags, frontmatter values). See
+        `vrom.search.query` for the keyword query syntax.
         """
         hits = self._ranked(query, k, where, mode)
         return expand_hits(self.store, hits, context_window) if expand_context else hits
@@ -286,7 +288,7 @@ class Vault:
         if searcher is None:
             raise ValidationError(f"{mode} search needs an embedder (this vault has none)")
         stored = stored_fingerprint(self.store)
-        if stored is None or not self.store.counts().vectors:
+        if stored is None or not self.store.has_vectors():
             raise NotFoundError(f"{mode} search needs vectors: run 'vrom embed' first")
         if stored != searcher.embedder.fingerprint:
             bind_embedder(self.store, searcher.embedder)  # raises with the fix in its message
@@ -302,7 +304,7 @@ class Vault:
         return (
             self._embedder_choice is not None
             and stored_fingerprint(self.store) is not None
-            and self.store.vector_generation() > 0
+            and self.store.has_vectors()
         )
 
     def context(

@@ -261,6 +261,10 @@ class Store(Protocol):
         """Return (chunk id, vector bytes) for every stored vector, by chunk id."""
         ...
 
+    def has_vectors(self) -> bool:
+        """Return True when at least one chunk has a vector."""
+        ...
+
     def vector_generation(self) -> int:
         """Return a number that changes whenever any vector is added or removed."""
         ...

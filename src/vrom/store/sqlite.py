@@ -610,6 +610,11 @@ class SQLiteStore:
                 "SELECT chunk_id, data FROM vectors ORDER BY chunk_id"
             ).fetchall()
 
+    def has_vectors(self) -> bool:
+        """Return True when at least one chunk has a vector."""
+        with self._guard("reading vectors"):
+            return bool(self._scalar("SELECT EXISTS (SELECT 1 FROM vectors)"))
+
     def vector_generation(self) -> int:
         """Return a number that changes whenever any vector is added or removed."""
         with self._guard("reading meta"):
