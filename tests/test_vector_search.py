@@ -210,3 +210,9 @@ def test_text_quality_prefers_prose() -> None:
     code = "```\nx = 1\n```"
     assert text_quality(prose) > text_quality(links) and text_quality(prose) > text_quality(code)
     assert text_quality("") == 0.0 and 0.0 <= text_quality(prose) <= 1.0
+
+
+def test_default_mode_falls_back_to_keyword_when_vectors_are_gone(vault: Vault) -> None:
+    assert "rrf" in vault.search("cat")[0].scores
+    vault.store.clear_vectors()
+    assert vault.search("cat")[0].scores.keys() == {"bm25", "prior"}
