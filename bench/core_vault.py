@@ -1,6 +1,10 @@
 """Benchmark the core on a real vault: full index, no-change and one-note re-index, keyword search.
 
     python bench/core_vault.py [--vault ../shared/data/vault/obsidian-hub] [--queries 100]
+                               [--embedder none]
+
+It measures the keyword core by default (``--embedder none``); pass ``--embedder default`` to
+include embedding with the default model (much slower: every chunk goes through the model).
 
 The vault is copied to a temporary folder first (the source is never written). Prints a table
 and writes JSON to bench/results/core_vault.json. Numbers are wall-clock on this machine; run it
@@ -28,10 +32,10 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_VAULT = REPO.parent / "shared" / "data" / "vault" / "obsidian-hub"
 
 
-def _cli(state: Path, *args: str) -> float:
+def _cli(state: Path, embedder: str, *args: str) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "vrom", "--state-dir", str(state), *args],
+        [sys.executable, "-m", "vrom", "--state-dir", str(state), "--embedder", embedder, *args],
         check=True,
         capture_output=True,
     )
@@ -43,7 +47,7 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def run(source: Path, queries: int) -> dict[str, object]:
+def run(source: Path, queries: int, embedder: str) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="vrom-bench-") as tmp:
         vault_dir = Path(tmp) / "vault"
         shutil.copytree(source, vault_dir, symlinks=True)
@@ -54,9 +58,10 @@ def run(source: Path, queries: int) -> dict[str, object]:
             "python": platform.python_version(),
             "sqlite": sqlite3.sqlite_version,
             "machine": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores",
+            "embedder": embedder,
         }
 
-        with Vault.open(vault_dir, state) as vault:
+        with Vault.open(vault_dir, state, embedder=embedder) as vault:
             started = time.perf_counter()
             summary = vault.index()
             full = time.perf_counter() - started
@@ -108,13 +113,15 @@ def run(source: Path, queries: int) -> dict[str, object]:
                 "title_query_found_at_10": round(found / len(picked), 3),
             }
 
-        results["noop_reindex_cli_s"] = round(_cli(state, "index", str(vault_dir), "--quiet"), 3)
+        results["noop_reindex_cli_s"] = round(
+            _cli(state, embedder, "index", str(vault_dir), "--quiet"), 3
+        )
         with target.open("a", encoding="utf-8") as handle:
             handle.write("A third edit: numbat.\n")
         results["one_note_reindex_cli_s"] = round(
-            _cli(state, "index", str(vault_dir), "--quiet"), 3
+            _cli(state, embedder, "index", str(vault_dir), "--quiet"), 3
         )
-        results["cli_startup_s"] = round(_cli(state, "--version"), 3)
+        results["cli_startup_s"] = round(_cli(state, embedder, "--version"), 3)
         return results
 
 
@@ -122,12 +129,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vault", type=Path, default=DEFAULT_VAULT)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--embedder", default="none", help="embedder spec (default: none)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "core_vault.json")
     args = parser.parse_args()
     if not args.vault.is_dir():
         print(f"no vault at {args.vault}", file=sys.stderr)
         return 1
-    results = run(args.vault, args.queries)
+    results = run(args.vault, args.queries, args.embedder)
     width = max(len(k) for k in results)
     for key, value in results.items():
         print(f"{key:<{width}}  {value}")
