@@ -88,10 +88,7 @@ def nearest_rows(
     """
     if not len(ids):
         return []
-    if metric == "euclidean":
-        scores = -np.linalg.norm(matrix - query, axis=1)
-    else:
-        scores = matrix @ query
+    scores = -np.linalg.norm(matrix - query, axis=1) if metric == "euclidean" else matrix @ query
     k = min(k, len(ids))
     top = np.argpartition(-scores, k - 1)[:k]
     top = top[np.argsort(-scores[top], kind="stable")]

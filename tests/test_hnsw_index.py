@@ -1,0 +1,273 @@
+"""The HNSW index: recall against exact search, its cache file beside the store, and filters."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from vrom import Embedder, ValidationError
+from vrom.index.exact import ExactIndex
+from vrom.index.hnsw import HnswIndex, _prefers_exact
+from vrom.search.vector import VectorSearcher
+from vrom.store import ChunkRecord, DocumentRecord
+from vrom.store.sqlite import SQLiteStore
+
+DIMS = 32
+NOTES = 30
+CHUNKS_PER_NOTE = 100  # 3,000 vectors
+
+
+def _doc(path: str) -> DocumentRecord:
+    key = path.lower().removesuffix(".md")
+    return DocumentRecord(
+        path=path,
+        path_key=key,
+        name_key=key.rsplit("/", 1)[-1],
+        title=path,
+        frontmatter={},
+        content_hash="h-" + path,
+        mtime=1.0,
+        size=10,
+        human_relevance_score=0.5,
+        chunk_strategy="s1",
+    )
+
+
+def _unit_vectors(count: int, seed: int) -> npt.NDArray[np.float32]:
+    vectors = np.random.default_rng(seed).standard_normal((count, DIMS)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _add_note(store: SQLiteStore, path: str, vectors: npt.NDArray[np.float32]) -> list[int]:
+    """Write a note with one chunk per vector, then the vectors; return the chunk ids."""
+    chunks = [ChunkRecord(i, "H", f"chunk {i}", 0, 7, f"{path}-{i}") for i in range(len(vectors))]
+    document_id = store.put_document(_doc(path), chunks, [], [])
+    ids = [c.chunk_id for c in store.chunks_of(document_id)]
+    store.put_vectors([(i, v.tobytes()) for i, v in zip(ids, vectors, strict=True)])
+    return ids
+
+
+def _fill(store: SQLiteStore, seed: int = 1) -> dict[int, npt.NDArray[np.float32]]:
+    """Fill a store with seeded unit vectors: notes ``a/0.md`` .. ``b/29.md``; id → vector."""
+    vectors = _unit_vectors(NOTES * CHUNKS_PER_NOTE, seed)
+    by_id: dict[int, npt.NDArray[np.float32]] = {}
+    for n in range(NOTES):
+        part = vectors[n * CHUNKS_PER_NOTE : (n + 1) * CHUNKS_PER_NOTE]
+        folder = "a" if n < 3 else "b"
+        by_id.update(zip(_add_note(store, f"{folder}/{n}.md", part), part, strict=True))
+    return by_id
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "state" / "store.db"
+    store = SQLiteStore(path)
+    _fill(store)
+    store.close()
+    return path
+
+
+@pytest.fixture
+def store(db: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(db, create=False)
+    yield s
+    s.close()
+
+
+def _queries(count: int = 50) -> npt.NDArray[np.float32]:
+    return _unit_vectors(count, seed=99)
+
+
+def _ids(hits: list[tuple[int, float]]) -> list[int]:
+    return [i for i, _ in hits]
+
+
+def test_recall_at_10_against_exact_search(store: SQLiteStore) -> None:
+    hnsw, exact = HnswIndex(store), ExactIndex(store)
+    assert len(hnsw) == NOTES * CHUNKS_PER_NOTE
+    found = sum(
+        len(set(_ids(exact.search(q, 10))) & set(_ids(hnsw.search(q, 10)))) for q in _queries()
+    )
+    assert found / (10 * len(_queries())) >= 0.95
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot", "euclidean"])
+def test_scores_follow_the_exact_index(store: SQLiteStore, metric: str) -> None:
+    hnsw, exact = HnswIndex(store, metric), ExactIndex(store, metric)
+    for query in _queries(10) * 1.5:  # not unit length: dot and euclidean differ from cosine
+        approximate = hnsw.search(query, 5, ef_search=256)
+        truth = dict(exact.search(query, 5))
+        assert [s for _, s in approximate] == sorted((s for _, s in approximate), reverse=True)
+        assert approximate[0][0] in truth
+        for chunk_id, score in approximate:
+            if chunk_id in truth:
+                assert score == pytest.approx(truth[chunk_id], abs=0.01)  # f16 storage
+
+
+def test_the_graph_is_cached_beside_the_database_and_reused(db: Path) -> None:
+    db.chmod(0o640)
+    store = SQLiteStore(db, create=False)
+    first = HnswIndex(store)
+    answer = first.search(_queries(1)[0], 10)
+    assert first.build_count == 1
+    cache = db.with_name("store.db.hnsw.usearch")
+    assert first.path == cache and cache.is_file()
+    sidecar = json.loads(db.with_name("store.db.hnsw.json").read_text())
+    assert sidecar["generation"] == store.vector_generation()
+    assert sidecar["count"] == NOTES * CHUNKS_PER_NOTE and sidecar["dims"] == DIMS
+    assert not [p for p in db.parent.iterdir() if p.name.endswith(".tmp")]
+    assert cache.stat().st_mode == db.stat().st_mode, "as private as the database"
+    written = os.stat(cache)
+    store.close()
+
+    reopened = SQLiteStore(db, create=False)
+    second = HnswIndex(reopened)
+    assert second.search(_queries(1)[0], 10) == answer
+    assert second.build_count == 0, "a current cache is opened, not rebuilt"
+    assert second.refresh() is False
+    again = os.stat(cache)
+    assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+    reopened.close()
+
+
+def test_a_stale_cache_is_rebuilt_and_deleted_chunks_never_return(db: Path) -> None:
+    reader, writer = SQLiteStore(db, create=False), SQLiteStore(db, create=False)
+    live = HnswIndex(reader)
+    assert len(live) == NOTES * CHUNKS_PER_NOTE
+    victim = writer.find_documents("b/7")[0]
+    gone = [c.chunk_id for c in writer.chunks_of(victim.document_id)]
+    gone_queries = [np.frombuffer(v, dtype=np.float32) for v in writer.vectors_of(gone).values()]
+    writer.delete_document(victim.document_id)
+    added = _add_note(writer, "b/new.md", _unit_vectors(CHUNKS_PER_NOTE, seed=7))
+
+    fresh = HnswIndex(writer)
+    for query in gone_queries[:20]:
+        assert not set(_ids(fresh.search(query, 10))) & set(gone)
+    assert fresh.build_count == 1, "the cache was older than the store: rebuilt"
+    assert len(fresh) == NOTES * CHUNKS_PER_NOTE
+    assert fresh.search(_unit_vectors(CHUNKS_PER_NOTE, seed=7)[0], 1)[0][0] == added[0]
+    # The index that was open in another connection while the store changed notices it too,
+    # and opens the graph the other one saved instead of building its own.
+    assert live.refresh() is True and live.build_count == 1
+    for query in gone_queries[:20]:
+        assert not set(_ids(live.search(query, 10))) & set(gone)
+    reader.close()
+    writer.close()
+
+
+def test_a_replaced_vector_is_searched_by_its_new_value(store: SQLiteStore) -> None:
+    hnsw = HnswIndex(store)
+    chunk_id, old = next(iter(store.vector_rows()))
+    target = _unit_vectors(1, seed=5)[0]
+    store.put_vectors([(chunk_id, target.tobytes())])
+    assert hnsw.search(target, 1)[0][0] == chunk_id
+    assert chunk_id not in _ids(hnsw.search(np.frombuffer(old, dtype=np.float32), 3))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "truncated, sidecar updated", "garbage sidecar"])
+def test_a_damaged_cache_is_rebuilt(db: Path, damage: str) -> None:
+    store = SQLiteStore(db, create=False)
+    answer = HnswIndex(store).search(_queries(1)[0], 10)
+    cache, sidecar = db.with_name("store.db.hnsw.usearch"), db.with_name("store.db.hnsw.json")
+    if damage.startswith("truncated"):
+        cache.write_bytes(cache.read_bytes()[: cache.stat().st_size // 2])
+    if damage == "truncated, sidecar updated":  # the file passes the sidecar's check: usearch
+        meta = json.loads(sidecar.read_text())  # itself must refuse it
+        stat = cache.stat()
+        meta["file"] = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+        sidecar.write_text(json.dumps(meta))
+    if damage == "garbage sidecar":
+        sidecar.write_text("{not json")
+    again = HnswIndex(store)
+    assert again.search(_queries(1)[0], 10) == answer
+    assert again.build_count == 1
+    assert HnswIndex(store).refresh() and HnswIndex(store).build_count == 0, "repaired"
+    store.close()
+
+
+def test_an_unwritable_cache_only_warns(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: object) -> None:
+        raise OSError("read-only file system")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    hnsw = HnswIndex(store)
+    with pytest.warns(RuntimeWarning, match="cannot save the vector index cache"):
+        assert len(hnsw) == NOTES * CHUNKS_PER_NOTE
+    assert len(hnsw.search(_queries(1)[0], 10)) == 10
+    assert not list(store.path.parent.glob("*.hnsw.*")), "no cache and no temporary left"
+
+
+def test_narrow_and_broad_filters(store: SQLiteStore) -> None:
+    hnsw, exact = HnswIndex(store), ExactIndex(store)
+    ids = [i for i, _ in store.vector_rows()]
+    narrow = [*ids[100:150], 10**9]  # an id without a vector is ignored
+    broad = ids[: len(ids) - 300]  # 2,700 of 3,000: the graph, post-filtered
+    assert _prefers_exact(len(narrow), len(ids), 10)
+    assert not _prefers_exact(len(broad), len(ids), 10)
+    for allowed in (narrow, broad):
+        found = 0
+        for query in _queries(20):
+            hits = hnsw.search(query, 10, allowed)
+            assert len(hits) == 10 and set(_ids(hits)) <= set(allowed)
+            found += len(set(_ids(hits)) & set(_ids(exact.search(query, 10, allowed))))
+        assert found / 200 >= (1.0 if allowed is narrow else 0.95)
+    query = _queries(1)[0]
+    assert _ids(hnsw.search(query, 10, ids[:3])) == _ids(exact.search(query, 10, ids[:3]))
+    assert hnsw.search(query, 10, []) == []
+    assert hnsw.search(query, 10, [10**9]) == []
+
+
+def test_a_broad_filter_far_from_the_query_falls_back_to_exact(store: SQLiteStore) -> None:
+    hnsw, exact = HnswIndex(store), ExactIndex(store)
+    query = _queries(1)[0]
+    by_distance = _ids(exact.search(query, NOTES * CHUNKS_PER_NOTE))
+    allowed = by_distance[-2_500:]  # the graph's candidates near the query are all filtered out
+    assert not _prefers_exact(len(allowed), len(by_distance), 10)
+    assert _ids(hnsw.search(query, 10, allowed)) == _ids(exact.search(query, 10, allowed))
+
+
+def test_ef_search_is_a_per_query_knob(store: SQLiteStore) -> None:
+    hnsw, exact = HnswIndex(store), ExactIndex(store)
+    query = _queries(1)[0]
+    assert len(hnsw.search(query, 10, ef_search=10)) == 10
+    assert _ids(hnsw.search(query, 10, ef_search=3_000)) == _ids(exact.search(query, 10))
+    assert exact.search(query, 10, ef_search=5) == exact.search(query, 10)
+    for bad in (0, -1):
+        with pytest.raises(ValidationError, match="ef_search"):
+            hnsw.search(query, 10, ef_search=bad)
+    with pytest.raises(ValidationError, match="dimensions"):
+        hnsw.search(np.ones(DIMS + 1, dtype=np.float32), 10)
+    with pytest.raises(ValidationError, match="metric"):
+        HnswIndex(store, "manhattan")
+
+
+def test_an_empty_store_has_no_graph(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "empty.db")
+    hnsw = HnswIndex(store)
+    assert len(hnsw) == 0 and hnsw.search(_queries(1)[0], 10) == []
+    assert not list(tmp_path.glob("*.hnsw.*"))
+    store.close()
+
+
+def test_the_searcher_switches_to_hnsw_at_the_threshold(store: SQLiteStore) -> None:
+    total = NOTES * CHUNKS_PER_NOTE
+    assert isinstance(VectorSearcher(store, Embedder.fake(DIMS)).index, ExactIndex)
+    assert isinstance(
+        VectorSearcher(store, Embedder.fake(DIMS), hnsw_threshold=total).index, HnswIndex
+    )
+    growing = VectorSearcher(store, Embedder.fake(DIMS), hnsw_threshold=total + 50)
+    assert isinstance(growing.index, ExactIndex)
+    index = growing.index
+    assert growing.index is index, "kept while the store is unchanged"
+    _add_note(store, "c/more.md", _unit_vectors(50, seed=3))
+    assert isinstance(growing.index, HnswIndex)
+    hits = growing.vector_search("chunk", k=5, where={"path": "c/"})
+    assert len(hits) == 5 and all(h.path == "c/more.md" for h in hits)
