@@ -216,3 +216,19 @@ def test_default_mode_falls_back_to_keyword_when_vectors_are_gone(vault: Vault) 
     assert "rrf" in vault.search("cat")[0].scores
     vault.store.clear_vectors()
     assert vault.search("cat")[0].scores.keys() == {"bm25", "prior"}
+
+
+def test_vector_options_reach_the_index(write_vault, tmp_path: Path) -> None:
+    root = write_vault(NOTES)
+    with Vault.open(
+        root, tmp_path / "state", embedder=Embedder.fake(), metric="euclidean", hnsw_threshold=1
+    ) as vault:
+        vault.index()
+        hits = vault.search("warm windowsill cat", mode="vector", k=3, ef_search=16)
+        assert hits[0].path == "Cats.md"
+        assert all(h.score <= 0 for h in hits), "euclidean scores are negated distances"
+        assert type(vault._vector_searcher().index).__name__ == "HnswIndex"
+        with pytest.raises(ValidationError, match="ef_search"):
+            vault.search("cat", mode="vector", k=5, ef_search=2)
+    with pytest.raises(ValidationError, match="metric"):
+        Vault.open(root, tmp_path / "state", metric="manhattan")

@@ -365,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
                     mode=a.mode,
                     expand_context=a.expand_context,
                     context_window=a.context_window,
+                    ef_search=a.ef_search,
                 ),
                 _format_hits,
             ),
@@ -384,6 +385,13 @@ def build_parser() -> argparse.ArgumentParser:
             )
         else:
             sub.set_defaults(mode=mode)
+        sub.add_argument(
+            "--ef-search",
+            type=_positive_int,
+            default=None,
+            metavar="N",
+            help="HNSW search width for this query on large vaults (at least -k)",
+        )
         filters(sub)
         expansion(sub)
 

@@ -13,6 +13,7 @@ from typing import Any
 from vrom import state
 from vrom.embed import Embedder
 from vrom.errors import NotFoundError, ValidationError
+from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.embedding import EmbedProgress, bind_embedder, embed_missing, stored_fingerprint
 from vrom.ingest.indexer import (
@@ -40,7 +41,7 @@ from vrom.results import (
 from vrom.search.context import expand_hits, format_context
 from vrom.search.keyword import keyword_search
 from vrom.search.links import backlink_sources, resolve_link
-from vrom.search.vector import VectorSearcher, check_mode
+from vrom.search.vector import HNSW_THRESHOLD, VectorSearcher, check_mode
 from vrom.store import Store, StoredDocument
 from vrom.store.sqlite import SQLiteStore
 
@@ -71,6 +72,7 @@ class Vault:
         self._state_base = state_base
         self._indexer = Indexer(store, root, options)
         self._embedder_choice = embedder
+        self._vector_options: dict[str, Any] = {}
         self._searcher: VectorSearcher | None = None
         self._embedder_resolved = False
 
@@ -87,6 +89,8 @@ class Vault:
         chunk_overlap: int = 150,
         create: bool = True,
         embedder: EmbedderChoice = AUTO,
+        metric: str = "cosine",
+        hnsw_threshold: int = HNSW_THRESHOLD,
     ) -> Vault:
         """Return the vault at ``path``, with its store in the state directory.
 
@@ -96,6 +100,8 @@ class Vault:
         `NotFoundError` instead of a new, empty store. ``embedder``: an `Embedder`, a spec string
         (see `Embedder.from_spec`), None for keyword search only, or ``"auto"`` (the default:
         ``$VROM_EMBEDDER``, else the default local model); a model loads only when first needed.
+        ``metric`` (cosine, dot, euclidean) and ``hnsw_threshold`` (the vector count from which
+        search uses the HNSW index instead of exact search) configure vector search.
         """
         root = Path(path).expanduser()
         if not root.is_dir():
@@ -113,7 +119,11 @@ class Vault:
         if not create and not path_of_store.exists():
             raise NotFoundError(f"vault {str(root)!r} is not indexed yet: run 'vrom index {root}'")
         store = SQLiteStore(path_of_store, create=create)
-        return cls(root, store, IndexOptions(max_file_bytes, strategy), base, embedder)
+        if metric not in METRICS:
+            raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
+        vault = cls(root, store, IndexOptions(max_file_bytes, strategy), base, embedder)
+        vault._vector_options = {"metric": metric, "hnsw_threshold": hnsw_threshold}
+        return vault
 
     @classmethod
     def open_store(
@@ -227,7 +237,11 @@ class Vault:
                 if isinstance(choice, str)
                 else choice
             )
-            self._searcher = None if embedder is None else VectorSearcher(self.store, embedder)
+            self._searcher = (
+                None
+                if embedder is None
+                else VectorSearcher(self.store, embedder, **self._vector_options)
+            )
             self._embedder_resolved = True
         return self._searcher
 
@@ -259,8 +273,11 @@ class Vault:
         *,
         expand_context: bool = False,
         context_window: int = 1,
+        ef_search: int | None = None,
     ) -> list[Hit]:
         """Return the ``k`` best chunks for a query, best first.
+
+        ``ef_search`` (at least ``k``) widens the HNSW search for this query on large stores.
 
         ``expand_context`` fills each hit's ``context_text`` with the chunk joined to
         ``context_window`` neighbouring chunks a side (following prev/next links).
@@ -274,11 +291,16 @@ class Vault:
         ["project"], "status": "done"}`` (path prefix, required tags, frontmatter values). See
         `vrom.search.query` for the keyword query syntax.
         """
-        hits = self._ranked(query, k, where, mode)
+        hits = self._ranked(query, k, where, mode, ef_search)
         return expand_hits(self.store, hits, context_window) if expand_context else hits
 
     def _ranked(
-        self, query: str, k: int, where: Mapping[str, Any] | None, mode: str | None
+        self,
+        query: str,
+        k: int,
+        where: Mapping[str, Any] | None,
+        mode: str | None,
+        ef_search: int | None,
     ) -> list[Hit]:
         if mode is None:
             mode = "hybrid" if self._has_vectors() else "keyword"
@@ -293,12 +315,12 @@ class Vault:
         if stored != searcher.embedder.fingerprint:
             bind_embedder(self.store, searcher.embedder)  # raises with the fix in its message
         if mode == "vector":
-            return searcher.vector_search(query, k, where)
+            return searcher.vector_search(query, k, where, ef_search)
         if mode == "rerank":
             from vrom.search.rerank import rerank_search  # numpy: only with vectors
 
             return rerank_search(self.store, searcher.embedder, query, k, where)
-        return searcher.hybrid_search(query, k, where)
+        return searcher.hybrid_search(query, k, where, ef_search)
 
     def _has_vectors(self) -> bool:
         return (

@@ -8,9 +8,8 @@ import numpy as np
 import numpy.typing as npt
 
 from vrom.errors import ValidationError
+from vrom.index import METRICS
 from vrom.store import Store
-
-METRICS = ("cosine", "dot", "euclidean")
 
 
 class ExactIndex:

@@ -30,7 +30,8 @@ import numpy.typing as npt
 from usearch.index import Index
 
 from vrom.errors import ValidationError
-from vrom.index.exact import METRICS, nearest_rows
+from vrom.index import METRICS
+from vrom.index.exact import nearest_rows
 from vrom.store import Store
 from vrom.store.sqlite import SQLiteStore
 

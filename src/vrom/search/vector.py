@@ -75,19 +75,27 @@ class VectorSearcher:
         return self._index
 
     def _nearest(
-        self, query: str, limit: int, where: Mapping[str, Any] | None
+        self, query: str, limit: int, where: Mapping[str, Any] | None, ef_search: int | None
     ) -> list[tuple[int, float]]:
         parsed_where = parse_where(where)
         allowed = None if parsed_where is None else self._store.chunk_ids_matching(parsed_where)
         vector = self._embedder.embed_query(query)
-        return self.index.search(vector, limit, allowed)
+        return self.index.search(vector, limit, allowed, ef_search)
 
     def vector_search(
-        self, query: str, k: int = 10, where: Mapping[str, Any] | None = None
+        self,
+        query: str,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        ef_search: int | None = None,
     ) -> list[Hit]:
-        """Return the ``k`` chunks nearest to the query's meaning, best first."""
+        """Return the ``k`` chunks nearest to the query's meaning, best first.
+
+        ``ef_search`` widens the HNSW search for this query (ignored by exact search).
+        """
         check_k(k)
-        nearest = self._nearest(query, k, where)
+        check_ef_search(ef_search, k)
+        nearest = self._nearest(query, k, where, ef_search)
         chunks = {c.chunk_id: c for c in self._store.get_chunks([i for i, _ in nearest])}
         words = query_words(parse_query(query))
         return [
@@ -97,14 +105,21 @@ class VectorSearcher:
         ]
 
     def hybrid_search(
-        self, query: str, k: int = 10, where: Mapping[str, Any] | None = None
+        self,
+        query: str,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        ef_search: int | None = None,
     ) -> list[Hit]:
         """Return the ``k`` best chunks by reciprocal rank fusion of keyword and vector ranks."""
         check_k(k)
+        check_ef_search(ef_search, k)
         pool = max(50, k * CANDIDATE_FACTOR)
         parsed = parse_query(query)
         keyword_rows = self._store.keyword_search(parsed, pool, parse_where(where))
-        nearest = self._nearest(query, pool, where)
+        nearest = self._nearest(
+            query, pool, where, None if ef_search is None else max(ef_search, pool)
+        )
         fused: dict[int, dict[str, float]] = {}
         for rank, row in enumerate(keyword_rows, start=1):
             parts = fused.setdefault(row.chunk.chunk_id, {})
@@ -128,6 +143,14 @@ class VectorSearcher:
         scored.sort(key=lambda item: (-item[0], item[1]))
         words = query_words(parsed)
         return [make_hit(chunks[i], score, parts, words) for score, i, parts in scored[:k]]
+
+
+def check_ef_search(ef_search: int | None, k: int) -> None:
+    """Raise `ValidationError` unless ``ef_search`` is None or an integer of at least ``k``."""
+    if ef_search is None:
+        return
+    if isinstance(ef_search, bool) or not isinstance(ef_search, int) or ef_search < k:
+        raise ValidationError(f"ef_search must be an integer of at least k={k}, not {ef_search!r}")
 
 
 def check_mode(mode: str) -> str:
