@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from vrom import Embedder, ModelError, NotFoundError, ValidationError, Vault
+from vrom.index.codec import decode, encode
 from vrom.search.rerank import text_quality
 
 NOTES = {
@@ -232,3 +233,43 @@ def test_vector_options_reach_the_index(write_vault, tmp_path: Path) -> None:
             vault.search("cat", mode="vector", k=5, ef_search=2)
     with pytest.raises(ValidationError, match="metric"):
         Vault.open(root, tmp_path / "state", metric="manhattan")
+
+
+def test_int8_vectors_take_a_quarter_of_the_space_and_rank_alike(
+    write_vault, tmp_path: Path
+) -> None:
+    root = write_vault(NOTES)
+    rankings = {}
+    for encoding in ("float32", "int8"):
+        state = tmp_path / encoding
+        with Vault.open(root, state, embedder=Embedder.fake(), vector_encoding=encoding) as vault:
+            vault.index()
+            blob = vault.store.vector_rows()[0][1]
+            assert len(blob) == (64 * 4 if encoding == "float32" else 64 + 4)
+            hits = vault.search("warm windowsill cat", mode="vector", k=5)
+            rankings[encoding] = [h.path for h in hits]
+            assert hits[0].score == pytest.approx(
+                vault.search("warm windowsill cat", mode="vector", k=1)[0].score
+            )
+    assert rankings["int8"] == rankings["float32"]
+    with Vault.open(root, tmp_path / "int8", embedder=Embedder.fake()) as kept:
+        assert kept.index().embedded == 0, "None keeps the store's encoding"
+    with Vault.open(
+        root, tmp_path / "int8", embedder=Embedder.fake(), vector_encoding="float32"
+    ) as switched:
+        with pytest.raises(ModelError, match=r"int8 vectors but float32.*--rebuild"):
+            switched.index()
+        assert switched.embed(rebuild=True) == 5
+        assert len(switched.store.vector_rows()[0][1]) == 64 * 4
+
+
+def test_codec_round_trip() -> None:
+
+    rng = np.random.default_rng(7)
+    matrix = rng.normal(size=(20, 48)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    assert np.array_equal(decode(encode(matrix, "float32"), "float32"), matrix)
+    approx = decode(encode(matrix, "int8"), "int8")
+    assert np.min(np.sum(approx * matrix, axis=1)) > 0.999
+    with pytest.raises(ValidationError):
+        encode(matrix, "int4")

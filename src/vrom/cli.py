@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from vrom import __version__
 from vrom.embed import EMBEDDER_ENV
 from vrom.errors import ValidationError, VromError
+from vrom.index import ENCODINGS
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
 from vrom.results import (
     BackendInfo,
@@ -63,11 +64,12 @@ def _parse_where(items: Sequence[str], path: str | None, tags: Sequence[str]) ->
 
 
 def _open_vault(args: argparse.Namespace) -> Vault:
+    options: dict[str, Any] = {"embedder": args.embedder, "vector_encoding": args.vector_encoding}
     if args.db:
-        return Vault.open_store(args.db, embedder=args.embedder)
+        return Vault.open_store(args.db, **options)
     if args.vault:
-        return Vault.open(args.vault, args.state_dir, create=False, embedder=args.embedder)
-    return Vault.open_default(args.state_dir, embedder=args.embedder)
+        return Vault.open(args.vault, args.state_dir, create=False, **options)
+    return Vault.open_default(args.state_dir, **options)
 
 
 # -- formatting ------------------------------------------------------------------------------
@@ -143,6 +145,7 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         chunk_chars=args.chunk_chars,
         chunk_overlap=args.chunk_overlap,
         embedder=args.embedder,
+        vector_encoding=args.vector_encoding,
     )
     with vault:
         if not (args.json or args.quiet) and sys.stderr.isatty():
@@ -276,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
         vault: bool = True,
     ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, vector_encoding=None)
         sub.add_argument("--json", action="store_true", help="print JSON instead of text")
         if vault:
             which = sub.add_mutually_exclusive_group()
@@ -288,6 +291,14 @@ def build_parser() -> argparse.ArgumentParser:
             )
             which.add_argument("--db", metavar="FILE", help="open this store file directly")
         return sub
+
+    def encoding_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--vector-encoding",
+            choices=ENCODINGS,
+            default=None,
+            help="store vectors as float32 (default) or int8 with a scale (a quarter the size)",
+        )
 
     def expansion(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
@@ -322,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command("index", _cmd_index, "Index (or re-index) a vault folder.", vault=False)
     sub.add_argument("path", metavar="PATH", help="the vault folder")
     sub.add_argument("--force", action="store_true", help="rewrite every note, changed or not")
+    encoding_option(sub)
     sub.add_argument("--quiet", action="store_true", help="print nothing but errors")
     sub.add_argument(
         "--max-file-size",
@@ -447,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--rebuild", action="store_true", help="drop every vector and re-embed with this model"
     )
+    encoding_option(sub)
 
     command(
         "stats",

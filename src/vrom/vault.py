@@ -73,6 +73,7 @@ class Vault:
         self._indexer = Indexer(store, root, options)
         self._embedder_choice = embedder
         self._vector_options: dict[str, Any] = {}
+        self._encoding: str | None = None
         self._searcher: VectorSearcher | None = None
         self._embedder_resolved = False
 
@@ -91,6 +92,7 @@ class Vault:
         embedder: EmbedderChoice = AUTO,
         metric: str = "cosine",
         hnsw_threshold: int = HNSW_THRESHOLD,
+        vector_encoding: str | None = None,
     ) -> Vault:
         """Return the vault at ``path``, with its store in the state directory.
 
@@ -101,7 +103,9 @@ class Vault:
         (see `Embedder.from_spec`), None for keyword search only, or ``"auto"`` (the default:
         ``$VROM_EMBEDDER``, else the default local model); a model loads only when first needed.
         ``metric`` (cosine, dot, euclidean) and ``hnsw_threshold`` (the vector count from which
-        search uses the HNSW index instead of exact search) configure vector search.
+        search uses the HNSW index instead of exact search) configure vector search;
+        ``vector_encoding`` stores vectors as ``float32`` (the default for a new store) or ``int8``
+        with a per-vector scale (a quarter of the space); None keeps what the store has.
         """
         root = Path(path).expanduser()
         if not root.is_dir():
@@ -123,11 +127,16 @@ class Vault:
             raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
         vault = cls(root, store, IndexOptions(max_file_bytes, strategy), base, embedder)
         vault._vector_options = {"metric": metric, "hnsw_threshold": hnsw_threshold}
+        vault._encoding = vector_encoding
         return vault
 
     @classmethod
     def open_store(
-        cls, db_path: str | os.PathLike[str], *, embedder: EmbedderChoice = AUTO
+        cls,
+        db_path: str | os.PathLike[str],
+        *,
+        embedder: EmbedderChoice = AUTO,
+        vector_encoding: str | None = None,
     ) -> Vault:
         """Return the vault whose store file is ``db_path`` (the store must exist).
 
@@ -143,7 +152,9 @@ class Vault:
             target_chars=recorded.get("target_chars", ChunkStrategy.target_chars),
             overlap_chars=recorded.get("overlap_chars", ChunkStrategy.overlap_chars),
         )
-        return cls(Path(root), store, IndexOptions(strategy=strategy), embedder=embedder)
+        vault = cls(Path(root), store, IndexOptions(strategy=strategy), embedder=embedder)
+        vault._encoding = vector_encoding
+        return vault
 
     @classmethod
     def open_default(
@@ -152,6 +163,7 @@ class Vault:
         cwd: str | os.PathLike[str] | None = None,
         *,
         embedder: EmbedderChoice = AUTO,
+        vector_encoding: str | None = None,
     ) -> Vault:
         """Return the vault to use when none is named.
 
@@ -160,7 +172,9 @@ class Vault:
         """
         env = os.environ.get(VAULT_ENV)
         if env:
-            return cls.open(env, state_dir, create=False, embedder=embedder)
+            return cls.open(
+                env, state_dir, create=False, embedder=embedder, vector_encoding=vector_encoding
+            )
         base = state.state_dir(state_dir)
         start = Path(cwd) if cwd is not None else Path.cwd()
         root = state.find_indexed_vault(start, base) or state.last_vault(base)
@@ -168,7 +182,9 @@ class Vault:
             raise NotFoundError(
                 "no indexed vault here: run 'vrom index PATH' first, or pass --vault PATH"
             )
-        return cls.open(root, state_dir, create=False, embedder=embedder)
+        return cls.open(
+            root, state_dir, create=False, embedder=embedder, vector_encoding=vector_encoding
+        )
 
     def close(self) -> None:
         """Close the store (and the model); later calls raise `StorageError`."""
@@ -208,7 +224,8 @@ class Vault:
         """
         searcher = self._vector_searcher()
         if searcher is not None:
-            bind_embedder(self.store, searcher.embedder)  # refuse another model before writing
+            # refuse another model (or encoding) before writing anything
+            bind_embedder(self.store, searcher.embedder, encoding=self._encoding)
         summary = self._indexer.index(progress, force=force)
         if self._state_base is not None:
             state.remember_last_vault(self._state_base, self.root)
@@ -225,7 +242,7 @@ class Vault:
         searcher = self._vector_searcher()
         if searcher is None:
             raise ValidationError("no embedder is configured (embedder=None)")
-        bind_embedder(self.store, searcher.embedder, rebuild=rebuild)
+        bind_embedder(self.store, searcher.embedder, rebuild=rebuild, encoding=self._encoding)
         return embed_missing(self.store, searcher.embedder, progress)
 
     def _vector_searcher(self) -> VectorSearcher | None:
@@ -255,7 +272,7 @@ class Vault:
             paths = [paths]
         searcher = self._vector_searcher()
         if searcher is not None:
-            bind_embedder(self.store, searcher.embedder)
+            bind_embedder(self.store, searcher.embedder, encoding=self._encoding)
         summary = self._indexer.reindex_paths(paths)
         if searcher is not None:
             embedded = embed_missing(self.store, searcher.embedder)

@@ -4,5 +4,18 @@ The index is derived data: it is (re)built from the store's vectors and reloaded
 store's vector generation changes, so deleted or updated chunks never come back in results.
 """
 
+from __future__ import annotations
+
+from vrom.store import Store
+
 METRICS = ("cosine", "dot", "euclidean")
 """Similarity measures the indexes support (vectors are L2-normalised, so cosine is a dot)."""
+
+ENCODINGS = ("float32", "int8")
+"""How vectors can be stored: float32, or int8 with a per-vector scale (see `codec`)."""
+ENCODING_META_KEY = "vector_encoding"
+
+
+def stored_encoding(store: Store) -> str:
+    """Return how the store's vectors are encoded: ``float32`` (the default) or ``int8``."""
+    return store.get_meta(ENCODING_META_KEY) or "float32"

@@ -8,7 +8,8 @@ import numpy as np
 import numpy.typing as npt
 
 from vrom.errors import ValidationError
-from vrom.index import METRICS
+from vrom.index import METRICS, stored_encoding
+from vrom.index.codec import decode
 from vrom.store import Store
 
 
@@ -36,11 +37,7 @@ class ExactIndex:
             return False
         rows = self._store.vector_rows()
         self._ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-        if rows:
-            self._matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32)
-            self._matrix = self._matrix.reshape(len(rows), -1)
-        else:
-            self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._matrix = decode([row[1] for row in rows], stored_encoding(self._store))
         self._positions = {int(i): n for n, i in enumerate(self._ids)}
         self._generation = generation
         return True

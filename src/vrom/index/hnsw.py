@@ -30,7 +30,8 @@ import numpy.typing as npt
 from usearch.index import Index
 
 from vrom.errors import ValidationError
-from vrom.index import METRICS
+from vrom.index import METRICS, stored_encoding
+from vrom.index.codec import decode
 from vrom.index.exact import nearest_rows
 from vrom.store import Store
 from vrom.store.sqlite import SQLiteStore
@@ -265,8 +266,7 @@ class HnswIndex:
             self._graph = None
             return
         ids = np.fromiter((row[0] for row in rows), dtype=np.uint64, count=len(rows))
-        matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32)
-        matrix = matrix.reshape(len(rows), -1)
+        matrix = decode([row[1] for row in rows], stored_encoding(self._store))
         del rows
         index = Index(
             ndim=matrix.shape[1],

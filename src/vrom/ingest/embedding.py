@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vrom.embed import Embedder, Fingerprint
-from vrom.errors import ModelError
+from vrom.errors import ModelError, ValidationError
+from vrom.index import ENCODING_META_KEY, ENCODINGS, stored_encoding
 from vrom.store import Store, StoredChunk
 
 FINGERPRINT_META_KEY = "embedding_fingerprint"
@@ -25,24 +26,36 @@ def stored_fingerprint(store: Store) -> Fingerprint | None:
     return None if text is None else Fingerprint.from_json(text)
 
 
-def bind_embedder(store: Store, embedder: Embedder, *, rebuild: bool = False) -> None:
+def bind_embedder(
+    store: Store, embedder: Embedder, *, rebuild: bool = False, encoding: str | None = None
+) -> None:
     """Make ``embedder`` the store's model, or refuse if the store holds another model's vectors.
 
-    With ``rebuild`` the old vectors are dropped (to be re-embedded with the new model).
+    ``encoding`` (``float32`` or ``int8``; None keeps the store's) must also match the stored
+    vectors. With ``rebuild`` the old vectors are dropped (to be re-embedded).
     """
     current = embedder.fingerprint
     stored = stored_fingerprint(store)
-    if stored == current:
+    encoding = encoding or stored_encoding(store)
+    if encoding not in ENCODINGS:
+        raise ValidationError(f"vector encoding must be one of {', '.join(ENCODINGS)}")
+    if stored == current and encoding == stored_encoding(store) and not rebuild:
         return
-    if stored is not None and not rebuild and store.counts().vectors:
+    if stored is not None and not rebuild and store.has_vectors():
+        if stored != current:
+            raise ModelError(
+                f"store {store.location} holds vectors of {stored.describe()} but "
+                f"{current.describe()} is configured: run 'vrom embed --rebuild' to re-embed "
+                f"with it, or configure {stored.model} again"
+            )
         raise ModelError(
-            f"store {store.location} holds vectors of {stored.describe()} but "
-            f"{current.describe()} is configured: run 'vrom embed --rebuild' to re-embed "
-            f"with it, or configure {stored.model} again"
+            f"store {store.location} holds {stored_encoding(store)} vectors but {encoding} is "
+            "configured: run 'vrom embed --rebuild' to re-encode them"
         )
     with store.transaction():
         store.clear_vectors()
         store.set_meta(FINGERPRINT_META_KEY, current.to_json())
+        store.set_meta(ENCODING_META_KEY, encoding)
 
 
 def embedding_text(chunk: StoredChunk) -> str:
@@ -64,14 +77,16 @@ def embed_missing(
     """
     counts = store.counts()
     total = counts.chunks - counts.vectors
+    encoding = stored_encoding(store)
     done = 0
     while True:
         chunks = store.chunks_missing_vectors(batch)
         if not chunks:
             return done
-        matrix = embedder.embed_documents([embedding_text(c) for c in chunks])
-        rows = matrix.astype("<f4", copy=False)
-        store.put_vectors([(c.chunk_id, rows[i].tobytes()) for i, c in enumerate(chunks)])
+        from vrom.index.codec import encode  # numpy: loaded already by any embedder
+
+        blobs = encode(embedder.embed_documents([embedding_text(c) for c in chunks]), encoding)
+        store.put_vectors([(c.chunk_id, blob) for c, blob in zip(chunks, blobs, strict=True)])
         done += len(chunks)
         if progress is not None:
             progress(done, max(total, done))

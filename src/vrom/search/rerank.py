@@ -14,9 +14,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from vrom.embed import Embedder
+from vrom.index import stored_encoding
+from vrom.index.codec import decode
 from vrom.results import Hit
 from vrom.search.keyword import CANDIDATE_FACTOR, check_k, make_hit
 from vrom.search.query import parse_query, parse_where, query_words
@@ -58,12 +58,13 @@ def rerank_search(
     if not rows:
         return []
     top_bm25 = max(row.bm25 for row in rows) or 1.0
-    vectors = store.vectors_of([row.chunk.chunk_id for row in rows])
-    query_vector = embedder.embed_query(query)
+    stored = store.vectors_of([row.chunk.chunk_id for row in rows])
+    with_vectors = [row.chunk.chunk_id for row in rows if row.chunk.chunk_id in stored]
+    matrix = decode([stored[i] for i in with_vectors], stored_encoding(store))
+    cosines = dict(zip(with_vectors, (matrix @ embedder.embed_query(query)).tolist(), strict=True))
     scored = []
     for row in rows:
-        data = vectors.get(row.chunk.chunk_id)
-        cosine = float(np.frombuffer(data, dtype=np.float32) @ query_vector) if data else 0.0
+        cosine = cosines.get(row.chunk.chunk_id, 0.0)
         parts = {
             "fts": row.bm25 / top_bm25,
             "vector": cosine,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from vrom.index import stored_encoding
+from vrom.index.codec import decode
 from vrom.store import Store
 
 
@@ -13,8 +15,7 @@ def similar_notes(store: Store, document_id: int, k: int) -> list[tuple[int, flo
     rows = store.vector_rows()
     if not rows or document_id not in owners.values():
         return []
-    matrix = np.frombuffer(b"".join(data for _, data in rows), dtype=np.float32)
-    matrix = matrix.reshape(len(rows), -1)
+    matrix = decode([data for _, data in rows], stored_encoding(store))
     notes = np.fromiter((owners.get(chunk_id, -1) for chunk_id, _ in rows), dtype=np.int64)
     perm = np.argsort(notes, kind="stable")  # rows grouped by note, so each group is contiguous
     order, starts = np.unique(notes[perm], return_index=True)
