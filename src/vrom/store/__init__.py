@@ -250,7 +250,7 @@ class Store(Protocol):
         ...
 
     def put_vectors(self, vectors: Sequence[tuple[int, bytes]]) -> int:
-        """Store vectors by chunk id (float32 bytes); chunks deleted meanwhile are skipped."""
+        """Store encoded vectors by chunk id; chunks deleted meanwhile are skipped."""
         ...
 
     def clear_vectors(self) -> None:
@@ -274,7 +274,7 @@ class Store(Protocol):
         ...
 
     def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
-        """Return the vectors (float32 bytes) of these chunks, by chunk id, where they exist."""
+        """Return the stored vector bytes of these chunks, by chunk id, where they exist."""
         ...
 
     def chunk_document_ids(self) -> list[tuple[int, int]]:

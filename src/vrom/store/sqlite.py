@@ -632,17 +632,10 @@ class SQLiteStore:
             return [row[0] for row in rows]
 
     def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
-        """Return the vectors (float32 bytes) of these chunks, by chunk id, where they exist."""
+        """Return the stored vector bytes of these chunks, by chunk id, where they exist."""
         with self._guard("reading vectors"):
-            found: dict[int, bytes] = {}
-            for start in range(0, len(chunk_ids), 500):
-                batch = list(chunk_ids[start : start + 500])
-                marks = ", ".join("?" for _ in batch)
-                rows = self._conn.execute(
-                    f"SELECT chunk_id, data FROM vectors WHERE chunk_id IN ({marks})", batch
-                )
-                found.update(rows.fetchall())
-            return found
+            sql = "SELECT chunk_id, data FROM vectors WHERE chunk_id IN ({marks})"
+            return {row[0]: row[1] for row in self._select_in(sql, chunk_ids)}
 
     def chunk_document_ids(self) -> list[tuple[int, int]]:
         """Return (chunk id, note id) for every chunk that has a vector, by chunk id."""
@@ -655,16 +648,11 @@ class SQLiteStore:
     def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
         """Return the chunks with these ids (those that still exist), in the order given."""
         with self._guard("reading chunks"):
-            found: dict[int, StoredChunk] = {}
-            for start in range(0, len(chunk_ids), 500):
-                batch = list(chunk_ids[start : start + 500])
-                marks = ", ".join("?" for _ in batch)
-                rows = self._conn.execute(
-                    f"SELECT {_CHUNK_COLUMNS} FROM chunks c"
-                    f" JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
-                    batch,
-                )
-                found.update((row[0], _chunk(row)) for row in rows)
+            sql = (
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c"
+                " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})"
+            )
+            found = {row[0]: _chunk(row) for row in self._select_in(sql, chunk_ids)}
             return [found[i] for i in chunk_ids if i in found]
 
     # -- search ----------------------------------------------------------------------------
@@ -700,6 +688,12 @@ class SQLiteStore:
             return [KeywordRow(_chunk(row[:-1]), -float(row[-1])) for row in rows]
 
     # -- facts -----------------------------------------------------------------------------
+
+    def _select_in(self, sql: str, ids: Sequence[int]) -> Iterator[Sequence[Any]]:
+        """Yield the rows of ``sql`` whose ``{marks}`` takes the ids, a few hundred at a time."""
+        for start in range(0, len(ids), 500):  # SQLite caps the parameters of one statement
+            batch = list(ids[start : start + 500])
+            yield from self._conn.execute(sql.format(marks=", ".join("?" * len(batch))), batch)
 
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(sql, params).fetchone()[0]
