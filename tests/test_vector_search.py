@@ -232,7 +232,8 @@ def test_vector_options_reach_the_index(write_vault, tmp_path: Path) -> None:
         with pytest.raises(ValidationError, match="ef_search"):
             vault.search("cat", mode="vector", k=5, ef_search=2)
     with pytest.raises(ValidationError, match="metric"):
-        Vault.open(root, tmp_path / "state", metric="manhattan")
+        Vault.open(root, tmp_path / "fresh-state", metric="manhattan")
+    assert not (tmp_path / "fresh-state").exists(), "a bad argument creates no store"
 
 
 def test_int8_vectors_take_a_quarter_of_the_space_and_rank_alike(

@@ -65,6 +65,8 @@ class Vault:
         options: IndexOptions,
         state_base: Path | None = None,
         embedder: EmbedderChoice = AUTO,
+        vector_options: Mapping[str, Any] | None = None,
+        encoding: str | None = None,
     ) -> None:
         self.root = root
         self.store = store
@@ -72,8 +74,8 @@ class Vault:
         self._state_base = state_base
         self._indexer = Indexer(store, root, options)
         self._embedder_choice = embedder
-        self._vector_options: dict[str, Any] = {}
-        self._encoding: str | None = None
+        self._vector_options = dict(vector_options or {})
+        self._encoding = encoding
         self._searcher: VectorSearcher | None = None
         self._embedder_resolved = False
 
@@ -118,17 +120,22 @@ class Vault:
             strategy = ChunkStrategy(target_chars=chunk_chars, overlap_chars=chunk_overlap)
         except ValueError as exc:
             raise ValidationError(str(exc)) from exc
+        if metric not in METRICS:
+            raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
         base = state.state_dir(state_dir)
         path_of_store = state.store_path(root, base)
         if not create and not path_of_store.exists():
             raise NotFoundError(f"vault {str(root)!r} is not indexed yet: run 'vrom index {root}'")
         store = SQLiteStore(path_of_store, create=create)
-        if metric not in METRICS:
-            raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
-        vault = cls(root, store, IndexOptions(max_file_bytes, strategy), base, embedder)
-        vault._vector_options = {"metric": metric, "hnsw_threshold": hnsw_threshold}
-        vault._encoding = vector_encoding
-        return vault
+        return cls(
+            root,
+            store,
+            IndexOptions(max_file_bytes, strategy),
+            base,
+            embedder,
+            {"metric": metric, "hnsw_threshold": hnsw_threshold},
+            vector_encoding,
+        )
 
     @classmethod
     def open_store(
@@ -152,9 +159,13 @@ class Vault:
             target_chars=recorded.get("target_chars", ChunkStrategy.target_chars),
             overlap_chars=recorded.get("overlap_chars", ChunkStrategy.overlap_chars),
         )
-        vault = cls(Path(root), store, IndexOptions(strategy=strategy), embedder=embedder)
-        vault._encoding = vector_encoding
-        return vault
+        return cls(
+            Path(root),
+            store,
+            IndexOptions(strategy=strategy),
+            embedder=embedder,
+            encoding=vector_encoding,
+        )
 
     @classmethod
     def open_default(
