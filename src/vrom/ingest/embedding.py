@@ -75,14 +75,18 @@ def embed_missing(
 
     Each batch is committed on its own, so an interrupted run keeps what it finished.
     """
-    counts = store.counts()
-    total = counts.chunks - counts.vectors
+    total = 0
+    if progress is not None:  # counting costs a pass over the store: only for a progress bar
+        counts = store.counts()
+        total = counts.chunks - counts.vectors
     encoding = stored_encoding(store)
-    done = 0
+    done = after = 0
     while True:
-        chunks = store.chunks_missing_vectors(batch)
+        # a cursor, so each batch starts where the last ended instead of rescanning the store
+        chunks = store.chunks_missing_vectors(batch, after)
         if not chunks:
             return done
+        after = chunks[-1].chunk_id
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
         blobs = encode(embedder.embed_documents([embedding_text(c) for c in chunks]), encoding)

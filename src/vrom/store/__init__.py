@@ -245,8 +245,8 @@ class Store(Protocol):
         """Return up to ``limit`` chunks matching the query and filter, best BM25 first."""
         ...
 
-    def chunks_missing_vectors(self, limit: int) -> list[StoredChunk]:
-        """Return up to ``limit`` chunks that have no vector yet, oldest first."""
+    def chunks_missing_vectors(self, limit: int, after: int = 0) -> list[StoredChunk]:
+        """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
         ...
 
     def put_vectors(self, vectors: Sequence[tuple[int, bytes]]) -> int:

@@ -572,14 +572,14 @@ class SQLiteStore:
 
     # -- vectors ---------------------------------------------------------------------------
 
-    def chunks_missing_vectors(self, limit: int) -> list[StoredChunk]:
-        """Return up to ``limit`` chunks that have no vector yet, oldest first."""
+    def chunks_missing_vectors(self, limit: int, after: int = 0) -> list[StoredChunk]:
+        """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
         with self._guard("reading chunks to embed"):
             rows = self._conn.execute(
                 f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                " WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)"
+                " WHERE c.id > ? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)"
                 " ORDER BY c.id LIMIT ?",
-                (limit,),
+                (after, limit),
             )
             return [_chunk(row) for row in rows]
 
