@@ -119,7 +119,7 @@ def test_the_graph_is_cached_beside_the_database_and_reused(db: Path) -> None:
     cache = db.with_name("store.db.hnsw.usearch")
     assert first.path == cache and cache.is_file()
     sidecar = json.loads(db.with_name("store.db.hnsw.json").read_text())
-    assert sidecar["generation"] == store.vector_generation()
+    assert sidecar["changes"] == store.vector_change_number()
     assert sidecar["count"] == NOTES * CHUNKS_PER_NOTE and sidecar["dims"] == DIMS
     assert not [p for p in db.parent.iterdir() if p.name.endswith(".tmp")]
     assert cache.stat().st_mode == db.stat().st_mode, "as private as the database"
@@ -136,10 +136,11 @@ def test_the_graph_is_cached_beside_the_database_and_reused(db: Path) -> None:
     reopened.close()
 
 
-def test_a_stale_cache_is_rebuilt_and_deleted_chunks_never_return(db: Path) -> None:
+def test_a_stale_cache_catches_up_and_deleted_chunks_never_return(db: Path) -> None:
     reader, writer = SQLiteStore(db, create=False), SQLiteStore(db, create=False)
     live = HnswIndex(reader)
     assert len(live) == NOTES * CHUNKS_PER_NOTE
+    builds = live.build_count
     victim = writer.find_documents("b/7")[0]
     gone = [c.chunk_id for c in writer.chunks_of(victim.document_id)]
     gone_queries = [np.frombuffer(v, dtype=np.float32) for v in writer.vectors_of(gone).values()]
@@ -149,16 +150,61 @@ def test_a_stale_cache_is_rebuilt_and_deleted_chunks_never_return(db: Path) -> N
     fresh = HnswIndex(writer)
     for query in gone_queries[:20]:
         assert not set(_ids(fresh.search(query, 10))) & set(gone)
-    assert fresh.build_count == 1, "the cache was older than the store: rebuilt"
+    assert fresh.build_count == 0, "a cache 200 changes behind is caught up, not rebuilt"
     assert len(fresh) == NOTES * CHUNKS_PER_NOTE
     assert fresh.search(_unit_vectors(CHUNKS_PER_NOTE, seed=7)[0], 1)[0][0] == added[0]
-    # The index that was open in another connection while the store changed notices it too,
-    # and opens the graph the other one saved instead of building its own.
-    assert live.refresh() is True and live.build_count == 1
+    # The index that was open in another connection while the store changed notices it too.
+    assert live.refresh() is True and live.build_count == builds
     for query in gone_queries[:20]:
         assert not set(_ids(live.search(query, 10))) & set(gone)
+    assert live.search(_unit_vectors(CHUNKS_PER_NOTE, seed=7)[0], 1)[0][0] == added[0]
     reader.close()
     writer.close()
+
+
+def test_caught_up_changes_are_saved_on_close(db: Path) -> None:
+    store = SQLiteStore(db, create=False)
+    first = HnswIndex(store)
+    len(first)
+    added = _add_note(store, "c/new.md", _unit_vectors(10, seed=9))
+    probe = _unit_vectors(10, seed=9)[3]
+    assert first.search(probe, 1)[0][0] == added[3]
+    first.close()  # 10 unsaved changes: written now
+    sidecar = json.loads(db.with_name("store.db.hnsw.json").read_text())
+    assert sidecar["changes"] == store.vector_change_number()
+    assert sidecar["count"] == NOTES * CHUNKS_PER_NOTE + 10
+    second = HnswIndex(store)
+    assert second.search(probe, 1)[0][0] == added[3]
+    assert second.build_count == 0
+    store.close()
+
+
+def test_more_changes_than_the_replay_limit_rebuild(db: Path) -> None:
+    store = SQLiteStore(db, create=False)
+    index = HnswIndex(store)
+    len(index)
+    builds = index.build_count
+    for n in range(20):  # 2,000 chunks removed: more than half of 3,000
+        folder = "a" if n < 3 else "b"
+        store.delete_document(store.find_documents(f"{folder}/{n}")[0].document_id)
+    assert len(index) == NOTES * CHUNKS_PER_NOTE - 2_000
+    assert index.build_count == builds + 1
+    store.close()
+
+
+def test_a_forgotten_change_log_means_a_rebuild(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import vrom.store.sqlite as sqlite_module
+
+    store = SQLiteStore(db, create=False)
+    after = store.vector_change_number()
+    monkeypatch.setattr(sqlite_module, "VECTOR_CHANGES_KEPT", 0)
+    ids = [c.chunk_id for c in store.chunks_of(store.find_documents("b/5")[0].document_id)]
+    for _ in range(NOTES * CHUNKS_PER_NOTE // len(ids) + 1):  # more changes than vectors
+        store.put_vectors([(i, _unit_vectors(1, seed=i)[0].tobytes()) for i in ids])
+    assert store.vector_changes(after) is None, "pruned: that far back is forgotten"
+    latest = store.vector_changes(store.vector_change_number() - 1)
+    assert latest is not None and len(latest.chunk_ids) == 1
+    store.close()
 
 
 def test_a_replaced_vector_is_searched_by_its_new_value(store: SQLiteStore) -> None:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from vrom import ValidationError, Vault
 from vrom.search.excerpt import EXCERPT_CHARS, excerpt
 from vrom.search.query import parse_query, parse_where
+from vrom.store import Condition
 
 FILLER = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 3
 
@@ -91,8 +92,15 @@ def test_where_filters(vault: Vault) -> None:
         "projects/Beacon.md"
     ]
     assert vault.search("gardening", where={"path": "projects/"}) == []
-    with pytest.raises(ValidationError):
-        vault.search("maps", where={"status": {"$in": ["a"]}})
+    assert [h.path for h in vault.search("maps", where={"status": {"$in": ["paused", "x"]}})] == [
+        "projects/Beacon.md"
+    ]
+    assert [h.path for h in vault.search("maps", where={"status": {"$ne": "paused"}})] == [
+        "projects/Atlas.md"
+    ]
+    for bad in ({"$in": "paused"}, {"$bogus": 1}, {"$gt": "2"}, {}, ["paused"]):
+        with pytest.raises(ValidationError):
+            vault.search("maps", where={"status": bad})
     with pytest.raises(ValidationError):
         vault.search("maps", where={"path": ""})
 
@@ -154,7 +162,7 @@ def test_parse_where_shapes() -> None:
     where = parse_where({"path": "./notes/", "tags": ["#A", "b"], "n": 3, "ok": True})
     assert where is not None
     assert where.path_prefix == "notes/" and where.tags == ("a", "b")
-    assert where.fields == (("n", 3), ("ok", True))
+    assert where.conditions == (Condition("n", "eq", 3), Condition("ok", "eq", True))
     assert parse_where(None) is None and parse_where({}) is None
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vrom.errors import NotFoundError, StorageError
-from vrom.store import ChunkRecord, DocumentRecord, KeywordQuery, LinkRecord, Where
+from vrom.store import ChunkRecord, Condition, DocumentRecord, KeywordQuery, LinkRecord, Where
 from vrom.store.schema import SCHEMA_VERSION
 from vrom.store.sqlite import SQLiteStore
 from vrom.store.sqlite_query import match_expression
@@ -214,10 +214,15 @@ def test_where_filters_apply_inside_the_query(store: SQLiteStore) -> None:
     )
     tagged = store.keyword_search(query, 50, Where(tags=("project",)))
     assert len(tagged) == 6
-    done = store.keyword_search(query, 50, Where(fields=(("status", "done"),)))
+    done = store.keyword_search(query, 50, Where(conditions=(Condition("status", "eq", "done"),)))
     assert len(done) == 15
-    assert len(store.keyword_search(query, 50, Where(fields=(("aliases", "al7"),)))) == 1
-    assert store.keyword_search(query, 50, Where(fields=(('we"ird', "x"),))) == []
+    assert (
+        len(store.keyword_search(query, 50, Where(conditions=(Condition("aliases", "eq", "al7"),))))
+        == 1
+    )
+    assert (
+        store.keyword_search(query, 50, Where(conditions=(Condition('we"ird', "eq", "x"),))) == []
+    )
 
 
 def test_match_expression_quotes_every_user_string() -> None:

@@ -34,6 +34,9 @@ class Hit:
         scores: the parts of ``score`` (``bm25``, ``vector``, ``rrf``, ``prior``).
         context_text: with ``expand_context``, the chunk joined with its neighbours in the note.
         context_chunk_ids: the ids of the chunks ``context_text`` spans, in order.
+        id: the document's id: its path in a vault, the id it was added with in a collection.
+        metadata: the document's metadata: a note's frontmatter, a collection document's
+            ``metadata``.
         fts_score, vector_score, text_quality_score, ranking_runtime: set by the ``rerank``
             mode (the VaultLayer hybrid-search contract): BM25 normalised to [0, 1] among the
             candidates, cosine similarity, a [0, 1] estimate of how much the chunk is prose
@@ -55,6 +58,8 @@ class Hit:
     char_end: int
     text: str
     scores: Mapping[str, float] = field(default_factory=dict)
+    id: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
     context_text: str | None = None
     context_chunk_ids: Sequence[int] = ()
     fts_score: float | None = None

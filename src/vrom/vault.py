@@ -200,6 +200,7 @@ class Vault:
     def close(self) -> None:
         """Close the store (and the model); later calls raise `StorageError`."""
         if self._searcher is not None:
+            self._searcher.close()
             self._searcher.embedder.close()
         self.store.close()
 

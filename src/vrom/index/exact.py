@@ -8,9 +8,9 @@ import numpy as np
 import numpy.typing as npt
 
 from vrom.errors import ValidationError
-from vrom.index import METRICS, stored_encoding
+from vrom.index import METRICS, replay_limit, stored_encoding
 from vrom.index.codec import decode
-from vrom.store import Store
+from vrom.store import Store, VectorChanges
 
 
 class ExactIndex:
@@ -22,6 +22,7 @@ class ExactIndex:
         self._store = store
         self._metric = metric
         self._generation = -1
+        self._change_number: int | None = None  # the store change the vectors reflect
         self._ids: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
         self._positions: dict[int, int] = {}
@@ -31,16 +32,56 @@ class ExactIndex:
         return len(self._ids)
 
     def refresh(self) -> bool:
-        """Reload the vectors if the store's changed since the last load; True if it reloaded."""
+        """Catch up with the store's vectors if they changed since; True if anything was read."""
         generation = self._store.vector_generation()
         if generation == self._generation:
             return False
+        changes = (
+            None if self._change_number is None else self._store.vector_changes(self._change_number)
+        )
+        if changes is not None and len(changes.chunk_ids) <= replay_limit(len(self._ids)):
+            self._replay(changes)
+        else:
+            self._load()
+        self._generation = generation
+        return True
+
+    def close(self) -> None:
+        """Let the vectors go (they load again on the next search)."""
+        self._generation = -1
+        self._change_number = None
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._positions = {}
+
+    def _load(self) -> None:
+        # the change number is read before the rows: a change in between is replayed later
+        change_number = self._store.vector_change_number()
         rows = self._store.vector_rows()
         self._ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         self._matrix = decode([row[1] for row in rows], stored_encoding(self._store))
         self._positions = {int(i): n for n, i in enumerate(self._ids)}
-        self._generation = generation
-        return True
+        self._change_number = change_number
+
+    def _replay(self, changes: VectorChanges) -> None:
+        """Drop each changed chunk's row and append its current vector, if it has one."""
+        current = self._store.vectors_of(changes.chunk_ids)
+        gone = [self._positions[i] for i in changes.chunk_ids if i in self._positions]
+        ids, matrix = self._ids, self._matrix
+        if gone:
+            keep = np.ones(len(ids), dtype=bool)
+            keep[gone] = False
+            ids, matrix = ids[keep], matrix[keep]
+        if current:
+            added = np.fromiter(current, dtype=np.int64, count=len(current))
+            vectors = decode(list(current.values()), stored_encoding(self._store))
+            if len(ids):
+                ids, matrix = np.concatenate([ids, added]), np.concatenate([matrix, vectors])
+            else:
+                ids, matrix = added, vectors
+        self._ids, self._matrix = ids, matrix
+        self._positions = {int(i): n for n, i in enumerate(ids)}
+        self._change_number = changes.latest
 
     def search(
         self,

@@ -1,10 +1,14 @@
 """Approximate vector search with an HNSW graph (usearch), for stores too large for exact search.
 
 The graph is a cache of what the store holds, never the truth: it is saved beside the database
-(``<db>.hnsw.usearch`` plus a ``<db>.hnsw.json`` sidecar naming the store's vector generation),
-opened memory-mapped when the sidecar matches the store, and rebuilt from ``vector_rows()``
-whenever it is missing, unreadable or stale. A changed generation always means a full rebuild, so
-a deleted or re-embedded chunk can never be answered from an old graph.
+(``<db>.hnsw.usearch`` plus a ``<db>.hnsw.json`` sidecar naming the store change it reflects).
+Opening reads the sidecar: a graph that reflects the latest change is memory-mapped as it is; one
+a few changes behind is loaded and caught up by replaying the store's vector change log (each
+changed chunk is removed and its current vector added back); one too far behind, unreadable or
+missing is rebuilt from ``vector_rows()``. So a deleted or re-embedded chunk is never answered
+from an old graph, and adding a few documents to a large store costs a few graph insertions, not
+a rebuild. A graph changed in memory is saved again once its unsaved changes reach a tenth of its
+size, and on `HnswIndex.close`.
 
 Filtered searches resolve the allowed ids first. A narrow filter is searched exactly over those
 rows (the vectors come from the graph's own storage); a broad one asks the graph for
@@ -30,13 +34,13 @@ import numpy.typing as npt
 from usearch.index import Index
 
 from vrom.errors import ValidationError
-from vrom.index import METRICS, stored_encoding
+from vrom.index import METRICS, replay_limit, stored_encoding
 from vrom.index.codec import decode
 from vrom.index.exact import nearest_rows
-from vrom.store import Store
+from vrom.store import Store, VectorChanges
 from vrom.store.sqlite import SQLiteStore
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 64
@@ -62,7 +66,10 @@ def cache_path(store: Store) -> Path | None:
 
 
 def _database_file(store: Store) -> Path | None:
-    return store.path if isinstance(store, SQLiteStore) else None
+    # An encrypted store's vectors stay inside it: a graph file beside it would leak them.
+    if isinstance(store, SQLiteStore) and not store.encrypted:
+        return store.path
+    return None
 
 
 def _sidecar_path(path: Path) -> Path:
@@ -83,7 +90,9 @@ def cached_vector_count(store: Store) -> int | None:
     """Return how many vectors the cached graph of ``store`` holds if it is current, else None."""
     path = cache_path(store)
     meta = None if path is None else _read_sidecar(path)
-    if meta is None or not _sidecar_matches(meta, store, store.vector_generation()):
+    if meta is None or not _sidecar_matches(meta, store):
+        return None
+    if meta.get("changes") != store.vector_change_number():
         return None
     count = meta.get("count")
     return count if isinstance(count, int) else None
@@ -97,19 +106,18 @@ def _read_sidecar(path: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def _sidecar_matches(
-    meta: dict[str, Any], store: Store, generation: int, metric: str | None = None
-) -> bool:
+def _sidecar_matches(meta: dict[str, Any], store: Store, metric: str | None = None) -> bool:
     expected: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "store": _store_identity(store),
-        "generation": generation,
         "dtype": "f16",
         "connectivity": CONNECTIVITY,
     }
     if metric is not None:
         expected["metric"] = metric
-    return all(meta.get(key) == value for key, value in expected.items())
+    return all(meta.get(key) == value for key, value in expected.items()) and isinstance(
+        meta.get("changes"), int
+    )
 
 
 class _Graph:
@@ -146,6 +154,8 @@ class HnswIndex:
         self.path = cache_path(store)
         self.build_count = 0
         self._generation = -1
+        self._change_number: int | None = None  # the store change the graph reflects
+        self._unsaved = 0  # changes replayed into the graph since it was last saved
         self._graph: _Graph | None = None
 
     def __len__(self) -> int:
@@ -153,16 +163,25 @@ class HnswIndex:
         return 0 if self._graph is None or self._graph.index is None else len(self._graph.index)
 
     def refresh(self) -> bool:
-        """Open or rebuild the graph if the store's vectors changed since; True if it did."""
+        """Bring the graph up to the store's vectors if they changed since; True if it did."""
         # Read the generation before the rows: a write in between makes the graph look older
-        # than it is (one needless rebuild later), never newer.
+        # than it is (one needless catch-up later), never newer.
         generation = self._store.vector_generation()
         if generation == self._generation:
             return False
-        if not self._open_cached(generation):
-            self._build(generation)
+        if not (self._replay_current() or self._open_cached()):
+            self._build()
         self._generation = generation
         return True
+
+    def close(self) -> None:
+        """Save the graph if it holds unsaved changes, and let it go."""
+        graph = self._graph
+        if graph is not None and graph.index is not None and self._unsaved:
+            self._save(graph.index)
+        self._graph = None
+        self._generation = -1
+        self._change_number = None
 
     def search(
         self,
@@ -228,14 +247,63 @@ class HnswIndex:
         matrix = np.concatenate(vectors).reshape(len(keys), index.ndim)
         return nearest_rows(keys.astype(np.int64), matrix, query, k, self._metric)
 
+    # -- keeping up with the store ---------------------------------------------------------
+
+    def _replay_current(self) -> bool:
+        """Replay the store's changes into the graph held now; False if a rebuild is due."""
+        graph = self._graph
+        if graph is None or graph.index is None or self._change_number is None:
+            return False
+        changes = self._store.vector_changes(self._change_number)
+        if changes is None or len(changes.chunk_ids) > replay_limit(len(graph.index)):
+            return False
+        self._replay(graph, changes)
+        return True
+
+    def _replay(self, graph: _Graph, changes: VectorChanges) -> None:
+        """Remove each changed chunk from the graph and add back its current vector."""
+        if changes.chunk_ids:
+            index: Index | None = graph.index
+            assert index is not None
+            if graph.mapping is not None:  # a memory-mapped graph is read-only: copy it first
+                # (usearch crashes the process when a viewed graph is written to)
+                index = Index.restore(memoryview(graph.mapping), view=False)
+                assert index is not None
+                graph = self._graph = _Graph(index)
+            keys = np.asarray(changes.chunk_ids, dtype=np.uint64)
+            present = keys[index.contains(keys)]
+            if len(present):
+                index.remove(present)
+            current = self._store.vectors_of(changes.chunk_ids)
+            if current:
+                added = np.fromiter(current, dtype=np.uint64, count=len(current))
+                matrix = decode(list(current.values()), stored_encoding(self._store))
+                if matrix.shape[1] != index.ndim:
+                    raise ValidationError(
+                        f"the store's vectors have {matrix.shape[1]} dimensions, the index "
+                        f"{index.ndim}: rebuild the index"
+                    )
+                index.add(added, matrix, threads=0)
+            self._unsaved += len(changes.chunk_ids)
+        self._change_number = changes.latest
+        saved = graph.index
+        if saved is not None and self._unsaved and self._unsaved >= max(1_000, len(saved) // 10):
+            self._save(saved)
+
     # -- the cache file --------------------------------------------------------------------
 
-    def _open_cached(self, generation: int) -> bool:
-        """View the cached graph if its sidecar says it is this generation's; True if it did."""
+    def _open_cached(self) -> bool:
+        """Open the cached graph and catch it up with the store; True if it could."""
         if self.path is None:
             return False
         meta = _read_sidecar(self.path)
-        if meta is None or not _sidecar_matches(meta, self._store, generation, self._metric):
+        if meta is None or not _sidecar_matches(meta, self._store, self._metric):
+            return False
+        changes = self._store.vector_changes(meta["changes"])
+        count = meta.get("count")
+        if changes is None or not isinstance(count, int):
+            return False
+        if len(changes.chunk_ids) > replay_limit(count):
             return False
         try:
             with open(self.path, "rb") as file:
@@ -252,16 +320,22 @@ class HnswIndex:
             index = None
         finally:
             buffer.release()  # usearch keeps a pointer, not the buffer: the mapping must live on
-        if index is None or len(index) != meta.get("count") or index.ndim != meta.get("dims"):
+        if index is None or len(index) != count or index.ndim != meta.get("dims"):
             del index
             mapping.close()
             return False
         self._graph = _Graph(index, mapping)
+        self._unsaved = 0
+        self._replay(self._graph, changes)
         return True
 
-    def _build(self, generation: int) -> None:
+    def _build(self) -> None:
         """Build the graph from the store's vectors and cache it (an empty store has none)."""
+        # the change number is read before the rows: a change in between is replayed later
+        change_number = self._store.vector_change_number()
         rows = self._store.vector_rows()
+        self._change_number = change_number
+        self._unsaved = 0
         if not rows:
             self._graph = None
             return
@@ -279,11 +353,11 @@ class HnswIndex:
         index.add(ids, matrix, threads=0)
         self.build_count += 1
         self._graph = _Graph(index)  # the old view goes first: some systems can't replace it
-        self._save(index, generation)
+        self._save(index)
 
-    def _save(self, index: Index, generation: int) -> None:
+    def _save(self, index: Index) -> None:
         """Write the graph, then its sidecar, each via a temporary file and an atomic rename."""
-        if self.path is None:
+        if self.path is None or self._change_number is None:
             return
         sidecar = _sidecar_path(self.path)
         temporaries: list[str] = []
@@ -296,7 +370,7 @@ class HnswIndex:
             meta = {
                 "format": FORMAT_VERSION,
                 "store": _store_identity(self._store),
-                "generation": generation,
+                "changes": self._change_number,
                 "count": len(index),
                 "dims": index.ndim,
                 "metric": self._metric,
@@ -308,6 +382,7 @@ class HnswIndex:
             Path(sidecar_tmp).write_text(json.dumps(meta, indent=1), encoding="utf-8")
             os.replace(graph_tmp, self.path)
             os.replace(sidecar_tmp, sidecar)
+            self._unsaved = 0
         except (OSError, RuntimeError) as exc:
             warnings.warn(
                 f"cannot save the vector index cache {self.path}: {exc}; it will be rebuilt "

@@ -49,6 +49,8 @@ def make_hit(
         char_end=chunk.char_end,
         text=chunk.text,
         scores={k: round(v, 6) for k, v in scores.items()},
+        id=chunk.path,
+        metadata=chunk.metadata,
     )
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vrom.errors import ValidationError
-from vrom.store import KeywordQuery, Where
+from vrom.store import CONDITION_OPS, Condition, KeywordQuery, Where
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 _WORD = re.compile(r"\w", re.UNICODE)
@@ -65,7 +65,8 @@ def parse_where(where: Mapping[str, Any] | None) -> Where | None:
 
     Keys: ``path`` (a folder or path prefix), ``tag`` / ``tags`` (a tag or list of tags, all
     required; ``project`` also matches ``project/alpha``); any other key is a frontmatter field
-    that must equal the given scalar (a list field matches when it holds the value).
+    that must equal the given scalar (a list field matches when it holds the value), or pass a
+    mapping of operators (see `field_conditions`).
     """
     if not where:
         return None
@@ -75,7 +76,7 @@ def parse_where(where: Mapping[str, Any] | None) -> Where | None:
         )
     path_prefix: str | None = None
     tags: list[str] = []
-    fields: list[tuple[str, Scalar]] = []
+    conditions: list[Condition] = []
     for key, value in where.items():
         if not isinstance(key, str) or not _FIELD_NAME.match(key):
             raise ValidationError(f"where: field name {key!r} is not valid")
@@ -89,11 +90,76 @@ def parse_where(where: Mapping[str, Any] | None) -> Where | None:
                 if not isinstance(tag, str) or not tag.strip("# "):
                     raise ValidationError(f"where: tag {tag!r} must be a non-empty string")
                 tags.append(tag.strip().lstrip("#").lower())
-        elif isinstance(value, (str, int, float, bool)):
-            fields.append((key, value))
         else:
+            conditions += field_conditions(key, value)
+    return Where(path_prefix=path_prefix, tags=tuple(tags), conditions=tuple(conditions))
+
+
+def parse_metadata_where(where: Mapping[str, Any] | None) -> Where | None:
+    """Return the filter a ``where`` mapping over document metadata describes.
+
+    Every key is a metadata field (a collection has no paths or tags of its own); each value is
+    a scalar to equal or a mapping of operators, as in `field_conditions`. All must hold.
+    """
+    if not where:
+        return None
+    if not isinstance(where, Mapping):
+        raise ValidationError(
+            f"where must be a mapping of field to value, not {type(where).__name__}"
+        )
+    conditions: list[Condition] = []
+    for key, value in where.items():
+        if not isinstance(key, str) or not _FIELD_NAME.match(key):
+            raise ValidationError(f"where: field name {key!r} is not valid")
+        conditions += field_conditions(key, value)
+    return Where(conditions=tuple(conditions))
+
+
+_OPERATORS = {f"${op}": op for op in CONDITION_OPS}
+
+
+def field_conditions(key: str, value: Any) -> list[Condition]:
+    """Return the conditions ``where[key] = value`` asks for.
+
+    A scalar (string, number, boolean) must equal the field, or be held by a list field. A
+    mapping of operators tests it otherwise: ``$eq``, ``$ne`` (a missing field passes), ``$in``
+    and ``$nin`` (a list of scalars), ``$gt``, ``$gte``, ``$lt``, ``$lte`` (numbers; only
+    numeric fields pass). Several operators must all hold: ``{"$gte": 2, "$lt": 5}``.
+    """
+    if _is_scalar(value):
+        return [Condition(key, "eq", value)]
+    if not isinstance(value, Mapping) or not value:
+        raise ValidationError(
+            f"where: value for {key!r} must be a string, number, boolean or a mapping of "
+            f"operators ({', '.join(_OPERATORS)}), not {type(value).__name__}"
+        )
+    conditions = []
+    for name, operand in value.items():
+        op = _OPERATORS.get(name) if isinstance(name, str) else None
+        if op is None:
             raise ValidationError(
-                f"where: value for {key!r} must be a string, number or boolean, "
-                f"not {type(value).__name__}"
+                f"where: unknown operator {name!r} for {key!r}: use one of {', '.join(_OPERATORS)}"
             )
-    return Where(path_prefix=path_prefix, tags=tuple(tags), fields=tuple(fields))
+        if op in ("in", "nin"):
+            if not isinstance(operand, (list, tuple)) or not all(map(_is_scalar, operand)):
+                raise ValidationError(f"where: {name} for {key!r} takes a list of scalars")
+            if not operand:
+                raise ValidationError(f"where: {name} for {key!r} needs at least one value")
+            conditions.append(Condition(key, op, tuple(operand)))
+        elif op in ("eq", "ne"):
+            if not _is_scalar(operand):
+                raise ValidationError(
+                    f"where: {name} for {key!r} takes a string, number or boolean"
+                )
+            conditions.append(Condition(key, op, operand))
+        else:
+            if isinstance(operand, bool) or not isinstance(operand, (int, float)):
+                raise ValidationError(f"where: {name} for {key!r} takes a number, not {operand!r}")
+            if operand != operand:  # NaN compares with nothing
+                raise ValidationError(f"where: {name} for {key!r} takes a number, not NaN")
+            conditions.append(Condition(key, op, operand))
+    return conditions
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool))

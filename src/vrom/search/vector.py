@@ -39,11 +39,13 @@ class VectorSearcher:
         embedder: Embedder,
         metric: str = "cosine",
         hnsw_threshold: int = HNSW_THRESHOLD,
+        ef_search: int | None = None,
     ) -> None:
         self._store = store
         self._embedder = embedder
         self._metric = metric
         self._hnsw_threshold = hnsw_threshold
+        self._ef_search = ef_search
         self._index: ExactIndex | HnswIndex | None = None
         self._chosen_at = -1  # the vector generation the index kind was chosen for
 
@@ -68,11 +70,29 @@ class VectorSearcher:
             count = cached_vector_count(self._store)
             if count is None:
                 count = self._store.counts().vectors
-            kind = HnswIndex if count >= self._hnsw_threshold else ExactIndex
-            if not isinstance(self._index, kind):
-                self._index = kind(self._store, self._metric)
+            if count >= self._hnsw_threshold:
+                if not isinstance(self._index, HnswIndex):
+                    self._close_index()
+                    self._index = (
+                        HnswIndex(self._store, self._metric)
+                        if self._ef_search is None
+                        else HnswIndex(self._store, self._metric, expansion_search=self._ef_search)
+                    )
+            elif not isinstance(self._index, ExactIndex):
+                self._close_index()
+                self._index = ExactIndex(self._store, self._metric)
             self._chosen_at = generation
         return self._index
+
+    def close(self) -> None:
+        """Let the index go, saving an HNSW graph's unsaved changes (the embedder stays open)."""
+        self._close_index()
+        self._chosen_at = -1
+
+    def _close_index(self) -> None:
+        if self._index is not None:
+            self._index.close()
+        self._index = None
 
     def _nearest(
         self, query: str, limit: int, where: Mapping[str, Any] | None, ef_search: int | None

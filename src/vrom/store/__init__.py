@@ -88,7 +88,10 @@ class StoredDocument:
 
 @dataclass(frozen=True)
 class StoredChunk:
-    """A chunk row read back from the store, with the fields of its note that hits cite."""
+    """A chunk row read back from the store, with the fields of its note that hits cite.
+
+    ``metadata`` is the note's frontmatter (a collection document's metadata).
+    """
 
     chunk_id: int
     document_id: int
@@ -104,6 +107,7 @@ class StoredChunk:
     title: str
     mtime: float
     human_relevance_score: float
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -124,16 +128,35 @@ class KeywordQuery:
         return not (self.terms or self.phrases)
 
 
+Scalar = str | int | float | bool
+
+CONDITION_OPS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A test of one metadata field.
+
+    ``eq``: the field equals ``value`` or is a list holding it; ``in``: the same for any of the
+    values (``value`` is a tuple); ``ne``/``nin``: the negations (a missing field passes);
+    ``gt``/``gte``/``lt``/``lte``: the field is a number and compares so with ``value``.
+    """
+
+    field: str
+    op: str
+    value: Scalar | tuple[Scalar, ...]
+
+
 @dataclass(frozen=True)
 class Where:
-    """A metadata filter: a path prefix, required tags (nested tags match), frontmatter values.
+    """A metadata filter: a path prefix, required tags (nested tags match), field conditions.
 
-    A frontmatter value matches when the field equals it, or when the field is a list holding it.
+    All parts must hold.
     """
 
     path_prefix: str | None = None
     tags: tuple[str, ...] = ()
-    fields: tuple[tuple[str, str | int | float | bool], ...] = ()
+    conditions: tuple[Condition, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +165,17 @@ class KeywordRow:
 
     chunk: StoredChunk
     bm25: float
+
+
+@dataclass(frozen=True)
+class VectorChanges:
+    """The chunks whose vector was added, replaced or removed after some change number.
+
+    ``latest`` is the change number the list is complete up to; pass it as ``after`` next time.
+    """
+
+    latest: int
+    chunk_ids: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -267,6 +301,21 @@ class Store(Protocol):
 
     def vector_generation(self) -> int:
         """Return a number that changes whenever any vector is added or removed."""
+        ...
+
+    def vector_change_number(self) -> int:
+        """Return the number of the latest vector change (0 before any)."""
+        ...
+
+    def vector_changes(self, after: int) -> VectorChanges | None:
+        """Return the chunks whose vector changed after change number ``after``.
+
+        None when the store no longer remembers that far back (an index then rebuilds).
+        """
+        ...
+
+    def vectors_for_hashes(self, content_hashes: Sequence[str]) -> dict[str, bytes]:
+        """Return a stored vector for each of these chunk text hashes that has one."""
         ...
 
     def chunk_ids_matching(self, where: Where) -> list[int]:

@@ -75,6 +75,22 @@ MIGRATIONS: tuple[str, ...] = (
         data     BLOB NOT NULL
     );
     """,
+    # 3: a log of the chunks whose vector was added, replaced or removed, so an in-memory or
+    # cached vector index catches up with a few changes instead of being rebuilt. Triggers keep
+    # it, so no write path can forget to; old entries are pruned (a reader that fell further
+    # behind rebuilds).
+    """
+    CREATE TABLE vector_changes (
+        seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+        chunk_id INTEGER NOT NULL
+    );
+    CREATE TRIGGER vectors_added AFTER INSERT ON vectors
+        BEGIN INSERT INTO vector_changes(chunk_id) VALUES (new.chunk_id); END;
+    CREATE TRIGGER vectors_removed AFTER DELETE ON vectors
+        BEGIN INSERT INTO vector_changes(chunk_id) VALUES (old.chunk_id); END;
+    CREATE TRIGGER vectors_replaced AFTER UPDATE ON vectors
+        BEGIN INSERT INTO vector_changes(chunk_id) VALUES (new.chunk_id); END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from vrom.errors import NotFoundError, StorageError
+from vrom.errors import NotFoundError, StorageError, ValidationError
 from vrom.store import (
     ChunkRecord,
     DocumentRecord,
@@ -28,6 +28,7 @@ from vrom.store import (
     StoreCounts,
     StoredChunk,
     StoredDocument,
+    VectorChanges,
     Where,
 )
 from vrom.store.fts_text import segment
@@ -38,10 +39,13 @@ BUSY_TIMEOUT_SECONDS = 60.0
 STALE_CREATION_SECONDS = 3600.0
 # title, heading_path, body: a match in the title or a heading says more than one in the body
 BM25_WEIGHTS = (4.0, 2.0, 1.0)
+VECTOR_CHANGES_KEPT = 10_000
+"""The vector change log keeps at least this many entries (more when there are more vectors)."""
 
 _CHUNK_COLUMNS = """
     c.id, c.document_id, c.position, c.heading_path, c.text, c.char_start, c.char_end,
-    c.prev_id, c.next_id, c.content_hash, d.path, d.title, d.mtime, d.human_relevance_score
+    c.prev_id, c.next_id, c.content_hash, d.path, d.title, d.mtime, d.human_relevance_score,
+    d.frontmatter
 """
 _DOCUMENT_WRITE_COLUMNS = """
     path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
@@ -54,7 +58,45 @@ _DOCUMENT_COLUMNS = """
 
 
 def _chunk(row: Sequence[Any]) -> StoredChunk:
-    return StoredChunk(*row)
+    values = list(row)
+    values[-1] = json.loads(values[-1])  # the note's frontmatter
+    return StoredChunk(*values)
+
+
+def _checked_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or "\x00" in key:
+        raise ValidationError("an encryption key must be a non-empty string without NUL")
+    return key
+
+
+def _driver(encrypted: bool) -> Any:
+    """Return the DB-API module to open stores with: sqlite3, or SQLCipher's for a key."""
+    if not encrypted:
+        return sqlite3
+    try:
+        from sqlcipher3 import dbapi2
+    except ImportError as exc:
+        raise StorageError(
+            "an encrypted store needs SQLCipher: pip install 'vrom[encrypted]'"
+        ) from exc
+    return dbapi2
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Yield the statements of an SQL script one by one (a trigger body holds ``;`` too).
+
+    ``executescript`` would run them all, but it commits first: a migration must stay inside
+    the transaction that also records its version.
+    """
+    pending = ""
+    for part in script.split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                yield pending
+            pending = ""
 
 
 def _document(row: Sequence[Any]) -> StoredDocument:
@@ -66,49 +108,60 @@ def _document(row: Sequence[Any]) -> StoredDocument:
 class SQLiteStore:
     """A vault's store in one SQLite file; see the module docstring for the guarantees."""
 
-    def __init__(self, path: Path, *, create: bool = True) -> None:
+    def __init__(self, path: Path | None, *, create: bool = True, key: str | None = None) -> None:
         """Open the store at ``path``; a missing file is created unless ``create`` is False.
 
         A new store is built under a temporary name and appears at ``path`` only once its schema
         is committed, so no process ever sees a half-made store. An existing file must hold a
         vrom schema: another program's database is refused before anything is written to it.
+        ``path=None`` keeps the store in memory (gone when closed). With ``key`` the file is
+        encrypted with SQLCipher (the ``encrypted`` extra): every page, the WAL included, is
+        unreadable without the key, and a wrong key is a `StorageError`.
         """
-        self._path = Path(path)
+        self._path = None if path is None else Path(path)
         self._depth = 0
         self._closed = False
+        self._key = _checked_key(key)
+        self._driver = _driver(self._key is not None)
+        if self._path is None:
+            self._connect(None, require_schema=False)
+            return
         if not self._path.exists():
             if not create:
                 raise NotFoundError(
                     f"no store at {self._path}: index the vault first ('vrom index')"
                 )
-            self._create_file()
+            self._create_file(self._path)
         self._connect(self._path, require_schema=True)
 
-    def _connect(self, path: Path, *, require_schema: bool) -> None:
+    def _connect(self, path: Path | None, *, require_schema: bool) -> None:
         try:
-            self._conn = sqlite3.connect(
-                str(path),
+            self._conn: sqlite3.Connection = self._driver.connect(
+                ":memory:" if path is None else str(path),
                 timeout=BUSY_TIMEOUT_SECONDS,
                 isolation_level=None,
                 check_same_thread=False,
             )
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot open store {self._path}: {exc}") from exc
+        except self._driver.Error as exc:
+            raise StorageError(f"cannot open store {self.location}: {exc}") from exc
         try:
+            if self._key is not None:
+                # PRAGMA takes no bound parameters: the key is quoted as an SQL string literal
+                self._conn.execute("PRAGMA key = '" + self._key.replace("'", "''") + "'")
             self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
             if require_schema and self._stored_version() == 0:
-                raise StorageError(f"{self._path} is not a vrom store (it has no vrom schema)")
+                raise StorageError(f"{self.location} is not a vrom store (it has no vrom schema)")
             self._configure()
             self._migrate()
-        except sqlite3.Error as exc:
+        except self._driver.Error as exc:
             self._conn.close()
             raise self._error("opening", exc) from exc
         except StorageError:
             self._conn.close()
             raise
 
-    def _create_file(self) -> None:
-        folder, name = self._path.parent, self._path.name
+    def _create_file(self, path: Path) -> None:
+        folder, name = path.parent, path.name
         try:
             folder.mkdir(parents=True, exist_ok=True)
             for stale in folder.glob(f"{name}.creating-*"):  # left by a process killed meanwhile
@@ -118,20 +171,20 @@ class SQLiteStore:
                 except FileNotFoundError:
                     continue  # another process cleaned it up first
         except OSError as exc:
-            raise StorageError(f"cannot create store {self._path}: {exc}") from exc
+            raise StorageError(f"cannot create store {path}: {exc}") from exc
         temporary = folder / f"{name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
             self._connect(temporary, require_schema=False)
             self._conn.close()  # the last connection folds the WAL into the file
             try:
-                os.link(temporary, self._path)
+                os.link(temporary, path)
             except FileExistsError:
                 pass  # another process published its store first: use that one
             except OSError:  # a filesystem without hard links
-                if not self._path.exists():
-                    os.replace(temporary, self._path)
+                if not path.exists():
+                    os.replace(temporary, path)
         except OSError as exc:
-            raise StorageError(f"cannot create store {self._path}: {exc}") from exc
+            raise StorageError(f"cannot create store {path}: {exc}") from exc
         finally:
             for leftover in (temporary, Path(f"{temporary}-wal"), Path(f"{temporary}-shm")):
                 leftover.unlink(missing_ok=True)
@@ -140,27 +193,43 @@ class SQLiteStore:
 
     @property
     def location(self) -> str:
-        """The database file's path."""
-        return str(self._path)
+        """The database file's path (``:memory:`` for a store in memory)."""
+        return ":memory:" if self._path is None else str(self._path)
 
     @property
-    def path(self) -> Path:
-        """The database file."""
+    def path(self) -> Path | None:
+        """The database file, or None for a store in memory."""
         return self._path
 
-    def _error(self, action: str, exc: sqlite3.Error) -> StorageError:
+    @property
+    def encrypted(self) -> bool:
+        """True when the database file is encrypted (opened with a key)."""
+        return self._key is not None
+
+    def _error(self, action: str, exc: Exception) -> StorageError:
         text = str(exc)
         if "locked" in text or "busy" in text:
             return StorageError(
-                f"store {self._path} is busy while {action} (another process holds it "
+                f"store {self.location} is busy while {action} (another process holds it "
                 "for writing): try again"
             )
-        if isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
-            return StorageError(f"{self._path} is not a vrom store (not a SQLite database)")
-        return StorageError(f"store {self._path} failed while {action}: {text}")
+        if isinstance(exc, self._driver.DatabaseError) and "not a database" in text:
+            if self._key is not None:
+                return StorageError(
+                    f"cannot open store {self.location}: the key is wrong, or the file is not "
+                    "an encrypted vrom store"
+                )
+            return StorageError(
+                f"{self.location} is not a vrom store (not a SQLite database; if it is an "
+                "encrypted store, give its key)"
+            )
+        return StorageError(f"store {self.location} failed while {action}: {text}")
 
     def _configure(self) -> None:
-        if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        if (
+            self._path is not None
+            and self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
+        ):
             self._enable_wal()
         self._conn.execute("PRAGMA synchronous = NORMAL")
         self._conn.execute("PRAGMA foreign_keys = ON")
@@ -175,7 +244,7 @@ class SQLiteStore:
             try:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 return
-            except sqlite3.OperationalError as exc:
+            except self._driver.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
@@ -193,7 +262,7 @@ class SQLiteStore:
         version = self._stored_version()
         if version > SCHEMA_VERSION:
             raise StorageError(
-                f"store {self._path} has schema version {version}, newer than this vrom "
+                f"store {self.location} has schema version {version}, newer than this vrom "
                 f"understands ({SCHEMA_VERSION}): upgrade vrom"
             )
         if version == SCHEMA_VERSION:
@@ -201,9 +270,8 @@ class SQLiteStore:
         with self.transaction():
             version = self._stored_version()  # another process may have migrated meanwhile
             for number in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[number - 1].split(";"):
-                    if statement.strip():
-                        self._conn.execute(statement)
+                for statement in _statements(MIGRATIONS[number - 1]):
+                    self._conn.execute(statement)
                 self._put_meta("schema_version", str(number))
             if self._get_meta("created_unix") is None:
                 self._put_meta("created_unix", repr(time.time()))
@@ -221,7 +289,7 @@ class SQLiteStore:
             return
         try:
             self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
+        except self._driver.Error as exc:
             raise self._error("starting a write", exc) from exc
         self._depth = 1
         try:
@@ -233,7 +301,7 @@ class SQLiteStore:
         self._depth = 0
         try:
             self._conn.commit()
-        except sqlite3.Error as exc:
+        except self._driver.Error as exc:
             self._conn.rollback()
             raise self._error("committing", exc) from exc
 
@@ -243,12 +311,12 @@ class SQLiteStore:
         self._check_open()
         try:
             yield
-        except sqlite3.Error as exc:
+        except self._driver.Error as exc:
             raise self._error(action, exc) from exc
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StorageError(f"store {self._path} is closed")
+            raise StorageError(f"store {self.location} is closed")
 
     def close(self) -> None:
         """Close the connection; later calls raise `StorageError`."""
@@ -595,6 +663,7 @@ class SQLiteStore:
             written = self._conn.total_changes - before
             if written:
                 self._bump_vector_generation()
+                self._prune_vector_changes()
             return written
 
     def clear_vectors(self) -> None:
@@ -602,6 +671,67 @@ class SQLiteStore:
         with self._guard("clearing vectors"), self.transaction():
             self._conn.execute("DELETE FROM vectors")
             self._bump_vector_generation()
+            self._prune_vector_changes()
+
+    def _prune_vector_changes(self) -> None:
+        # Past as many changes as there are vectors, rebuilding an index is as cheap as
+        # replaying the log, so older entries are of no use.
+        self._conn.execute(
+            "DELETE FROM vector_changes WHERE seq <= (SELECT seq FROM sqlite_sequence"
+            " WHERE name = 'vector_changes') - max(?, (SELECT count(*) FROM vectors))",
+            (VECTOR_CHANGES_KEPT,),
+        )
+
+    def vector_change_number(self) -> int:
+        """Return the number of the latest vector change (0 before any)."""
+        with self._guard("reading vector changes"):
+            return self._latest_vector_change()
+
+    def _latest_vector_change(self) -> int:
+        row = self._conn.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'vector_changes'"
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def vector_changes(self, after: int) -> VectorChanges | None:
+        """Return the chunks whose vector changed after ``after``; None if that is forgotten."""
+        with self._guard("reading vector changes"), self._snapshot():
+            latest = self._latest_vector_change()
+            if after >= latest:
+                return VectorChanges(latest, ())
+            oldest = self._scalar("SELECT min(seq) FROM vector_changes")
+            if oldest is None or oldest > after + 1:
+                return None
+            rows = self._conn.execute(
+                "SELECT DISTINCT chunk_id FROM vector_changes WHERE seq > ? AND seq <= ?"
+                " ORDER BY chunk_id",
+                (after, latest),
+            )
+            return VectorChanges(latest, tuple(row[0] for row in rows))
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """Run the block's reads against one snapshot of the database (a read transaction)."""
+        if self._depth or self._conn.in_transaction:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._conn.execute("COMMIT")
+
+    def vectors_for_hashes(self, content_hashes: Sequence[str]) -> dict[str, bytes]:
+        """Return a stored vector for each of these chunk text hashes that has one."""
+        with self._guard("reading vectors"):
+            found: dict[str, bytes] = {}
+            sql = (
+                "SELECT c.content_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+                " WHERE c.content_hash IN ({marks})"
+            )
+            for content_hash, data in self._select_in(sql, list(dict.fromkeys(content_hashes))):
+                found.setdefault(content_hash, data)
+            return found
 
     def vector_rows(self) -> list[tuple[int, bytes]]:
         """Return (chunk id, vector bytes) for every stored vector, by chunk id."""
@@ -689,7 +819,7 @@ class SQLiteStore:
 
     # -- facts -----------------------------------------------------------------------------
 
-    def _select_in(self, sql: str, ids: Sequence[int]) -> Iterator[Sequence[Any]]:
+    def _select_in(self, sql: str, ids: Sequence[Any]) -> Iterator[Sequence[Any]]:
         """Yield the rows of ``sql`` whose ``{marks}`` takes the ids, a few hundred at a time."""
         for start in range(0, len(ids), 500):  # SQLite caps the parameters of one statement
             batch = list(ids[start : start + 500])
@@ -701,9 +831,8 @@ class SQLiteStore:
     def counts(self) -> StoreCounts:
         """Return row counts and the store's size on disk (database plus WAL)."""
         with self._guard("counting"):
-            size = sum(
-                p.stat().st_size for p in (self._path, Path(f"{self._path}-wal")) if p.exists()
-            )
+            files = () if self._path is None else (self._path, Path(f"{self._path}-wal"))
+            size = sum(p.stat().st_size for p in files if p.exists())
             return StoreCounts(
                 documents=self._scalar("SELECT count(*) FROM documents"),
                 chunks=self._scalar("SELECT count(*) FROM chunks"),
@@ -732,7 +861,7 @@ class SQLiteStore:
         with self._guard("describing the backend"):
             return {
                 "backend": "sqlite",
-                "store_path": str(self._path),
+                "store_path": self.location,
                 "schema_version": self._stored_version(),
                 "fts_tokenizers": [FTS_TOKENIZER, "cjk-bigram (applied before indexing)"],
                 "capabilities": [
@@ -743,8 +872,9 @@ class SQLiteStore:
                     "concurrent-readers",
                 ],
                 "details": {
-                    "sqlite_version": sqlite3.sqlite_version,
+                    "sqlite_version": self._driver.sqlite_version,
                     "journal_mode": self._scalar("PRAGMA journal_mode"),
+                    "encrypted": self.encrypted,
                     "busy_timeout_seconds": BUSY_TIMEOUT_SECONDS,
                 },
             }
@@ -763,6 +893,6 @@ class SQLiteStore:
                 self._conn.execute(
                     "INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)"
                 )
-            except sqlite3.DatabaseError as exc:
+            except self._driver.DatabaseError as exc:
                 problems.append(f"keyword index: {exc}")
             return problems

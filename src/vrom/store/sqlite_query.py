@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vrom.store import KeywordQuery, Where
+from vrom.store import Condition, KeywordQuery, Scalar, Where
 from vrom.store.fts_text import segment_query_term
 
 
@@ -50,11 +50,43 @@ def where_sql(where: Where | None) -> tuple[str, list[Any]]:
             " AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
         )
         params += [tag, escape_like(tag) + "/%"]
-    for key, value in where.fields:
-        json_path = '$."' + key.replace('"', '""') + '"'
-        clauses.append(
-            "(json_extract(d.frontmatter, ?) = ? OR EXISTS (SELECT 1 FROM"
-            " json_each(d.frontmatter, ?) j WHERE j.type != 'object' AND j.value = ?))"
-        )
-        params += [json_path, value, json_path, value]
+    for condition in where.conditions:
+        clause, values = _condition_sql(condition)
+        clauses.append(clause)
+        params += values
     return "".join(f" AND {c}" for c in clauses), params
+
+
+_COMPARISONS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def _condition_sql(condition: Condition) -> tuple[str, list[Any]]:
+    """Return the SQL test of one condition on ``d.frontmatter`` and its parameters."""
+    json_path = '$."' + condition.field.replace('"', '""') + '"'
+    op, value = condition.op, condition.value
+    if op in _COMPARISONS:
+        # compare numbers only: SQLite orders any text above any number
+        return (
+            f"(json_type(d.frontmatter, ?) IN ('integer', 'real')"
+            f" AND json_extract(d.frontmatter, ?) {_COMPARISONS[op]} ?)",
+            [json_path, json_path, value],
+        )
+    values: tuple[Scalar, ...] = value if isinstance(value, tuple) else (value,)
+    tests, params = [], []
+    for one in values:
+        if isinstance(one, bool):  # JSON true/false, not the numbers 1/0 SQLite reads them as
+            tests.append(f"j.type = '{'true' if one else 'false'}'")
+        else:
+            tests.append("(j.type NOT IN ('true', 'false') AND j.value = ?)")
+            params.append(one)
+    # A scalar field equals a value, or a list field holds one: json_each yields a scalar
+    # itself and a list's items, so one test covers both (an object field never matches).
+    test = (
+        "(json_type(d.frontmatter, ?) != 'object' AND EXISTS (SELECT 1 FROM"
+        " json_each(d.frontmatter, ?) j WHERE j.type NOT IN ('object', 'array')"
+        f" AND ({' OR '.join(tests)})))"
+    )
+    params = [json_path, json_path, *params]
+    if op in ("ne", "nin"):
+        return f"NOT coalesce({test}, 0)", params
+    return test, params
