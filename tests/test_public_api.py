@@ -11,8 +11,11 @@ import vrom
 def test_exported_members_are_pinned() -> None:
     assert sorted(vrom.__all__) == sorted(
         [
+            "AsyncCollection",
             "BackendInfo",
+            "Collection",
             "Context",
+            "Document",
             "Embedder",
             "Fingerprint",
             "Hit",

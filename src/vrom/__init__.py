@@ -8,8 +8,17 @@ Index a folder of Markdown notes into a local SQLite store and search it with ex
         vault.index()
         for hit in vault.search("install plugins", k=5):
             print(hit.path, hit.heading_path, hit.score)
+
+Or keep documents for an agent in a collection::
+
+    from vrom import Collection
+
+    docs = Collection.open("handbook", storage="~/agent-memory")
+    docs.add([{"id": "leave", "text": "Annual leave is 25 days a year."}])
+    docs.search("how many days off", k=3)
 """
 
+from vrom.collection import AsyncCollection, Collection, Document
 from vrom.embed import Embedder, Fingerprint
 from vrom.errors import ModelError, NotFoundError, StorageError, ValidationError, VromError
 from vrom.results import (
@@ -33,8 +42,11 @@ from vrom.vault import Vault
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncCollection",
     "BackendInfo",
+    "Collection",
     "Context",
+    "Document",
     "Embedder",
     "Fingerprint",
     "Hit",

@@ -8,8 +8,8 @@ from typing import Any
 from vrom.errors import ValidationError
 from vrom.results import Hit
 from vrom.search.excerpt import excerpt
-from vrom.search.query import parse_query, parse_where, query_words
-from vrom.store import Store, StoredChunk
+from vrom.search.query import as_filter, parse_query, query_words
+from vrom.store import Store, StoredChunk, Where
 
 MAX_K = 1000
 # the prior scales BM25 by 0.75 (system notes) .. 1.25 (notes written for people); 0.5 → 1.0
@@ -55,14 +55,14 @@ def make_hit(
 
 
 def keyword_search(
-    store: Store, query: str, k: int = 10, where: Mapping[str, Any] | None = None
+    store: Store, query: str, k: int = 10, where: Mapping[str, Any] | Where | None = None
 ) -> list[Hit]:
     """Return the best ``k`` chunks for a keyword query, best first."""
     if not isinstance(query, str):
         raise ValidationError(f"query must be a string, not {type(query).__name__}")
     check_k(k)
     parsed = parse_query(query)
-    rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), parse_where(where))
+    rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), as_filter(where))
     words = query_words(parsed)
     ranked = sorted(
         ((row.bm25 * prior_factor(row.chunk.human_relevance_score), row) for row in rows),

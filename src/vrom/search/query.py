@@ -95,6 +95,11 @@ def parse_where(where: Mapping[str, Any] | None) -> Where | None:
     return Where(path_prefix=path_prefix, tags=tuple(tags), conditions=tuple(conditions))
 
 
+def as_filter(where: Mapping[str, Any] | Where | None) -> Where | None:
+    """Return ``where`` if it is a parsed filter already, else what `parse_where` makes of it."""
+    return where if isinstance(where, Where) else parse_where(where)
+
+
 def parse_metadata_where(where: Mapping[str, Any] | None) -> Where | None:
     """Return the filter a ``where`` mapping over document metadata describes.
 

@@ -14,8 +14,8 @@ from vrom.embed import Embedder
 from vrom.errors import ValidationError
 from vrom.results import Hit
 from vrom.search.keyword import CANDIDATE_FACTOR, check_k, make_hit, prior_factor
-from vrom.search.query import parse_query, parse_where, query_words
-from vrom.store import Store, StoredChunk
+from vrom.search.query import as_filter, parse_query, query_words
+from vrom.store import Store, StoredChunk, Where
 
 if TYPE_CHECKING:
     from vrom.index.exact import ExactIndex
@@ -95,9 +95,9 @@ class VectorSearcher:
         self._index = None
 
     def _nearest(
-        self, query: str, limit: int, where: Mapping[str, Any] | None, ef_search: int | None
+        self, query: str, limit: int, where: Mapping[str, Any] | Where | None, ef_search: int | None
     ) -> list[tuple[int, float]]:
-        parsed_where = parse_where(where)
+        parsed_where = as_filter(where)
         allowed = None if parsed_where is None else self._store.chunk_ids_matching(parsed_where)
         vector = self._embedder.embed_query(query)
         return self.index.search(vector, limit, allowed, ef_search)
@@ -106,7 +106,7 @@ class VectorSearcher:
         self,
         query: str,
         k: int = 10,
-        where: Mapping[str, Any] | None = None,
+        where: Mapping[str, Any] | Where | None = None,
         ef_search: int | None = None,
     ) -> list[Hit]:
         """Return the ``k`` chunks nearest to the query's meaning, best first.
@@ -128,7 +128,7 @@ class VectorSearcher:
         self,
         query: str,
         k: int = 10,
-        where: Mapping[str, Any] | None = None,
+        where: Mapping[str, Any] | Where | None = None,
         ef_search: int | None = None,
     ) -> list[Hit]:
         """Return the ``k`` best chunks by reciprocal rank fusion of keyword and vector ranks."""
@@ -136,7 +136,7 @@ class VectorSearcher:
         check_ef_search(ef_search, k)
         pool = max(50, k * CANDIDATE_FACTOR)
         parsed = parse_query(query)
-        keyword_rows = self._store.keyword_search(parsed, pool, parse_where(where))
+        keyword_rows = self._store.keyword_search(parsed, pool, as_filter(where))
         nearest = self._nearest(
             query, pool, where, None if ef_search is None else max(ef_search, pool)
         )

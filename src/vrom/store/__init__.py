@@ -338,6 +338,10 @@ class Store(Protocol):
         """Return row counts and the store's size on disk."""
         ...
 
+    def document_count(self) -> int:
+        """Return how many documents (notes) the store holds."""
+        ...
+
     def unresolved_link_count(self) -> int:
         """Return how many links point to no stored note."""
         ...

@@ -842,6 +842,11 @@ class SQLiteStore:
                 bytes=size,
             )
 
+    def document_count(self) -> int:
+        """Return how many documents (notes) the store holds."""
+        with self._guard("counting"):
+            return int(self._scalar("SELECT count(*) FROM documents"))
+
     def unresolved_link_count(self) -> int:
         """Return how many links point to no stored note (same rules as `find_documents`)."""
         with self._guard("counting unresolved links"):

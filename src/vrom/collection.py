@@ -1,0 +1,645 @@
+"""Collections: documents without files, searched by meaning and by keyword, for agents.
+
+A collection is the same engine as a vault (one store, chunks, FTS5, vectors, an exact or HNSW
+index); its documents come from ``add`` instead of a folder. A document is an id, a text and a
+metadata mapping; a long text is cut into chunks like a note, and a document is found by its
+best chunk, once per search.
+
+    docs = Collection.open("handbook", storage="~/.agent/memory")
+    docs.add([{"id": "leave", "text": "Annual leave is 25 days a year.", "metadata": {"section": "hr"}}])
+    docs.search("how many days of annual leave", k=5, where={"section": "hr"})
+
+Every method is safe to call from several threads (calls run one at a time); `AsyncCollection`
+runs them in worker threads for asyncio code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from vrom.embed import Embedder
+from vrom.errors import ModelError, StorageError, ValidationError, VromError
+from vrom.index import stored_encoding
+from vrom.ingest.chunk import ChunkStrategy, chunk_note
+from vrom.ingest.embedding import bind_embedder
+from vrom.ingest.parse import ParsedNote, find_headings, mask_code
+from vrom.results import Hit
+from vrom.search.keyword import MAX_K, check_k, keyword_search
+from vrom.search.query import parse_metadata_where
+from vrom.search.vector import HNSW_THRESHOLD, VectorSearcher, check_ef_search
+from vrom.store import ChunkRecord, DocumentRecord, Store
+from vrom.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from vrom.tools import SearchTool
+
+MAX_ID_BYTES = 256
+MAX_TEXT_CHARS = 100_000
+MAX_METADATA_BYTES = 8 * 1024
+INDEX_KINDS = ("auto", "flat", "hnsw")
+SEARCH_MODES = ("vector", "hybrid", "keyword")
+KEY_ENV = "VROM_STORAGE_KEY"
+"""The environment variable an encrypted collection's key is read from when none is given."""
+AUTO = "auto"
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_DOCUMENT_KEYS = frozenset({"id", "text", "metadata"})
+_KIND_META_KEY = "collection_name"
+# a search widens its pool of chunks (when long documents fill it) up to this many
+_WIDEN_LIMIT = MAX_K
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document to add: a unique ``id`` (≤ 256 bytes), its ``text`` and a ``metadata`` mapping.
+
+    ``metadata`` (JSON-ready, ≤ 8 KiB as JSON) is returned with hits and filtered by ``where``.
+    """
+
+    id: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Collection:
+    """Documents searched by meaning (and keywords); open one with `Collection.open`."""
+
+    def __init__(
+        self,
+        name: str,
+        store: Store,
+        embedder: Embedder | None,
+        index: str,
+        ef_search: int | None,
+        strategy: ChunkStrategy,
+        owns_embedder: bool,
+    ) -> None:
+        self._name = name
+        self._store = store
+        self._embedder = embedder
+        self._owns_embedder = owns_embedder
+        self._strategy = strategy
+        self._strategy_id = _strategy_id(strategy)
+        self._lock = threading.RLock()
+        self._closed = False
+        self._searcher = (
+            None
+            if embedder is None
+            else VectorSearcher(
+                store,
+                embedder,
+                hnsw_threshold={"flat": 2**62, "hnsw": 0}.get(index, HNSW_THRESHOLD),
+                ef_search=ef_search,
+            )
+        )
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        name: str,
+        embedder: Embedder | str | None = AUTO,
+        storage: str | os.PathLike[str] | None = None,
+        index: str = "auto",
+        ef_search: int | None = None,
+        *,
+        key: str | None = None,
+        chunk_chars: int = 1000,
+        chunk_overlap: int = 150,
+    ) -> Collection:
+        """Return the collection ``name``: empty when new, else what was added before.
+
+        ``embedder``: an `Embedder`, a spec string (see `Embedder.from_spec`), None for keyword
+        search only, or ``"auto"`` (``$VROM_EMBEDDER``, else the default local model).
+        ``storage``: None keeps the collection in memory; a folder holds one SQLite file per
+        collection (``<folder>/<name>.db``); a file path (or a ``sqlite:///path`` URL) is the
+        collection's SQLite file. Opening the same name on the same storage, in this or another
+        process, finds the same documents. ``index``: ``flat`` (exact), ``hnsw`` (approximate,
+        the graph cached beside the file) or ``auto`` (flat below 50k chunks). ``ef_search``
+        sets the HNSW search breadth (default 64). ``key`` encrypts the file with SQLCipher
+        (``pip install 'vrom[encrypted]'``); without it, ``$VROM_STORAGE_KEY`` is used if set.
+        The key is never stored anywhere. An encrypted collection's HNSW graph is kept in
+        memory only (a graph file would hold the vectors unencrypted).
+        """
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValidationError(
+                f"collection name {name!r} must be 1-64 letters, digits, '_', '-' or '.', "
+                "starting with a letter or digit"
+            )
+        if index not in INDEX_KINDS:
+            raise ValidationError(f"index must be one of {', '.join(INDEX_KINDS)}, not {index!r}")
+        if ef_search is not None:
+            check_ef_search(ef_search, 1)
+        try:
+            strategy = ChunkStrategy(target_chars=chunk_chars, overlap_chars=chunk_overlap)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from exc
+        path = storage_path(name, storage)
+        if path is None:
+            if key is not None:
+                raise ValidationError("a key encrypts a file: give storage a path as well")
+        elif key is None:
+            key = os.environ.get(KEY_ENV) or None
+        resolved, owns = _resolve_embedder(embedder)
+        try:
+            store = SQLiteStore(path, key=key)
+        except BaseException:
+            if owns and resolved is not None:
+                resolved.close()
+            raise
+        try:
+            _claim_store(store, name)
+            if resolved is not None:
+                try:
+                    bind_embedder(store, resolved)
+                except ModelError as exc:
+                    raise ModelError(
+                        f"collection {name!r} holds vectors of another model than "
+                        f"{resolved.fingerprint.describe()}: open it with the model it was "
+                        f"built with ({exc})"
+                    ) from exc
+        except BaseException:
+            store.close()
+            if owns and resolved is not None:
+                resolved.close()
+            raise
+        return cls(name, store, resolved, index, ef_search, strategy, owns)
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The collection's name."""
+        return self._name
+
+    @property
+    def location(self) -> str:
+        """Where the collection lives: its SQLite file, or ``:memory:``."""
+        return self._store.location
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder documents and queries are embedded with (None: keyword search only)."""
+        return self._embedder
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def add(self, documents: Iterable[Document | Mapping[str, Any]]) -> int:
+        """Embed, store and index documents; return how many documents the collection holds.
+
+        A document whose id is already held replaces it (its old chunks and vectors go). Every
+        document is checked before anything is written: one bad document (an id over 256 bytes,
+        a text over 100,000 characters or blank, metadata over 8 KiB as JSON, an unknown key)
+        is a `ValidationError` with code ``invalid_value`` and nothing is written. An embedding
+        failure is a `ModelError`, also with nothing written.
+        """
+        with self._lock:
+            self._check_open()
+            batch = _validated(documents)
+            prepared = [(doc, self._chunks(doc)) for doc in batch]
+            vectors = self._vectors([chunk for _, chunks in prepared for chunk in chunks])
+            now = time.time()
+            with self._store.transaction():
+                for doc, chunks in prepared:
+                    document_id = self._store.put_document(self._record(doc, now), chunks, [], [])
+                    if vectors:
+                        stored = self._store.chunks_of(document_id)
+                        self._store.put_vectors(
+                            [(c.chunk_id, vectors[c.content_hash]) for c in stored]
+                        )
+            return self._store.document_count()
+
+    def remove(self, id: str) -> bool:
+        """Remove a document by id; return True if it was there."""
+        with self._lock:
+            self._check_open()
+            if not isinstance(id, str):
+                raise ValidationError(f"id must be a string, not {type(id).__name__}")
+            with self._store.transaction():
+                state = self._store.document_state(id)
+                if state is None:
+                    return False
+                self._store.delete_document(state.document_id)
+            return True
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        where: Mapping[str, Any] | None = None,
+        mode: str | None = None,
+        ef_search: int | None = None,
+    ) -> list[Hit]:
+        """Return up to ``k`` documents best matching ``query``, best first, one hit each.
+
+        ``mode``: ``vector`` (the default with an embedder; ``score`` is the cosine similarity
+        in [-1, 1]), ``hybrid`` (reciprocal rank fusion of keyword and vector ranks; ``score``
+        is the fused score, its parts in ``scores``) or ``keyword`` (BM25; the default without
+        an embedder). ``where`` keeps documents whose metadata passes it, inside the search,
+        so ``k`` hits come back whenever ``k`` documents match: ``{"section": "hr"}`` (equal,
+        or a list holding it), ``{"year": {"$gte": 2020, "$lt": 2025}}``, ``{"tag": {"$in":
+        ["a", "b"]}}``, ``{"status": {"$ne": "archived"}}`` (a missing field passes);
+        operators: ``$eq $ne $in $nin $gt $gte $lt $lte``. Each hit's ``text`` is the document's
+        best-matching chunk (the whole text when it fits in one).
+        """
+        with self._lock:
+            self._check_open()
+            if not isinstance(query, str) or not query.strip():
+                raise ValidationError("query must be a non-empty string")
+            check_k(k)
+            mode = self._mode(mode)
+            check_ef_search(ef_search, k)
+            where_filter = parse_metadata_where(where)
+            limit = min(max(k * 2, 10), _WIDEN_LIMIT)
+            while True:
+                if mode == "keyword":
+                    chunks = keyword_search(self._store, query, limit, where_filter)
+                else:
+                    assert self._searcher is not None
+                    ef = None if ef_search is None else max(ef_search, limit)
+                    search = (
+                        self._searcher.vector_search
+                        if mode == "vector"
+                        else self._searcher.hybrid_search
+                    )
+                    chunks = search(query, limit, where_filter, ef)
+                best = _best_per_document(chunks)
+                if len(best) >= k or len(chunks) < limit or limit >= _WIDEN_LIMIT:
+                    return best[:k]
+                limit = min(limit * 4, _WIDEN_LIMIT)  # long documents filled the pool
+
+    def count(self) -> int:
+        """Return how many documents the collection holds."""
+        with self._lock:
+            self._check_open()
+            return self._store.document_count()
+
+    def reload(self) -> int:
+        """Bring the index up to date with the storage (another process wrote); return count()."""
+        with self._lock:
+            self._check_open()
+            if self._searcher is not None:
+                self._searcher.index.refresh()
+            return self._store.document_count()
+
+    def as_tool(self, name: str, description: str) -> SearchTool:
+        """Return a read-only search tool for an agent (JSON Schema, OpenAI/Anthropic/MCP)."""
+        from vrom.tools import SearchTool
+
+        return SearchTool(self, name, description)
+
+    # -- closing ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Save and let go of the index and the storage; later calls raise `StorageError`."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self._searcher is not None:
+                    self._searcher.close()
+            finally:
+                if self._owns_embedder and self._embedder is not None:
+                    self._embedder.close()
+                self._store.close()
+
+    def __enter__(self) -> Collection:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else self._store.location
+        return f"<Collection {self._name!r} {state}>"
+
+    # -- inside ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"collection {self._name!r} is closed: open it again")
+
+    def _mode(self, mode: str | None) -> str:
+        if mode is None:
+            return "keyword" if self._searcher is None else "vector"
+        if mode not in SEARCH_MODES:
+            raise ValidationError(f"mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}")
+        if mode != "keyword" and self._searcher is None:
+            raise ValidationError(
+                f"collection {self._name!r} has no embedder: only mode='keyword' is possible"
+            )
+        return mode
+
+    def _chunks(self, doc: Document) -> list[ChunkRecord]:
+        note = ParsedNote(
+            text=doc.text,
+            title="",
+            frontmatter={},
+            body_start=0,
+            headings=find_headings(mask_code(doc.text), 0),
+            links=[],
+            tags=[],
+        )
+        return [
+            ChunkRecord(
+                position=span.position,
+                heading_path=span.heading_path,
+                text=span.text,
+                char_start=span.char_start,
+                char_end=span.char_end,
+                content_hash=span.content_hash,
+            )
+            for span in chunk_note(note, self._strategy)
+        ]
+
+    def _vectors(self, chunks: Sequence[ChunkRecord]) -> dict[str, bytes]:
+        """Return the encoded vector of each chunk text, embedding only texts not stored yet."""
+        if self._embedder is None or not chunks:
+            return {}
+        from vrom.index.codec import encode  # numpy: loaded already by any embedder
+
+        vectors = self._store.vectors_for_hashes([c.content_hash for c in chunks])
+        missing = {c.content_hash: c.text for c in chunks if c.content_hash not in vectors}
+        if missing:
+            try:
+                matrix = self._embedder.embed_documents(list(missing.values()))
+            except VromError:
+                raise
+            except Exception as exc:  # a third-party embedder's own failure
+                raise ModelError(f"embedding documents failed: {exc}") from exc
+            blobs = encode(matrix, stored_encoding(self._store))
+            vectors.update(zip(missing, blobs, strict=True))
+        return vectors
+
+    def _record(self, doc: Document, now: float) -> DocumentRecord:
+        text_bytes = doc.text.encode("utf-8")
+        return DocumentRecord(
+            path=doc.id,
+            path_key=doc.id,
+            name_key=doc.id,
+            title="",
+            frontmatter=dict(doc.metadata),
+            content_hash=hashlib.sha256(text_bytes).hexdigest(),
+            mtime=now,
+            size=len(text_bytes),
+            human_relevance_score=0.5,  # neutral: the prior is a vault's, not a collection's
+            chunk_strategy=self._strategy_id,
+        )
+
+
+class AsyncCollection:
+    """A `Collection` for asyncio: each call runs in a worker thread, never blocking the loop.
+
+        docs = await AsyncCollection.open("handbook", storage="memory-dir")
+        await docs.add([...]); hits = await docs.search("annual leave", k=3)
+
+    Calls made at once run one at a time (a collection serialises its calls).
+    """
+
+    def __init__(self, collection: Collection) -> None:
+        self.sync = collection
+        """The underlying `Collection` (for code that is not async)."""
+
+    @classmethod
+    async def open(cls, name: str, *args: Any, **options: Any) -> AsyncCollection:
+        """Return the collection `Collection.open` would, opened in a worker thread."""
+        return cls(await asyncio.to_thread(Collection.open, name, *args, **options))
+
+    @property
+    def name(self) -> str:
+        """The collection's name."""
+        return self.sync.name
+
+    async def add(self, documents: Iterable[Document | Mapping[str, Any]]) -> int:
+        """See `Collection.add`."""
+        return await asyncio.to_thread(self.sync.add, list(documents))
+
+    async def search(
+        self,
+        query: str,
+        k: int = 5,
+        where: Mapping[str, Any] | None = None,
+        mode: str | None = None,
+        ef_search: int | None = None,
+    ) -> list[Hit]:
+        """See `Collection.search`."""
+        return await asyncio.to_thread(self.sync.search, query, k, where, mode, ef_search)
+
+    async def remove(self, id: str) -> bool:
+        """See `Collection.remove`."""
+        return await asyncio.to_thread(self.sync.remove, id)
+
+    async def count(self) -> int:
+        """See `Collection.count`."""
+        return await asyncio.to_thread(self.sync.count)
+
+    async def reload(self) -> int:
+        """See `Collection.reload`."""
+        return await asyncio.to_thread(self.sync.reload)
+
+    async def close(self) -> None:
+        """See `Collection.close`."""
+        await asyncio.to_thread(self.sync.close)
+
+    def as_tool(self, name: str, description: str) -> SearchTool:
+        """See `Collection.as_tool` (the tool's ``acall`` suits async agent loops)."""
+        return self.sync.as_tool(name, description)
+
+    async def __aenter__(self) -> AsyncCollection:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+# -- storage ---------------------------------------------------------------------------------
+
+
+def storage_path(name: str, storage: str | os.PathLike[str] | None) -> Path | None:
+    """Return the SQLite file of collection ``name`` on ``storage`` (None: in memory).
+
+    A folder (an existing one, or a path without a suffix) holds ``<name>.db``; any other path
+    is the file itself; ``sqlite:///relative/path`` and ``sqlite:////absolute/path`` are URL
+    forms of a file, ``sqlite://`` and ``sqlite:///:memory:`` of memory.
+    """
+    if storage is None:
+        return None
+    if not isinstance(storage, (str, os.PathLike)):
+        raise ValidationError(
+            f"storage must be None, a path or a sqlite:/// URL, not {type(storage).__name__}"
+        )
+    text = os.fspath(storage)
+    if not isinstance(text, str):
+        raise ValidationError("storage must be a text path, not bytes")
+    if text.startswith("sqlite:"):
+        rest = text.removeprefix("sqlite:")
+        if rest in ("//", "///:memory:"):
+            return None
+        if not rest.startswith("///") or rest == "///":
+            raise ValidationError(f"storage URL {text!r} must look like sqlite:///path/to/file.db")
+        text = rest[3:]
+    elif "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise ValidationError(
+            f"storage scheme {scheme!r} is not supported: give a path or a sqlite:/// URL"
+        )
+    if not text.strip():
+        raise ValidationError("storage must not be an empty path")
+    path = Path(text).expanduser()
+    if path.is_dir() or (not path.exists() and not path.suffix):
+        return path / f"{name}.db"
+    return path
+
+
+def _claim_store(store: Store, name: str) -> None:
+    """Mark a new store as collection ``name``'s; refuse one that holds something else."""
+    if store.get_meta("vault_root") is not None:
+        raise StorageError(f"{store.location} is a vault's store, not a collection's")
+    with store.transaction():
+        holder = store.get_meta(_KIND_META_KEY)
+        if holder is None:
+            store.set_meta(_KIND_META_KEY, name)
+        elif holder != name:
+            raise StorageError(
+                f"{store.location} holds collection {holder!r}, not {name!r}: give a folder as "
+                "storage to keep several collections"
+            )
+
+
+def _resolve_embedder(choice: Embedder | str | None) -> tuple[Embedder | None, bool]:
+    """Return the embedder a choice names, and whether the collection owns (closes) it."""
+    if choice is None or isinstance(choice, Embedder):
+        return choice, False
+    if not isinstance(choice, str):
+        raise ValidationError(
+            f"embedder must be an Embedder, a spec string or None, not {type(choice).__name__}"
+        )
+    return Embedder.from_spec(None if choice == AUTO else choice), True
+
+
+def _strategy_id(strategy: ChunkStrategy) -> str:
+    text = json.dumps({"collection": True, **strategy.as_dict()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# -- checking documents ----------------------------------------------------------------------
+
+
+def _validated(documents: Iterable[Document | Mapping[str, Any]]) -> list[Document]:
+    """Return the batch as `Document`s, or raise `ValidationError` for the first bad one."""
+    if isinstance(documents, (str, bytes, Mapping, Document)):
+        raise ValidationError(
+            "add() takes a list of documents: wrap a single document in a list",
+        )
+    try:
+        items = list(documents)
+    except TypeError as exc:
+        raise ValidationError(
+            f"add() takes a list of documents, not {type(documents).__name__}"
+        ) from exc
+    batch: list[Document] = []
+    seen: dict[str, int] = {}
+    for number, item in enumerate(items, start=1):
+        doc = _document(item, number)
+        if doc.id in seen:
+            raise ValidationError(
+                f"document {doc.id!r} appears twice in the batch (#{seen[doc.id]} and #{number})"
+            )
+        seen[doc.id] = number
+        batch.append(doc)
+    return batch
+
+
+def _document(item: Document | Mapping[str, Any], number: int) -> Document:
+    where = f"document #{number}"
+    if isinstance(item, Mapping):
+        unknown = set(item) - _DOCUMENT_KEYS
+        if unknown:
+            raise ValidationError(
+                f"{where}: unknown key(s) {', '.join(sorted(map(repr, unknown)))}: a document "
+                "has 'id', 'text' and 'metadata'"
+            )
+        if "id" not in item or "text" not in item:
+            raise ValidationError(f"{where}: a document needs an 'id' and a 'text'")
+        item = Document(item["id"], item["text"], item.get("metadata") or {})
+    elif not isinstance(item, Document):
+        raise ValidationError(
+            f"{where}: a document is a dict or a vrom.Document, not {type(item).__name__}"
+        )
+    doc_id, text, metadata = item.id, item.text, item.metadata
+    if not isinstance(doc_id, str) or not doc_id:
+        raise ValidationError(f"{where}: id must be a non-empty string, not {doc_id!r}")
+    where = f"document {doc_id!r} (#{number})"
+    try:
+        id_bytes = len(doc_id.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"{where}: id is not valid Unicode") from exc
+    if id_bytes > MAX_ID_BYTES:
+        raise ValidationError(
+            f"document #{number}: id is {id_bytes} bytes, over the limit of {MAX_ID_BYTES} bytes"
+        )
+    if _CONTROL.search(doc_id):
+        raise ValidationError(f"{where}: id holds control characters")
+    if not isinstance(text, str):
+        raise ValidationError(f"{where}: text must be a string, not {type(text).__name__}")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValidationError(
+            f"{where}: text is {len(text):,} characters, over the limit of {MAX_TEXT_CHARS:,}"
+        )
+    if not text.strip():
+        raise ValidationError(f"{where}: text is empty")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"{where}: text is not valid Unicode (a lone surrogate)") from exc
+    if not isinstance(metadata, Mapping):
+        raise ValidationError(f"{where}: metadata must be a mapping, not {type(metadata).__name__}")
+    if not all(isinstance(key, str) for key in metadata):
+        raise ValidationError(f"{where}: metadata keys must be strings")
+    try:
+        encoded = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise ValidationError(f"{where}: metadata is not JSON-ready ({exc})") from exc
+    if len(encoded) > MAX_METADATA_BYTES:
+        raise ValidationError(
+            f"{where}: metadata is {len(encoded):,} bytes as JSON, over the limit of "
+            f"{MAX_METADATA_BYTES:,} bytes"
+        )
+    return Document(doc_id, text, json.loads(encoded))
+
+
+def _best_per_document(chunks: Sequence[Hit]) -> list[Hit]:
+    """Return the first (best) hit of each document, in order."""
+    seen: set[str] = set()
+    best = []
+    for hit in chunks:
+        if hit.id not in seen:
+            seen.add(hit.id)
+            best.append(hit)
+    return best
