@@ -37,6 +37,7 @@ from vrom.results import (
     to_jsonable,
 )
 from vrom.search.context import format_context
+from vrom.tools import SearchTool, ToolResult
 from vrom.vault import Vault
 
 __version__ = "0.1.0"
@@ -58,9 +59,11 @@ __all__ = [
     "Note",
     "NoteRef",
     "Related",
+    "SearchTool",
     "SharedTags",
     "SimilarNote",
     "StorageError",
+    "ToolResult",
     "ValidationError",
     "Vault",
     "VaultStats",

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vrom.embed import Embedder
 from vrom.errors import ModelError, StorageError, ValidationError, VromError
@@ -40,9 +40,7 @@ from vrom.search.query import parse_metadata_where
 from vrom.search.vector import HNSW_THRESHOLD, VectorSearcher, check_ef_search
 from vrom.store import ChunkRecord, DocumentRecord, Store
 from vrom.store.sqlite import SQLiteStore
-
-if TYPE_CHECKING:
-    from vrom.tools import SearchTool
+from vrom.tools import SearchTool
 
 MAX_ID_BYTES = 256
 MAX_TEXT_CHARS = 100_000
@@ -299,8 +297,6 @@ class Collection:
 
     def as_tool(self, name: str, description: str) -> SearchTool:
         """Return a read-only search tool for an agent (JSON Schema, OpenAI/Anthropic/MCP)."""
-        from vrom.tools import SearchTool
-
         return SearchTool(self, name, description)
 
     # -- closing ---------------------------------------------------------------------------

@@ -675,12 +675,13 @@ class SQLiteStore:
 
     def _prune_vector_changes(self) -> None:
         # Past as many changes as there are vectors, rebuilding an index is as cheap as
-        # replaying the log, so older entries are of no use.
-        self._conn.execute(
-            "DELETE FROM vector_changes WHERE seq <= (SELECT seq FROM sqlite_sequence"
-            " WHERE name = 'vector_changes') - max(?, (SELECT count(*) FROM vectors))",
-            (VECTOR_CHANGES_KEPT,),
-        )
+        # replaying the log, so older entries are of no use. The highest chunk id bounds the
+        # vector count from above and, unlike count(*), costs one index lookup.
+        keep = max(VECTOR_CHANGES_KEPT, self._scalar("SELECT coalesce(max(id), 0) FROM chunks"))
+        horizon = self._latest_vector_change() - keep
+        oldest = self._scalar("SELECT min(seq) FROM vector_changes")
+        if oldest is not None and oldest <= horizon:
+            self._conn.execute("DELETE FROM vector_changes WHERE seq <= ?", (horizon,))
 
     def vector_change_number(self) -> int:
         """Return the number of the latest vector change (0 before any)."""
