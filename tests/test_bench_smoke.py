@@ -33,3 +33,33 @@ def test_core_vault_benchmark_runs_on_the_example_vault(tmp_path: Path) -> None:
     for key in ("full_index_s", "noop_reindex_cli_s", "one_note_reindex_paths_s", "search_p50_ms"):
         assert numbers[key] > 0, key
     assert "search_p95_ms" in result.stdout
+
+
+def test_collection_open_benchmark_runs_on_a_small_collection(tmp_path: Path) -> None:
+    out = tmp_path / "collection.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "collection_open.py"),
+            "--documents",
+            "400",
+            "--dims",
+            "32",
+            "--repeat",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    numbers = json.loads(out.read_text())
+    assert numbers["documents"] == 400
+    for key in ("flat_open", "hnsw_open", "hnsw_open_100_behind", "hnsw_open_rebuild"):
+        assert numbers[key]["hits"] == 10, key
+        assert numbers[key]["first_answer_s"] > 0, key
+    # 400 documents, then 200 more while measuring catch-up: topic 7 of 100 is 6 of them
+    assert numbers["latency"]["hnsw"]["filter_1pct_hits"] == 6
+    assert "cached / rebuild" in result.stdout

@@ -99,7 +99,17 @@ def read_store(db: Path) -> StoreReading:
             for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             if not row[0].startswith(("sqlite_", "chunks_fts_"))
         }
-        expected = {"meta", "documents", "chunks", "links", "tags", "chunks_fts", "vectors"}
+        expected = {
+            "meta",
+            "documents",
+            "chunks",
+            "links",
+            "tags",
+            "chunks_fts",
+            "vectors",
+            "vector_changes",
+            "fields",
+        }
         if not tables:  # killed before the schema's transaction committed
             return StoreReading(problems, {}, None, has_schema=False)
         if tables != expected:

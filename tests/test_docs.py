@@ -76,6 +76,17 @@ def test_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert "Sources:" in printed
 
 
+def test_collection_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    code = _block_after("collection-example")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("leave ") and "25 days" in lines[0]
+    assert len(lines) == 2, "the filter kept only the hr document"
+    assert '"id": "bikes"' in lines[1], "the tool found the bike racks by meaning"
+
+
 def test_every_readme_command_and_flag_exists() -> None:
     subcommands = _subcommands()
     used: set[str] = set()

@@ -238,3 +238,44 @@ def test_closed_store_raises_storage_error(store: SQLiteStore) -> None:
     store.close()
     with pytest.raises(StorageError, match="closed"):
         store.document_states()
+
+
+def test_an_older_store_is_migrated_and_its_field_index_filled(tmp_path: Path) -> None:
+    """A store made by an earlier vrom (schema 2) gains the change log and the field index."""
+    import sqlite3
+
+    from vrom.store.schema import MIGRATIONS
+    from vrom.store.sqlite import _statements
+    from vrom.store.sqlite_query import where_sql
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for script in MIGRATIONS[:2]:
+        for statement in _statements(script):
+            conn.execute(statement)
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+    conn.execute(
+        "INSERT INTO documents(id, path, path_key, name_key, title, frontmatter, content_hash,"
+        " mtime, size, human_relevance_score, chunk_count, chunk_strategy, indexed_at)"
+        " VALUES (1, 'a.md', 'a', 'a', 'A', ?, 'h', 1, 1, 0.5, 0, 's', 1)",
+        ('{"status": "done", "n": 3, "ok": true, "tags": ["x", "y"], "deep": {"k": 1}}',),
+    )
+    conn.close()
+
+    store = SQLiteStore(path, create=False)
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert store.integrity_problems() == []
+    for condition, matches in [
+        (Condition("status", "eq", "done"), True),
+        (Condition("n", "gte", 3), True),
+        (Condition("n", "eq", "3"), False),  # text is not a number
+        (Condition("ok", "eq", True), True),
+        (Condition("ok", "eq", 1), False),  # true is not 1
+        (Condition("tags", "in", ("y", "z")), True),
+        (Condition("deep", "eq", 1), False),  # objects are not searched into
+        (Condition("status", "ne", "done"), False),
+    ]:
+        sql, params = where_sql(Where(conditions=(condition,)))
+        rows = store._conn.execute(f"SELECT count(*) FROM documents d WHERE 1{sql}", params)
+        assert bool(rows.fetchone()[0]) is matches, condition
+    store.close()

@@ -37,7 +37,7 @@ from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.results import Hit
 from vrom.search.keyword import MAX_K, check_k, keyword_search
 from vrom.search.query import parse_metadata_where
-from vrom.search.vector import HNSW_THRESHOLD, VectorSearcher, check_ef_search
+from vrom.search.vector import INDEX_KINDS, VectorSearcher, check_ef_search
 from vrom.store import ChunkRecord, DocumentRecord, Store
 from vrom.store.sqlite import SQLiteStore
 from vrom.tools import SearchTool
@@ -45,7 +45,6 @@ from vrom.tools import SearchTool
 MAX_ID_BYTES = 256
 MAX_TEXT_CHARS = 100_000
 MAX_METADATA_BYTES = 8 * 1024
-INDEX_KINDS = ("auto", "flat", "hnsw")
 SEARCH_MODES = ("vector", "hybrid", "keyword")
 KEY_ENV = "VROM_STORAGE_KEY"
 """The environment variable an encrypted collection's key is read from when none is given."""
@@ -98,8 +97,8 @@ class Collection:
             else VectorSearcher(
                 store,
                 embedder,
-                hnsw_threshold={"flat": 2**62, "hnsw": 0}.get(index, HNSW_THRESHOLD),
                 ef_search=ef_search,
+                index=index,
             )
         )
 

@@ -25,7 +25,7 @@ class ExactIndex:
         self._change_number: int | None = None  # the store change the vectors reflect
         self._ids: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
-        self._positions: dict[int, int] = {}
+        # rows are kept in chunk id order, so ids are found by binary search (np.searchsorted)
 
     def __len__(self) -> int:
         self.refresh()
@@ -52,7 +52,6 @@ class ExactIndex:
         self._change_number = None
         self._ids = np.zeros(0, dtype=np.int64)
         self._matrix = np.zeros((0, 0), dtype=np.float32)
-        self._positions = {}
 
     def _load(self) -> None:
         # the change number is read before the rows: a change in between is replayed later
@@ -60,27 +59,26 @@ class ExactIndex:
         rows = self._store.vector_rows()
         self._ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         self._matrix = decode([row[1] for row in rows], stored_encoding(self._store))
-        self._positions = {int(i): n for n, i in enumerate(self._ids)}
-        self._change_number = change_number
+        self._change_number = change_number  # vector_rows() come in chunk id order
 
     def _replay(self, changes: VectorChanges) -> None:
         """Drop each changed chunk's row and append its current vector, if it has one."""
         current = self._store.vectors_of(changes.chunk_ids)
-        gone = [self._positions[i] for i in changes.chunk_ids if i in self._positions]
+        changed = np.asarray(changes.chunk_ids, dtype=np.int64)
         ids, matrix = self._ids, self._matrix
-        if gone:
-            keep = np.ones(len(ids), dtype=bool)
-            keep[gone] = False
+        if len(ids) and len(changed):
+            keep = ~np.isin(ids, changed)
             ids, matrix = ids[keep], matrix[keep]
         if current:
             added = np.fromiter(current, dtype=np.int64, count=len(current))
             vectors = decode(list(current.values()), stored_encoding(self._store))
             if len(ids):
                 ids, matrix = np.concatenate([ids, added]), np.concatenate([matrix, vectors])
+                order = np.argsort(ids, kind="stable")
+                ids, matrix = ids[order], matrix[order]
             else:
                 ids, matrix = added, vectors
         self._ids, self._matrix = ids, matrix
-        self._positions = {int(i): n for n, i in enumerate(ids)}
         self._change_number = changes.latest
 
     def search(
@@ -104,11 +102,18 @@ class ExactIndex:
         if allowed is None:
             ids, matrix = self._ids, self._matrix
         else:
-            rows = np.fromiter(
-                (self._positions[i] for i in allowed if i in self._positions), dtype=np.int64
-            )
+            rows = _present(self._ids, np.asarray(allowed, dtype=np.int64))
             ids, matrix = self._ids[rows], self._matrix[rows]
         return nearest_rows(ids, matrix, query, k, self._metric)
+
+
+def _present(ids: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
+    """Return the rows of sorted ``ids`` that hold one of ``wanted`` (missing ones are skipped)."""
+    rows = np.searchsorted(ids, wanted)
+    inside = rows < len(ids)
+    rows, wanted = rows[inside], wanted[inside]
+    found: npt.NDArray[np.intp] = rows[ids[rows] == wanted]
+    return found
 
 
 def nearest_rows(

@@ -28,6 +28,7 @@ HNSW_THRESHOLD = 50_000
 Exact numpy search answers in a few ms up to ~50k vectors of 384 dims on two cores, is exact and
 needs no build; past that its latency grows linearly while the graph's barely moves."""
 MODES = ("hybrid", "keyword", "vector", "rerank")
+INDEX_KINDS = ("auto", "flat", "hnsw")
 
 
 class VectorSearcher:
@@ -40,7 +41,11 @@ class VectorSearcher:
         metric: str = "cosine",
         hnsw_threshold: int = HNSW_THRESHOLD,
         ef_search: int | None = None,
+        index: str = "auto",
     ) -> None:
+        if index not in INDEX_KINDS:
+            raise ValidationError(f"index must be one of {', '.join(INDEX_KINDS)}, not {index!r}")
+        self._kind = index
         self._store = store
         self._embedder = embedder
         self._metric = metric
@@ -58,8 +63,9 @@ class VectorSearcher:
     def index(self) -> ExactIndex | HnswIndex:
         """The vector index: exact below ``hnsw_threshold`` vectors, HNSW at or above.
 
-        It loads on first use (numpy and usearch are imported only then), and the choice is
-        made again whenever the store's vectors change.
+        ``index="flat"`` or ``"hnsw"`` fixes the kind instead. It loads on first use (numpy and
+        usearch are imported only then), and the choice is made again whenever the store's
+        vectors change.
         """
         generation = self._store.vector_generation()
         if self._index is None or generation != self._chosen_at:
@@ -67,10 +73,13 @@ class VectorSearcher:
             from vrom.index.exact import ExactIndex
             from vrom.index.hnsw import HnswIndex, cached_vector_count
 
-            count = cached_vector_count(self._store)
-            if count is None:
-                count = self._store.counts().vectors
-            if count >= self._hnsw_threshold:
+            use_hnsw = self._kind == "hnsw"
+            if self._kind == "auto":
+                count = cached_vector_count(self._store)
+                if count is None:
+                    count = self._store.counts().vectors
+                use_hnsw = count >= self._hnsw_threshold
+            if use_hnsw:
                 if not isinstance(self._index, HnswIndex):
                     self._close_index()
                     self._index = (

@@ -91,6 +91,48 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER vectors_replaced AFTER UPDATE ON vectors
         BEGIN INSERT INTO vector_changes(chunk_id) VALUES (new.chunk_id); END;
     """,
+    # 4: the scalar values of each document's frontmatter/metadata (a list field's items one by
+    # one), indexed, so a `where` filter is a few index lookups instead of parsing the JSON of
+    # every document. ``kind`` keeps JSON's types apart (true is not 1, "5" is not 5). Triggers
+    # keep it in step with ``documents.frontmatter``; existing stores are filled here.
+    """
+    CREATE TABLE fields (
+        key         TEXT NOT NULL,
+        kind        TEXT NOT NULL CHECK (kind IN ('text', 'number', 'bool')),
+        value       NOT NULL,
+        document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        PRIMARY KEY (key, kind, value, document_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX fields_document ON fields(document_id);
+    CREATE VIEW field_values AS
+        SELECT document_id, key,
+            CASE type WHEN 'text' THEN 'text' WHEN 'integer' THEN 'number'
+                WHEN 'real' THEN 'number' ELSE 'bool' END AS kind,
+            CASE type WHEN 'true' THEN 1 WHEN 'false' THEN 0 ELSE atom END AS value
+        FROM (
+            SELECT d.id AS document_id, f.key AS key, f.type AS type, f.atom AS atom
+            FROM documents d, json_each(d.frontmatter) f
+            WHERE f.type NOT IN ('object', 'array', 'null')
+            UNION ALL
+            SELECT d.id, f.key, e.type, e.atom
+            FROM documents d, json_each(d.frontmatter) f, json_each(f.value) e
+            WHERE f.type = 'array' AND e.type NOT IN ('object', 'array', 'null')
+        );
+    INSERT OR IGNORE INTO fields(key, kind, value, document_id)
+        SELECT key, kind, value, document_id FROM field_values;
+    CREATE TRIGGER documents_fields_added AFTER INSERT ON documents BEGIN
+        INSERT OR IGNORE INTO fields(key, kind, value, document_id)
+        SELECT key, kind, value, document_id FROM field_values WHERE document_id = new.id;
+    END;
+    CREATE TRIGGER documents_fields_changed AFTER UPDATE OF frontmatter ON documents BEGIN
+        DELETE FROM fields WHERE document_id = new.id;
+        INSERT OR IGNORE INTO fields(key, kind, value, document_id)
+        SELECT key, kind, value, document_id FROM field_values WHERE document_id = new.id;
+    END;
+    CREATE TRIGGER documents_fields_removed AFTER DELETE ON documents BEGIN
+        DELETE FROM fields WHERE document_id = old.id;
+    END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -109,6 +151,11 @@ CONSISTENCY_CHECKS: dict[str, str] = {
     " (SELECT 1 FROM documents d WHERE d.id = l.document_id)",
     "tags without a note": "SELECT count(*) FROM tags t WHERE NOT EXISTS"
     " (SELECT 1 FROM documents d WHERE d.id = t.document_id)",
+    "field values out of step with the notes' frontmatter": "SELECT (SELECT count(*) FROM"
+    " (SELECT key, kind, value, document_id FROM field_values EXCEPT"
+    " SELECT key, kind, value, document_id FROM fields)) + (SELECT count(*) FROM"
+    " (SELECT key, kind, value, document_id FROM fields EXCEPT"
+    " SELECT key, kind, value, document_id FROM field_values))",
     "vectors without a chunk": "SELECT count(*) FROM vectors v WHERE NOT EXISTS"
     " (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)",
     "chunks with broken prev/next links": "SELECT count(*) FROM chunks c WHERE (c.next_id IS NOT NULL AND NOT EXISTS"

@@ -60,33 +60,36 @@ def where_sql(where: Where | None) -> tuple[str, list[Any]]:
 _COMPARISONS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
 
+def _kind(value: Scalar) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    return "number" if isinstance(value, (int, float)) else "text"
+
+
 def _condition_sql(condition: Condition) -> tuple[str, list[Any]]:
-    """Return the SQL test of one condition on ``d.frontmatter`` and its parameters."""
-    json_path = '$."' + condition.field.replace('"', '""') + '"'
+    """Return the SQL test of one condition on document ``d`` and its parameters.
+
+    It looks the values up in the ``fields`` table (a document's scalar metadata values, a list
+    field's items one by one), so a filter costs index lookups, not a parse of every
+    document's JSON. A list field passes when any of its items does.
+    """
     op, value = condition.op, condition.value
     if op in _COMPARISONS:
-        # compare numbers only: SQLite orders any text above any number
+        # numbers only: SQLite would order any text above any number
         return (
-            f"(json_type(d.frontmatter, ?) IN ('integer', 'real')"
-            f" AND json_extract(d.frontmatter, ?) {_COMPARISONS[op]} ?)",
-            [json_path, json_path, value],
+            "d.id IN (SELECT document_id FROM fields WHERE key = ? AND kind = 'number'"
+            f" AND value {_COMPARISONS[op]} ?)",
+            [condition.field, value],
         )
     values: tuple[Scalar, ...] = value if isinstance(value, tuple) else (value,)
-    tests, params = [], []
+    by_kind: dict[str, list[Any]] = {}
     for one in values:
-        if isinstance(one, bool):  # JSON true/false, not the numbers 1/0 SQLite reads them as
-            tests.append(f"j.type = '{'true' if one else 'false'}'")
-        else:
-            tests.append("(j.type NOT IN ('true', 'false') AND j.value = ?)")
-            params.append(one)
-    # A scalar field equals a value, or a list field holds one: json_each yields a scalar
-    # itself and a list's items, so one test covers both (an object field never matches).
-    test = (
-        "(json_type(d.frontmatter, ?) != 'object' AND EXISTS (SELECT 1 FROM"
-        " json_each(d.frontmatter, ?) j WHERE j.type NOT IN ('object', 'array')"
-        f" AND ({' OR '.join(tests)})))"
-    )
-    params = [json_path, json_path, *params]
+        by_kind.setdefault(_kind(one), []).append(int(one) if isinstance(one, bool) else one)
+    tests, params = [], [condition.field]
+    for kind, group in by_kind.items():
+        tests.append(f"(kind = ? AND value IN ({', '.join('?' for _ in group)}))")
+        params += [kind, *group]
+    subquery = f"SELECT document_id FROM fields WHERE key = ? AND ({' OR '.join(tests)})"
     if op in ("ne", "nin"):
-        return f"NOT coalesce({test}, 0)", params
-    return test, params
+        return f"d.id NOT IN ({subquery})", params
+    return f"d.id IN ({subquery})", params
