@@ -97,7 +97,7 @@ def read_store(db: Path) -> StoreReading:
         tables = {
             row[0]
             for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            if not row[0].startswith(("sqlite_", "chunks_fts_"))
+            if not row[0].startswith(("sqlite_", "chunks_fts_", "memories_fts_"))
         }
         expected = {
             "meta",
@@ -109,6 +109,9 @@ def read_store(db: Path) -> StoreReading:
             "vectors",
             "vector_changes",
             "fields",
+            "memories",
+            "memories_fts",
+            "memory_vectors",
         }
         if not tables:  # killed before the schema's transaction committed
             return StoreReading(problems, {}, None, has_schema=False)

@@ -218,6 +218,72 @@ class BackendInfo:
     details: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class FolderListing:
+    """What one vault folder holds.
+
+    Fields:
+        folder: the folder's path relative to the vault root (``""`` for the root).
+        folders: its direct subfolders (vault-relative paths, sorted), without hidden folders,
+            the folders vrom never indexes (``.git``, ``.obsidian``, ``.trash``,
+            ``node_modules``) and symlinks that leave the vault.
+        notes: the indexed notes directly in it, sorted by path.
+    """
+
+    folder: str
+    folders: Sequence[str]
+    notes: Sequence[NoteRef]
+
+
+@dataclass(frozen=True)
+class TagCount:
+    """A tag (lower-case, without ``#``; nested tags keep their ``/``) and how many notes have it."""
+
+    tag: str
+    count: int
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What writing a note did.
+
+    Fields:
+        path: the note's path relative to the vault root (with ``.md`` if it was added).
+        created: True when the file did not exist before.
+        bytes: the size of the file as written.
+        indexed: True when the store holds the note as written (searchable now); False when
+            re-indexing failed: the file is written all the same, and ``warning`` says why.
+        warning: one line about re-indexing (a failure, or a caveat such as broken
+            frontmatter), or None.
+    """
+
+    path: str
+    created: bool
+    bytes: int
+    indexed: bool
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """What deleting a note did.
+
+    Fields:
+        path: the deleted note's path relative to the vault root.
+        trashed_to: where the note went, relative to the vault root (under ``.trash/``), or
+            None when it was deleted permanently.
+        index_updated: True when the note is gone from the store too; False when removing it
+            failed (the file is deleted all the same, and ``warning`` says why; the next
+            ``index`` removes it).
+        warning: one line about updating the store, or None.
+    """
+
+    path: str
+    trashed_to: str | None
+    index_updated: bool = True
+    warning: str | None = None
+
+
 def to_jsonable(value: Any) -> Any:
     """Return ``value`` (a result dataclass, or lists/dicts of them) as JSON-ready data."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -15,19 +16,22 @@ from vrom.embed import Embedder
 from vrom.errors import NotFoundError, ValidationError
 from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
+from vrom.ingest.confine import note_ref_in_vault, resolve_in_vault
 from vrom.ingest.embedding import EmbedProgress, bind_embedder, embed_missing, stored_fingerprint
 from vrom.ingest.indexer import (
     STRATEGY_META_KEY,
     Indexer,
     IndexOptions,
     ProgressCallback,
-    vault_relative,
 )
 from vrom.ingest.parse import note_key, parse_note
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES, read_note_text
+from vrom.memories import Memories
 from vrom.results import (
     BackendInfo,
     Context,
+    DeleteResult,
+    FolderListing,
     Hit,
     IndexSummary,
     Link,
@@ -36,7 +40,9 @@ from vrom.results import (
     Related,
     SharedTags,
     SimilarNote,
+    TagCount,
     VaultStats,
+    WriteResult,
 )
 from vrom.search.context import expand_hits, format_context
 from vrom.search.keyword import keyword_search
@@ -44,6 +50,7 @@ from vrom.search.links import backlink_sources, resolve_link
 from vrom.search.vector import HNSW_THRESHOLD, VectorSearcher, check_mode
 from vrom.store import Store, StoredDocument
 from vrom.store.sqlite import SQLiteStore
+from vrom.vault_files import VaultFiles
 
 VAULT_ENV = "VROM_VAULT"
 AUTO = "auto"
@@ -78,6 +85,10 @@ class Vault:
         self._encoding = encoding
         self._searcher: VectorSearcher | None = None
         self._embedder_resolved = False
+        # through the public method, so a caller's wrapper of reindex_paths applies to writes too
+        self._files = VaultFiles(
+            root, store, options.max_file_bytes, lambda paths: self.reindex_paths(paths)
+        )
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -274,6 +285,20 @@ class Vault:
             self._embedder_resolved = True
         return self._searcher
 
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder notes, queries and memories are embedded with (None: keyword only).
+
+        It loads on first use.
+        """
+        searcher = self._vector_searcher()
+        return None if searcher is None else searcher.embedder
+
+    @functools.cached_property
+    def memories(self) -> Memories:
+        """The agent's memories, kept in this vault's store (see `vrom.memories.Memories`)."""
+        return Memories(self.store, lambda: self.embedder)
+
     def reindex_paths(self, paths: Iterable[str | os.PathLike[str]]) -> IndexSummary:
         """Re-index just these notes (vault-relative or absolute paths inside the vault).
 
@@ -394,12 +419,10 @@ class Vault:
             if doc is None:
                 raise NotFoundError(f"no note with id {path_or_id} in vault {self.root}")
             return doc
-        if not isinstance(path_or_id, str) or not path_or_id.strip():
+        if not isinstance(path_or_id, str):
             raise ValidationError("a note is named by its path, its name or its id")
-        ref = path_or_id.strip()
-        if Path(ref).is_absolute():
-            ref = vault_relative(self.root, ref)
-        key = note_key(ref.removeprefix("./").replace("\\", "/"))
+        ref = note_ref_in_vault(self.root, path_or_id.strip())
+        key = note_key(ref)
         matches = self.store.find_documents(key)
         if matches:
             return matches[0]
@@ -425,11 +448,16 @@ class Vault:
         return links
 
     def get_note(self, path_or_id: str | int) -> Note:
-        """Return a note by path (with or without ``.md``), name, or id, with its current body."""
+        """Return a note by path (with or without ``.md``), name, or id, with its current body.
+
+        A path that leaves the vault (``..``, absolute elsewhere, symlinks out) or enters hidden
+        folders raises `ValidationError` with code ``path_outside_vault``.
+        """
         doc = self._document(path_or_id)
+        absolute, _ = resolve_in_vault(self.root, doc.path, for_write=False)
         text: str | None = None
         try:
-            text, _ = read_note_text((self.root / doc.path).read_bytes())
+            text, _ = read_note_text(absolute.read_bytes())
         except OSError:
             text = None
         if text is None:  # gone from disk since indexing: rebuild the body from its chunks
@@ -507,3 +535,72 @@ class Vault:
     def backend_info(self) -> BackendInfo:
         """Return what the store backend is and can do."""
         return BackendInfo(**self.store.describe())
+
+    # -- files -----------------------------------------------------------------------------
+    # Every path below is confined to the vault by `vrom.ingest.confine.resolve_in_vault`:
+    # escapes raise `ValidationError` with code ``path_outside_vault``.
+
+    def resolve_note_path(self, path: str) -> str:
+        """Return a note path confined to the vault, as a vault-relative POSIX path (for reads).
+
+        Refuses ``..``, absolute paths, symlinks out of the vault and hidden folders; the file
+        need not exist, and no ``.md`` is added.
+        """
+        return self._files.resolve_note_path(path)
+
+    def list_folder(self, folder: str = "") -> FolderListing:
+        """Return a folder's direct subfolders and the indexed notes directly in it.
+
+        ``folder`` is vault-relative (``""``, ``"."`` or ``"/"`` is the vault root); a missing
+        folder raises `NotFoundError`.
+        """
+        return self._files.list_folder(folder)
+
+    def tags(self) -> list[TagCount]:
+        """Return every tag with the number of notes that have it, most used first."""
+        return self._files.tags()
+
+    def notes_with_tag(self, tag: str) -> list[NoteRef]:
+        """Return the notes tagged ``tag`` (``#`` optional) or a tag nested under it, by path.
+
+        ``project`` matches ``project`` and ``project/atlas``, not ``projects``.
+        """
+        return self._files.notes_with_tag(tag)
+
+    def write_note(
+        self,
+        path: str,
+        content: str,
+        *,
+        mode: str = "create",
+        frontmatter: Mapping[str, Any] | None = None,
+    ) -> WriteResult:
+        """Write a note into the vault atomically, re-index it, and return what was done.
+
+        ``path`` is vault-relative; ``.md`` is appended to a name without an extension, and
+        only Markdown notes can be written (code ``not_a_note``). ``mode``: ``create`` (an
+        existing file raises `ValidationError` with code ``exists``), ``overwrite`` (keeps the
+        file's permission bits), or ``append`` (adds ``content`` after one blank line; the note
+        must exist, else `NotFoundError`). ``frontmatter`` keys are merged into the resulting
+        note's frontmatter (see `set_frontmatter`). Missing folders are created. Content over
+        the vault's ``max_file_bytes`` is refused (code ``too_large``). If re-indexing fails,
+        the file stays written and the result has ``indexed=False`` and a ``warning``.
+        """
+        return self._files.write_note(path, content, mode=mode, frontmatter=frontmatter)
+
+    def set_frontmatter(self, path: str, values: Mapping[str, Any], *, merge: bool = True) -> Note:
+        """Set a note's frontmatter, keep its body byte for byte, and return the re-indexed note.
+
+        ``merge`` updates the keys given and keeps the others; ``merge=False`` replaces the
+        whole frontmatter (an empty mapping removes it). Broken frontmatter is never
+        overwritten: it raises `ValidationError` with code ``bad_frontmatter``.
+        """
+        return self.get_note(self._files.set_frontmatter(path, values, merge=merge))
+
+    def delete_note(self, path: str, *, permanent: bool = False) -> DeleteResult:
+        """Delete a note and drop it from the store; return where it went.
+
+        By default the note moves to ``<vault>/.trash/<its path>`` (with a timestamp in the
+        name if that is taken); ``permanent=True`` unlinks it.
+        """
+        return self._files.delete_note(path, permanent=permanent)

@@ -7,6 +7,7 @@ the SDK. A store never imports from the layers above it.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -273,6 +274,18 @@ class Store(Protocol):
         """Return (note id, shared tags) for other notes sharing tags, most shared first."""
         ...
 
+    def tag_counts(self) -> list[tuple[str, int]]:
+        """Return (tag, number of notes) for every tag, most used first, then by name."""
+        ...
+
+    def documents_with_tag(self, tag: str) -> list[StoredDocument]:
+        """Return the notes tagged ``tag`` or a tag nested under it (``tag/...``), by path."""
+        ...
+
+    def documents_in_folder(self, folder: str) -> list[StoredDocument]:
+        """Return the notes directly in ``folder`` ("" for the root, no trailing /), by path."""
+        ...
+
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: Where | None = None
     ) -> list[KeywordRow]:
@@ -356,4 +369,126 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release the connection; later calls raise `StorageError`."""
+        ...
+
+
+MEMORY_STATUSES = ("active", "archived", "superseded")
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """An agent memory as written to and read back from the store.
+
+    ``tags`` and ``related`` (note paths) are kept in order; ``superseded_by`` is set exactly
+    when ``status`` is ``superseded``.
+    """
+
+    id: str
+    created_unix: float
+    updated_unix: float
+    project: str | None
+    type: str
+    title: str
+    content: str
+    tags: tuple[str, ...] = ()
+    related: tuple[str, ...] = ()
+    source: str | None = None
+    status: str = "active"
+    superseded_by: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Which memories a read sees: every given part must hold (None: any)."""
+
+    project: str | None = None
+    type: str | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryKeywordRow:
+    """A keyword match among memories: the memory and its BM25 score (higher is better)."""
+
+    memory: MemoryRecord
+    bm25: float
+
+
+@dataclass(frozen=True)
+class MemoryCounts:
+    """How many memories a store holds: in all, by status, type and project, and with a vector.
+
+    Memories without a project are not in ``by_project``.
+    """
+
+    total: int
+    by_status: Mapping[str, int]
+    by_type: Mapping[str, int]
+    by_project: Mapping[str, int]
+    embedded: int
+
+
+# builtins.list in the annotations below: the method `list` shadows the type in the class body
+class MemoryStore(Protocol):
+    """What `vrom.memories.Memories` needs from a backend. Methods raise `StorageError`."""
+
+    @property
+    def location(self) -> str:
+        """Where the store lives (a file path or a URL without secrets)."""
+        ...
+
+    def get_meta(self, key: str) -> str | None:
+        """Return a value of the ``meta`` table, or None."""
+        ...
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a value of the ``meta`` table."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Return a context manager under which writes commit together or not at all."""
+        ...
+
+    def put(self, memory: MemoryRecord) -> None:
+        """Add a memory, or replace the one with its id (whose vector goes if its text changed)."""
+        ...
+
+    def get(self, memory_id: str) -> MemoryRecord | None:
+        """Return a memory by id, or None."""
+        ...
+
+    def list(self, where: MemoryFilter, limit: int) -> builtins.list[MemoryRecord]:
+        """Return up to ``limit`` memories passing the filter, newest first."""
+        ...
+
+    def set_status(
+        self, memory_id: str, status: str, superseded_by: str | None, updated_unix: float
+    ) -> bool:
+        """Set a memory's status (and successor); False when no memory has that id."""
+        ...
+
+    def keyword_search(
+        self, query: KeywordQuery, limit: int, where: MemoryFilter
+    ) -> builtins.list[MemoryKeywordRow]:
+        """Return up to ``limit`` memories matching the query and filter, best BM25 first."""
+        ...
+
+    def missing_vectors(self, limit: int, after: str = "") -> builtins.list[MemoryRecord]:
+        """Return up to ``limit`` memories with ids above ``after`` that have no vector, by id."""
+        ...
+
+    def put_vectors(self, vectors: Sequence[tuple[str, bytes]]) -> int:
+        """Store vectors by memory id (memories gone meanwhile are skipped); return how many."""
+        ...
+
+    def clear_vectors(self) -> None:
+        """Remove every memory vector (before embedding with another model)."""
+        ...
+
+    def vectors(self, where: MemoryFilter) -> builtins.list[tuple[str, bytes]]:
+        """Return (memory id, vector bytes) for the memories passing the filter, by id."""
+        ...
+
+    def counts(self) -> MemoryCounts:
+        """Return how many memories there are, by status, type and project."""
         ...

@@ -133,6 +133,44 @@ MIGRATIONS: tuple[str, ...] = (
         DELETE FROM fields WHERE document_id = old.id;
     END;
     """,
+    # 5: agent memories, searched like chunks: a keyword index over title, content and tags, and
+    # one float32 vector each (the embedder's fingerprint is in meta under
+    # ``memory_embedding_fingerprint``). The keyword index names its memory in an unindexed
+    # column rather than by rowid, since VACUUM may renumber the rowids of a table whose key is
+    # text. The store writes that index itself (CJK text is segmented first); a trigger removes
+    # a memory's entry with it.
+    f"""
+    CREATE TABLE memories (
+        id            TEXT PRIMARY KEY,
+        created_unix  REAL NOT NULL,
+        updated_unix  REAL NOT NULL,
+        project       TEXT,
+        type          TEXT NOT NULL,
+        title         TEXT NOT NULL,
+        content       TEXT NOT NULL,
+        tags          TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags)),
+        related       TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(related)),
+        source        TEXT,
+        status        TEXT NOT NULL DEFAULT 'active'
+                      CHECK (status IN ('active', 'archived', 'superseded')),
+        superseded_by TEXT REFERENCES memories(id),
+        CHECK ((status = 'superseded') = (superseded_by IS NOT NULL))
+    );
+    CREATE INDEX memories_project ON memories(project);
+    CREATE INDEX memories_status ON memories(status);
+    CREATE INDEX memories_type ON memories(type);
+    CREATE INDEX memories_created ON memories(created_unix);
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        memory_id UNINDEXED, title, content, tags, tokenize = '{FTS_TOKENIZER}'
+    );
+    CREATE TRIGGER memories_removed AFTER DELETE ON memories BEGIN
+        DELETE FROM memories_fts WHERE memory_id = old.id;
+    END;
+    CREATE TABLE memory_vectors (
+        memory_id TEXT PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+        data      BLOB NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -161,4 +199,15 @@ CONSISTENCY_CHECKS: dict[str, str] = {
     "chunks with broken prev/next links": "SELECT count(*) FROM chunks c WHERE (c.next_id IS NOT NULL AND NOT EXISTS"
     " (SELECT 1 FROM chunks n WHERE n.id = c.next_id AND n.prev_id = c.id))"
     " OR (c.prev_id IS NULL) != (c.position = 0)",
+    # NOT IN builds one temporary index, where NOT EXISTS would scan the keyword index per row
+    "memories missing from the memory keyword index": "SELECT count(*) FROM memories"
+    " WHERE id NOT IN (SELECT memory_id FROM memories_fts)",
+    "memory keyword index rows without a memory": "SELECT count(*) FROM memories_fts"
+    " WHERE memory_id NOT IN (SELECT id FROM memories)",
+    "memories indexed more than once": "SELECT count(*) - count(DISTINCT memory_id)"
+    " FROM memories_fts",
+    "memory vectors without a memory": "SELECT count(*) FROM memory_vectors"
+    " WHERE memory_id NOT IN (SELECT id FROM memories)",
+    "superseded memories whose successor is missing": "SELECT count(*) FROM memories"
+    " WHERE superseded_by IS NOT NULL AND superseded_by NOT IN (SELECT id FROM memories)",
 }

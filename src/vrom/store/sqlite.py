@@ -638,6 +638,36 @@ class SQLiteStore:
             )
             return [(row[0], sorted(json.loads(row[1]))) for row in rows]
 
+    def tag_counts(self) -> list[tuple[str, int]]:
+        """Return (tag, number of notes) for every tag, most used first, then by name."""
+        with self._guard("counting tags"):
+            rows = self._conn.execute(
+                "SELECT tag, count(*) AS n FROM tags GROUP BY tag ORDER BY n DESC, tag"
+            )
+            return [(row[0], row[1]) for row in rows]
+
+    def documents_with_tag(self, tag: str) -> list[StoredDocument]:
+        """Return the notes tagged ``tag`` or a tag nested under it (``tag/...``), by path."""
+        with self._guard("finding tagged notes"):
+            rows = self._conn.execute(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE EXISTS (SELECT 1 FROM tags t"
+                " WHERE t.document_id = d.id AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
+                " ORDER BY d.path",
+                (tag, escape_like(tag) + "/%"),
+            )
+            return [_document(row) for row in rows]
+
+    def documents_in_folder(self, folder: str) -> list[StoredDocument]:
+        """Return the notes directly in ``folder`` ("" for the root, no trailing /), by path."""
+        prefix = f"{folder}/" if folder else ""
+        with self._guard("listing a folder"):
+            rows = self._conn.execute(
+                f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE path LIKE ? ESCAPE '\\'"
+                " AND instr(substr(path, ?), '/') = 0 ORDER BY path",
+                (escape_like(prefix) + "%", len(prefix) + 1),
+            )
+            return [_document(row) for row in rows]
+
     # -- vectors ---------------------------------------------------------------------------
 
     def chunks_missing_vectors(self, limit: int, after: int = 0) -> list[StoredChunk]:

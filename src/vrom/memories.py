@@ -1,0 +1,441 @@
+"""`Memories`: what an agent chose to remember, kept in the store and recalled by meaning and words.
+
+A memory is a short titled text (a decision, a fact, a preference...) with a project, tags, the
+notes it relates to and where it came from. Memories live in the vault's store file beside the
+notes, so they survive reopening and share its crash safety; they are searched like chunks: BM25
+over title, content and tags, cosine over one vector each, fused by reciprocal rank (k=60).
+
+    memories = Memories(store, Embedder.default())
+    memories.remember("Deploys go through CI", "Never push to prod by hand.", type="decision")
+    memories.recall("how do we deploy?", k=3)
+
+A memory is never edited or deleted: `archive` retires it (``archived``), or points to the one
+that replaces it (``superseded``); `recall` and `list` see active memories unless asked.
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from vrom.embed import Embedder
+from vrom.errors import ModelError, NotFoundError, ValidationError
+from vrom.search.keyword import CANDIDATE_FACTOR, MAX_K, check_k
+from vrom.search.query import parse_query
+from vrom.search.vector import RRF_K
+from vrom.store import MEMORY_STATUSES, MemoryFilter, MemoryRecord, MemoryStore, Store
+from vrom.store.memory_store import memory_store_for
+
+MEMORY_TYPES = ("note", "decision", "fact", "preference", "todo", "observation")
+"""The documented memory types; any other lower-case word of up to 40 characters is allowed."""
+ANY_STATUS = "any"
+FILTER_STATUSES = (*MEMORY_STATUSES, ANY_STATUS)
+"""The statuses `Memories.recall` and `Memories.list` filter by (``any``: all of them)."""
+RETIRED_STATUSES = ("archived", "superseded")
+"""The statuses `Memories.archive` sets."""
+MAX_TITLE_CHARS = 200
+MAX_CONTENT_CHARS = 20_000
+MAX_PROJECT_CHARS = 100
+MAX_TAGS = 50
+MAX_TAG_CHARS = 100
+MAX_RELATED = 100
+MAX_RELATED_CHARS = 1_000
+MAX_SOURCE_CHARS = 1_000
+FINGERPRINT_META_KEY = "memory_embedding_fingerprint"
+"""The meta key of the fingerprint of the embedder every stored memory vector comes from."""
+EMBED_BATCH = 64
+
+_TYPE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A memory as the API returns it.
+
+    ``id`` (``mem_`` then 20 hex digits; ids sort by creation time), ``timestamp`` (creation,
+    ISO 8601 UTC) and ``created_unix``, ``updated_unix`` (the last status change), ``project``
+    (None: none), ``type`` (see `MEMORY_TYPES`), ``title``, ``content``, ``tags``, ``related``
+    (note paths), ``source`` (where it came from: a URL, a session, a tool), ``status``
+    (``active``, ``archived`` or ``superseded``) and ``superseded_by`` (the id of the memory
+    that replaced it, only when superseded).
+    """
+
+    id: str
+    timestamp: str
+    created_unix: float
+    updated_unix: float
+    project: str | None
+    type: str
+    title: str
+    content: str
+    tags: tuple[str, ...] = ()
+    related: tuple[str, ...] = ()
+    source: str | None = None
+    status: str = "active"
+    superseded_by: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    """A recalled memory: ``score`` ranks hits (higher is better); ``scores`` holds its parts.
+
+    Parts: ``bm25`` (keyword match), ``vector`` (cosine similarity) when it was found that way,
+    and ``rrf`` (their reciprocal rank fusion, the score) when an embedder took part.
+    """
+
+    memory: Memory
+    score: float
+    scores: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    """How many memories there are: in all, by status, by type, by project, and embedded.
+
+    Memories without a project are not counted in ``by_project``.
+    """
+
+    total: int
+    by_status: Mapping[str, int]
+    by_type: Mapping[str, int]
+    by_project: Mapping[str, int]
+    embedded: int
+
+
+def _memory(record: MemoryRecord) -> Memory:
+    timestamp = dt.datetime.fromtimestamp(record.created_unix, dt.timezone.utc)
+    return Memory(
+        id=record.id,
+        timestamp=timestamp.isoformat(timespec="seconds"),
+        created_unix=record.created_unix,
+        updated_unix=record.updated_unix,
+        project=record.project,
+        type=record.type,
+        title=record.title,
+        content=record.content,
+        tags=record.tags,
+        related=record.related,
+        source=record.source,
+        status=record.status,
+        superseded_by=record.superseded_by,
+    )
+
+
+def _new_id(now: float) -> str:
+    """Return a new memory id: milliseconds since 1970 (12 hex digits), then 8 random ones."""
+    return f"mem_{int(now * 1000):012x}{os.urandom(4).hex()}"
+
+
+def _encode(embedder: Embedder, memories: list[MemoryRecord]) -> list[bytes]:
+    """Return the float32 vector bytes of each memory's title and content."""
+    from vrom.index.codec import encode  # numpy: loaded already by any embedder
+
+    texts = [f"{memory.title}\n\n{memory.content}" for memory in memories]
+    return encode(embedder.embed_documents(texts), "float32")
+
+
+def _text(name: str, value: object, limit: int, *, one_line: bool = False) -> str:
+    """Return ``value`` stripped, or raise `ValidationError` if it is not fitting text."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a string, not {type(value).__name__}")
+    text = value.strip()
+    if not text:
+        raise ValidationError(f"{name} must not be blank")
+    if len(text) > limit:
+        raise ValidationError(f"{name} is {len(text):,} characters; the limit is {limit:,}")
+    if "\x00" in text or (one_line and _CONTROL.search(text)):
+        what = "line breaks or control characters" if one_line else "NUL characters"
+        raise ValidationError(f"{name} must not hold {what}")
+    return text
+
+
+def _optional_text(name: str, value: object, limit: int) -> str | None:
+    return None if value is None else _text(name, value, limit, one_line=True)
+
+
+def _tag(text: str) -> str:
+    """Return a tag as notes' tags are kept: no ``#`` or outer ``/``, lower case."""
+    return text.strip().lstrip("#").strip("/").lower()
+
+
+def _texts(
+    name: str,
+    values: Iterable[str],
+    most: int,
+    limit: int,
+    clean: Callable[[str], str] = str.strip,
+) -> tuple[str, ...]:
+    """Return the ``clean``-ed, de-duplicated strings of ``values`` (order kept)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ValidationError(f"{name} must be a list of strings, not {type(values).__name__}")
+    items = tuple(
+        dict.fromkeys(
+            _text(f"each of {name}", clean(v) if isinstance(v, str) else v, limit, one_line=True)
+            for v in values
+        )
+    )
+    if len(items) > most:
+        raise ValidationError(f"{name} holds {len(items)} items; the limit is {most}")
+    return items
+
+
+def _type(value: object) -> str:
+    if not isinstance(value, str) or not _TYPE.match(value.strip().lower()):
+        raise ValidationError(
+            f"type {value!r} must be one of {', '.join(MEMORY_TYPES)} or another word of up to "
+            "40 lower-case letters, digits, '-' or '_'"
+        )
+    return value.strip().lower()
+
+
+def _status(value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValidationError(f"status must be one of {', '.join(allowed)}, not {value!r}")
+    return str(value)
+
+
+def _memory_filter(project: str | None, type_: str | None, status: str) -> MemoryFilter:
+    _status(status, FILTER_STATUSES)
+    return MemoryFilter(
+        project=_optional_text("project", project, MAX_PROJECT_CHARS),
+        type=None if type_ is None else _type(type_),
+        status=None if status == ANY_STATUS else status,
+    )
+
+
+def _memory_id(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(f"a memory id must be a non-empty string, not {value!r}")
+    return value.strip()
+
+
+class Memories:
+    """The memories kept in one store; recall uses ``embedder`` when given, else keywords only.
+
+    ``embedder`` may also be a function returning the embedder (or None), called once when a
+    model is first needed, so listing or archiving memories never loads one. Memory vectors
+    always come from the embedder in use: memories remembered without one (or with another
+    model) are embedded when next recalled with this one.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | Callable[[], Embedder | None] | None = None,
+    ) -> None:
+        self._store: MemoryStore = memory_store_for(store)
+        self._embedder_choice = embedder
+        self._embedder: Embedder | None = None
+        self._embedder_resolved = False
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder memories and queries are embedded with (None: keyword recall only)."""
+        if not self._embedder_resolved:
+            choice = self._embedder_choice
+            self._embedder = choice if choice is None or isinstance(choice, Embedder) else choice()
+            self._embedder_resolved = True
+        return self._embedder
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def remember(
+        self,
+        title: str,
+        content: str,
+        *,
+        type: str = "note",
+        project: str | None = None,
+        tags: Iterable[str] = (),
+        related: Iterable[str] = (),
+        source: str | None = None,
+    ) -> Memory:
+        """Store a new memory (and its vector, with an embedder) in one transaction; return it.
+
+        ``title`` (one line, up to 200 characters) and ``content`` (up to 20,000) must not be
+        blank; ``type`` is one of `MEMORY_TYPES` or another lower-case word of up to 40
+        characters; ``project`` and ``source`` are optional one-line texts; ``tags`` (a leading
+        ``#`` is dropped and case folded, as in notes) and ``related`` (note paths) are lists of
+        strings. Anything else is a `ValidationError`. ``title`` and ``content`` are embedded
+        together when there is an embedder.
+        """
+        now = time.time()
+        record = MemoryRecord(
+            id=_new_id(now),
+            created_unix=now,
+            updated_unix=now,
+            project=_optional_text("project", project, MAX_PROJECT_CHARS),
+            type=_type(type),
+            title=_text("title", title, MAX_TITLE_CHARS, one_line=True),
+            content=_text("content", content, MAX_CONTENT_CHARS),
+            tags=_texts("tags", tags, MAX_TAGS, MAX_TAG_CHARS, _tag),
+            related=_texts("related", related, MAX_RELATED, MAX_RELATED_CHARS),
+            source=_optional_text("source", source, MAX_SOURCE_CHARS),
+        )
+        embedder = self.embedder
+        blob = None if embedder is None else _encode(embedder, [record])[0]
+        with self._store.transaction():
+            self._store.put(record)
+            if embedder is not None and blob is not None:
+                self._bind_embedder(embedder)
+                self._store.put_vectors([(record.id, blob)])
+        return _memory(record)
+
+    def archive(
+        self, memory_id: str, status: str = "archived", superseded_by: str | None = None
+    ) -> Memory:
+        """Retire a memory: ``archived``, or ``superseded`` by the memory ``superseded_by``.
+
+        Returns the memory as it now is. An unknown id (either one) is a `NotFoundError`;
+        ``superseded_by`` is required with ``superseded`` and refused with ``archived``.
+        """
+        memory_id = _memory_id(memory_id)
+        _status(status, RETIRED_STATUSES)
+        if status == "superseded":
+            if superseded_by is None:
+                raise ValidationError("a superseded memory needs superseded_by (its replacement)")
+            superseded_by = _memory_id(superseded_by)
+            if superseded_by == memory_id:
+                raise ValidationError(f"memory {memory_id!r} cannot supersede itself")
+        elif superseded_by is not None:
+            raise ValidationError("superseded_by goes with status='superseded', not 'archived'")
+        with self._store.transaction():
+            if superseded_by is not None and self._store.get(superseded_by) is None:
+                raise NotFoundError(f"no memory {superseded_by!r} to supersede {memory_id!r} with")
+            if not self._store.set_status(memory_id, status, superseded_by, time.time()):
+                raise NotFoundError(f"no memory {memory_id!r}: see 'vrom memory list'")
+        return self.get(memory_id)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, memory_id: str) -> Memory:
+        """Return the memory with this id; `NotFoundError` if there is none."""
+        memory_id = _memory_id(memory_id)
+        record = self._store.get(memory_id)
+        if record is None:
+            raise NotFoundError(f"no memory {memory_id!r}: see 'vrom memory list'")
+        return _memory(record)
+
+    def recall(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        project: str | None = None,
+        type: str | None = None,
+        status: str = "active",
+    ) -> builtins.list[MemoryHit]:
+        """Return the ``k`` memories that best match ``query``, best first.
+
+        With an embedder: reciprocal rank fusion (k=60) of BM25 and cosine similarity (exact,
+        over the vectors of the memories that pass the filters); without one: BM25 alone.
+        ``project`` and ``type`` must match exactly; ``status`` is one of the statuses or
+        ``"any"``. Query syntax is keyword search's: words, "phrases", -excluded, prefix*.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("a recall query must be a non-blank string")
+        check_k(k)
+        where = _memory_filter(project, type, status)
+        pool = max(50, k * CANDIDATE_FACTOR)
+        keyword_rows = self._store.keyword_search(parse_query(query), pool, where)
+        records = {row.memory.id: row.memory for row in keyword_rows}
+        embedder = self.embedder
+        if embedder is None:
+            ranked = [(row.bm25, row.memory.id, {"bm25": row.bm25}) for row in keyword_rows]
+        else:
+            fused: dict[str, dict[str, float]] = {}
+            for rank, row in enumerate(keyword_rows, start=1):
+                fused[row.memory.id] = {"bm25": row.bm25, "rrf": 1.0 / (RRF_K + rank)}
+            for rank, (memory_id, cosine) in enumerate(
+                self._nearest(embedder, query, pool, where), 1
+            ):
+                parts = fused.setdefault(memory_id, {})
+                parts["vector"] = cosine
+                parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
+            for memory_id in fused.keys() - records.keys():
+                record = self._store.get(memory_id)
+                if record is not None:  # None: deleted by another process meanwhile
+                    records[memory_id] = record
+            ranked = [(p["rrf"], i, p) for i, p in fused.items() if i in records]
+        ranked.sort(key=lambda item: (-item[0], -records[item[1]].created_unix, item[1]))
+        return [
+            MemoryHit(
+                _memory(records[memory_id]),
+                round(score, 6),
+                {name: round(value, 6) for name, value in parts.items()},
+            )
+            for score, memory_id, parts in ranked[:k]
+        ]
+
+    def stats(self) -> MemoryStats:
+        """Return how many memories there are: in all, by status, type and project."""
+        counts = self._store.counts()
+        return MemoryStats(
+            total=counts.total,
+            by_status=dict(counts.by_status),
+            by_type=dict(counts.by_type),
+            by_project=dict(counts.by_project),
+            embedded=counts.embedded,
+        )
+
+    def list(
+        self,
+        project: str | None = None,
+        type: str | None = None,
+        status: str = "active",
+        limit: int = 50,
+    ) -> builtins.list[Memory]:
+        """Return up to ``limit`` (1 to 1000) memories, newest first, filtered as in `recall`."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_K:
+            raise ValidationError(f"limit must be an integer from 1 to {MAX_K}, not {limit!r}")
+        where = _memory_filter(project, type, status)
+        return [_memory(record) for record in self._store.list(where, limit)]
+
+    # -- vectors ---------------------------------------------------------------------------
+
+    def _bind_embedder(self, embedder: Embedder) -> None:
+        """Make ``embedder`` the one memory vectors come from, dropping another model's."""
+        current = embedder.fingerprint.to_json()
+        if self._store.get_meta(FINGERPRINT_META_KEY) != current:
+            with self._store.transaction():
+                self._store.clear_vectors()
+                self._store.set_meta(FINGERPRINT_META_KEY, current)
+
+    def _embed_missing(self, embedder: Embedder) -> None:
+        """Embed the memories that have no vector from ``embedder``, a batch at a time."""
+        self._bind_embedder(embedder)
+        after = ""
+        while batch := self._store.missing_vectors(EMBED_BATCH, after):
+            after = batch[-1].id
+            blobs = _encode(embedder, batch)
+            with self._store.transaction():
+                self._bind_embedder(embedder)  # another process may have switched models since
+                self._store.put_vectors([(r.id, b) for r, b in zip(batch, blobs, strict=True)])
+
+    def _nearest(
+        self, embedder: Embedder, query: str, limit: int, where: MemoryFilter
+    ) -> builtins.list[tuple[str, float]]:
+        """Return up to ``limit`` (memory id, cosine) pairs nearest the query, best first."""
+        import numpy as np  # loaded already by any embedder
+
+        from vrom.index.codec import decode
+
+        self._embed_missing(embedder)
+        rows = self._store.vectors(where)
+        if not rows:
+            return []
+        matrix = decode([data for _, data in rows], "float32")
+        if matrix.shape[1] != embedder.dim:
+            raise ModelError(
+                f"the memory vectors in {self._store.location} changed to another model while "
+                "recalling: try again"
+            )
+        scores = matrix @ embedder.embed_query(query)
+        best = np.argsort(-scores, kind="stable")[:limit]
+        return [(rows[i][0], float(scores[i])) for i in best]

@@ -1,0 +1,445 @@
+"""Write, list, tag-query and delete a vault's notes safely: the engine behind `Vault`'s file methods.
+
+Every path goes through `resolve_in_vault` first (see `vrom.ingest.confine` for the rules).
+A write never leaves a half-written note: the new bytes go to a hidden temporary file in the
+same folder, are flushed to disk, and replace the note in one rename (a new note is hard-linked
+into place, so a file that appeared meanwhile is never clobbered); an overwritten note keeps its
+permission bits. After a write the note is re-indexed at once; if that fails the file stays
+written and the result says so. A deleted note goes to ``<vault>/.trash/<its path>`` unless the
+caller asks for a permanent delete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import stat
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vrom.errors import NotFoundError, StorageError, ValidationError, VromError
+from vrom.ingest.confine import OUTSIDE, resolve_in_vault
+from vrom.ingest.parse import split_frontmatter
+from vrom.ingest.walk import IGNORED_DIRS
+from vrom.results import (
+    DeleteResult,
+    FolderListing,
+    IndexSummary,
+    NoteRef,
+    TagCount,
+    WriteResult,
+)
+from vrom.store import Store
+
+try:  # the same loader the parser uses, so what parses there parses here
+    from yaml import CSafeLoader as _YamlLoader
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import SafeLoader as _YamlLoader  # type: ignore[assignment]
+
+WRITE_MODES = ("create", "overwrite", "append")
+TRASH = ".trash"
+_BOM = b"\xef\xbb\xbf"
+
+Reindex = Callable[[list[str]], IndexSummary]
+"""Re-indexes vault-relative paths: `Vault.reindex_paths`."""
+
+
+class VaultFiles:
+    """The file operations of one vault: its root, its store, its size limit and its re-indexer."""
+
+    def __init__(self, root: Path, store: Store, max_file_bytes: int, reindex: Reindex) -> None:
+        self.root = Path(os.path.realpath(root))
+        self._store = store
+        self._max_file_bytes = max_file_bytes
+        self._reindex = reindex
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def resolve_note_path(self, path: str) -> str:
+        """Return ``path`` confined to the vault, as a vault-relative POSIX path (for reading)."""
+        return resolve_in_vault(self.root, path, for_write=False)[1]
+
+    def list_folder(self, folder: str = "") -> FolderListing:
+        """Return a folder's direct subfolders and the indexed notes directly in it."""
+        if not isinstance(folder, str):
+            raise ValidationError(f"a folder is a path string, not {type(folder).__name__}")
+        if folder.strip().replace("\\", "/").strip("/") in ("", "."):
+            absolute, rel = self.root, ""
+        else:
+            absolute, rel = resolve_in_vault(self.root, folder, for_write=False)
+        if not absolute.is_dir():
+            raise NotFoundError(f"no folder {rel!r} in vault {self.root}")
+        prefix = f"{rel}/" if rel else ""
+        try:
+            with os.scandir(absolute) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError as exc:
+            raise StorageError(f"could not list folder {rel!r}: {exc.strerror or exc}") from exc
+        folders = [
+            prefix + entry.name
+            for entry in entries
+            if not entry.name.startswith(".")
+            and entry.name.lower() not in IGNORED_DIRS
+            and _is_folder_inside(entry, self.root)
+        ]
+        notes = [
+            NoteRef(doc.document_id, doc.path, doc.title)
+            for doc in self._store.documents_in_folder(rel)
+        ]
+        return FolderListing(folder=rel, folders=folders, notes=notes)
+
+    def tags(self) -> list[TagCount]:
+        """Return every tag with the number of notes that have it, most used first."""
+        return [TagCount(tag, count) for tag, count in self._store.tag_counts()]
+
+    def notes_with_tag(self, tag: str) -> list[NoteRef]:
+        """Return the notes tagged ``tag`` or a tag nested under it, sorted by path."""
+        if not isinstance(tag, str) or not tag.strip().lstrip("#").strip("/"):
+            raise ValidationError(f"a tag is a non-empty string like 'project', not {tag!r}")
+        wanted = tag.strip().lstrip("#").strip("/").lower()
+        return [
+            NoteRef(doc.document_id, doc.path, doc.title)
+            for doc in self._store.documents_with_tag(wanted)
+        ]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write_note(
+        self,
+        path: str,
+        content: str,
+        *,
+        mode: str = "create",
+        frontmatter: Mapping[str, Any] | None = None,
+    ) -> WriteResult:
+        """Write a note atomically, re-index it, and return what was done (see `Vault.write_note`)."""
+        if mode not in WRITE_MODES:
+            raise ValidationError(f"mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}")
+        if not isinstance(content, str):
+            raise ValidationError(f"content must be a string, not {type(content).__name__}")
+        if "\x00" in content:
+            raise ValidationError("content contains NUL bytes; a note is text")
+        absolute, rel = resolve_in_vault(self.root, path, for_write=True)
+        exists = _existing_file(absolute, rel)
+        if mode == "create" and exists:
+            raise ValidationError(
+                f"note {rel!r} already exists: write it with mode 'overwrite' or 'append'",
+                "exists",
+            )
+        bom = b""
+        if mode == "append":
+            if not exists:
+                raise NotFoundError(f"no note {rel!r} to append to: write it with mode 'create'")
+            bom, text = self._read_text(absolute, rel)
+            text = _appended(text, content)
+        else:
+            text = content
+        if frontmatter is not None:
+            text = with_frontmatter(text, frontmatter, merge=True, path=rel)
+        data = bom + _encode(text, rel)
+        self._check_size(rel, len(data))
+        self._replace(absolute, rel, data, exclusive=mode == "create")
+        indexed, warning = self._reindexed(rel, data)
+        return WriteResult(rel, not exists, len(data), indexed, warning)
+
+    def set_frontmatter(self, path: str, values: Mapping[str, Any], *, merge: bool = True) -> str:
+        """Rewrite a note's frontmatter (body untouched), re-index it; return its vault path.
+
+        Raises `StorageError` when the file was written but could not be re-indexed.
+        """
+        absolute, rel = resolve_in_vault(self.root, path, for_write=True)
+        if not _existing_file(absolute, rel):
+            raise NotFoundError(f"no note {rel!r} in vault {self.root}")
+        bom, text = self._read_text(absolute, rel)
+        data = bom + _encode(with_frontmatter(text, values, merge=merge, path=rel), rel)
+        self._check_size(rel, len(data))
+        if data != bom + text.encode("utf-8"):
+            self._replace(absolute, rel, data, exclusive=False)
+        indexed, warning = self._reindexed(rel, data)
+        if not indexed:
+            raise StorageError(
+                f"the frontmatter of note {rel!r} was written, but the note could not be"
+                f" re-indexed ({warning}): run 'vrom index'"
+            )
+        return rel
+
+    def delete_note(self, path: str, *, permanent: bool = False) -> DeleteResult:
+        """Move a note to the vault's ``.trash`` (or unlink it), and drop it from the store."""
+        absolute, rel = resolve_in_vault(self.root, path, for_write=True)
+        if not _existing_file(absolute, rel):
+            raise NotFoundError(f"no note {rel!r} in vault {self.root}")
+        trashed_to = None
+        try:
+            if permanent:
+                absolute.unlink()
+            else:
+                target = self._trash_target(rel)
+                os.rename(absolute, target)
+                trashed_to = target.relative_to(self.root).as_posix()
+        except OSError as exc:
+            raise StorageError(f"could not delete note {rel!r}: {exc.strerror or exc}") from exc
+        _fsync_folder(absolute.parent)
+        try:
+            self._reindex([rel])
+            gone = self._store.document_state(rel) is None
+            warning = None if gone else "the store still holds it: run 'vrom index'"
+        except Exception as exc:  # the file is gone either way; say so instead of raising
+            gone, warning = False, f"could not remove it from the store ({exc})"
+        return DeleteResult(rel, trashed_to, gone, warning)
+
+    # -- the parts -------------------------------------------------------------------------
+
+    def _read_text(self, absolute: Path, rel: str) -> tuple[bytes, str]:
+        """Return (byte-order mark or b"", text) of an existing note, refusing non-text files."""
+        try:
+            data = absolute.read_bytes()
+        except OSError as exc:
+            raise StorageError(f"could not read note {rel!r}: {exc.strerror or exc}") from exc
+        bom = _BOM if data.startswith(_BOM) else b""
+        data = data[len(bom) :]
+        if b"\x00" in data:
+            raise ValidationError(f"note {rel!r} holds binary data (NUL bytes); not changed")
+        try:
+            return bom, data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValidationError(
+                f"note {rel!r} is not valid UTF-8 (byte {exc.start}); not changed, so nothing"
+                " in it is lost"
+            ) from None
+
+    def _check_size(self, rel: str, size: int) -> None:
+        if size > self._max_file_bytes:
+            raise ValidationError(
+                f"note {rel!r} would be {size:,} bytes, over this vault's"
+                f" {self._max_file_bytes:,}-byte limit; nothing was written",
+                "too_large",
+            )
+
+    def _replace(self, absolute: Path, rel: str, data: bytes, *, exclusive: bool) -> None:
+        """Put ``data`` at ``absolute`` atomically; ``exclusive`` refuses an existing file."""
+        folder = absolute.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"could not create the folder of note {rel!r}: {exc.strerror or exc}"
+            ) from exc
+        if os.path.realpath(folder) != str(folder):  # swapped for a symlink since the check
+            raise ValidationError(f"refused path {rel!r}: its folder is now a symlink", OUTSIDE)
+        try:
+            old_mode = stat.S_IMODE(os.lstat(absolute).st_mode)
+        except FileNotFoundError:
+            old_mode = None
+        except OSError as exc:
+            raise StorageError(f"could not read note {rel!r}: {exc.strerror or exc}") from exc
+        if old_mode is not None and not os.access(absolute, os.W_OK):
+            raise ValidationError(f"note {rel!r} is read-only; vrom leaves it alone", "read_only")
+        temporary = folder / f".vrom-{secrets.token_hex(6)}.tmp"  # hidden: never indexed
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(temporary, flags | getattr(os, "O_BINARY", 0), 0o666)
+            with os.fdopen(fd, "wb") as file:
+                file.write(data)
+                file.flush()
+                if old_mode is not None:
+                    os.chmod(temporary, old_mode)
+                os.fsync(file.fileno())
+            if exclusive:
+                _link_new(temporary, absolute, rel)
+            else:
+                os.replace(temporary, absolute)
+        except OSError as exc:
+            raise StorageError(f"could not write note {rel!r}: {exc.strerror or exc}") from exc
+        finally:
+            temporary.unlink(missing_ok=True)
+        _fsync_folder(folder)
+
+    def _reindexed(self, rel: str, data: bytes) -> tuple[bool, str | None]:
+        """Re-index a written note; return (the store holds these bytes, warning)."""
+        failure = None
+        reasons: list[str] = []
+        try:
+            summary = self._reindex([rel])
+            reasons = [w.reason for w in summary.warnings if w.path == rel]
+        except Exception as exc:  # the file is written either way: report it, do not raise
+            failure = f"re-indexing failed ({type(exc).__name__}: {exc})"
+        try:
+            state = self._store.document_state(rel)
+        except VromError:
+            state = None
+        if state is not None and state.content_hash == hashlib.sha256(data).hexdigest():
+            return True, "; ".join(r for r in (failure, *reasons) if r) or None
+        why = failure or "; ".join(reasons) or "the store does not hold it"
+        return False, f"written, but not indexed: {why}; run 'vrom index' once that is fixed"
+
+    def _trash_target(self, rel: str) -> Path:
+        """Return a free path under ``.trash`` for ``rel``, its folders created and confined."""
+        trash = self.root / TRASH
+        if trash.is_symlink() or (trash.exists() and not trash.is_dir()):
+            raise ValidationError(
+                f"refused to delete {rel!r}: {TRASH!r} in the vault is not a plain folder;"
+                " fix it or delete permanently",
+                OUTSIDE,
+            )
+        target = trash / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.realpath(target.parent) != str(target.parent):
+            raise ValidationError(
+                f"refused to delete {rel!r}: a symlink inside {TRASH!r} is on the way", OUTSIDE
+            )
+        if not os.path.lexists(target):
+            return target
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for n in range(1, 1000):
+            extra = f"{stamp}" if n == 1 else f"{stamp}-{n}"
+            candidate = target.with_name(f"{Path(rel).stem}.{extra}{Path(rel).suffix}")
+            if not os.path.lexists(candidate):
+                return candidate
+        raise StorageError(f"could not find a free name in {TRASH!r} for {rel!r}")
+
+
+def with_frontmatter(
+    text: str, values: Mapping[str, Any], *, merge: bool, path: str = "note"
+) -> str:
+    """Return ``text`` with its YAML frontmatter merged with (or replaced by) ``values``.
+
+    The body after the frontmatter is kept byte for byte, and so are line endings. Merging
+    updates the keys given and keeps the others (a value of None is written as ``null``);
+    replacing with an empty mapping removes the frontmatter. Broken frontmatter raises
+    `ValidationError` (code ``bad_frontmatter``) rather than being overwritten. YAML comments
+    inside the frontmatter are not kept.
+    """
+    if not isinstance(values, Mapping):
+        raise ValidationError(f"frontmatter must be a mapping, not {type(values).__name__}")
+    if any(not isinstance(key, str) or not key.strip() for key in values):
+        raise ValidationError("frontmatter keys must be non-empty strings", "bad_frontmatter")
+    newline = "\r\n" if text.split("\n", 1)[0].endswith("\r") and "\n" in text else "\n"
+    existing, body = _frontmatter_and_body(text, path)
+    if merge and not values:
+        return text
+    merged = {**existing, **_plain(values)} if merge else _plain(values)
+    if not merged:
+        return body
+    try:
+        dumped = yaml.safe_dump(
+            merged, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1 << 16
+        )
+    except yaml.YAMLError as exc:
+        raise ValidationError(
+            f"frontmatter for {path!r} cannot be written as YAML ({exc})", "bad_frontmatter"
+        ) from None
+    result = f"---{newline}{dumped.replace(chr(10), newline)}---{newline}{body}"
+    _, body_start, problems = split_frontmatter(result)
+    if problems or result[body_start:] != body:  # a value must never end the block early
+        raise ValidationError(
+            f"frontmatter for {path!r} would not read back as written", "bad_frontmatter"
+        )
+    return result
+
+
+def _frontmatter_and_body(text: str, path: str) -> tuple[dict[Any, Any], str]:
+    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+        return {}, text
+    _, body_start, problems = split_frontmatter(text)
+    if problems:
+        raise ValidationError(
+            f"note {path!r} has broken frontmatter ({problems[0]}); fix it by hand first,"
+            " nothing was written",
+            "bad_frontmatter",
+        )
+    raw = "".join(text[:body_start].splitlines(keepends=True)[1:-1])
+    loaded = yaml.load(raw, Loader=_YamlLoader) or {}  # parsed by split_frontmatter already
+    return dict(loaded), text[body_start:]
+
+
+def _plain(value: Any) -> Any:
+    """Return ``value`` with mappings as dicts and sequences as lists, as YAML can dump them."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _appended(text: str, content: str) -> str:
+    """Return ``text`` + ``content`` with one blank line between them."""
+    if not text or not content:
+        return text + content
+    newline = "\r\n" if "\r\n" in text else "\n"
+    if text.endswith(newline * 2):
+        return text + content
+    if text.endswith(newline):
+        return text + newline + content
+    return text + newline * 2 + content
+
+
+def _encode(text: str, rel: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"content for {rel!r} cannot be encoded as UTF-8 (at character {exc.start})"
+        ) from None
+
+
+def _existing_file(absolute: Path, rel: str) -> bool:
+    """Return whether a regular file is at ``absolute``; refuse a folder or a special file."""
+    try:
+        mode = os.lstat(absolute).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise StorageError(f"could not read note {rel!r}: {exc.strerror or exc}") from exc
+    if stat.S_ISDIR(mode):
+        raise ValidationError(f"{rel!r} is a folder, not a note")
+    if not stat.S_ISREG(mode):
+        raise ValidationError(f"{rel!r} is not a regular file; vrom leaves it alone")
+    return True
+
+
+def _link_new(temporary: Path, absolute: Path, rel: str) -> None:
+    """Move a temporary file to a new name, failing if that name exists (no clobbering)."""
+    try:
+        os.link(temporary, absolute)
+        return
+    except FileExistsError:
+        raise ValidationError(
+            f"note {rel!r} already exists: write it with mode 'overwrite' or 'append'", "exists"
+        ) from None
+    except (OSError, NotImplementedError):
+        pass  # a file system without hard links: check, then rename
+    if os.path.lexists(absolute):
+        raise ValidationError(f"note {rel!r} already exists", "exists")
+    os.replace(temporary, absolute)
+
+
+def _is_folder_inside(entry: os.DirEntry[str], root: Path) -> bool:
+    try:
+        if not entry.is_dir():
+            return False
+        if entry.is_symlink():
+            return Path(os.path.realpath(entry.path)).is_relative_to(root)
+    except OSError:
+        return False
+    return True
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Flush a folder's entries to disk, so a rename survives a power cut (POSIX only)."""
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot sync a folder; the file itself is already synced
+    finally:
+        os.close(fd)

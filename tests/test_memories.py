@@ -1,0 +1,359 @@
+"""Agent memories: remember, recall (keyword and hybrid), list, archive, validation, persistence."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vrom import Embedder
+from vrom.errors import NotFoundError, StorageError, ValidationError
+from vrom.memories import FINGERPRINT_META_KEY, Memories, Memory
+from vrom.store.schema import MIGRATIONS, SCHEMA_VERSION
+from vrom.store.sqlite import SQLiteStore
+
+FACTS = {
+    "deploy": (
+        "Deploys go through CI",
+        "Never push to production by hand: the pipeline builds, tests and deploys.",
+    ),
+    "coffee": ("Coffee preference", "The user drinks espresso without sugar in the morning."),
+    "python": ("Python version", "The service runs on Python 3.11 with strict typing."),
+}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "store.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def memories(store: SQLiteStore) -> Memories:
+    return Memories(store, Embedder.fake())
+
+
+def _remember_facts(memories: Memories, **options: Any) -> dict[str, Memory]:
+    return {key: memories.remember(*FACTS[key], **options) for key in FACTS}
+
+
+def test_remember_returns_the_memory_and_get_reads_it_back(memories: Memories) -> None:
+    memory = memories.remember(
+        "  Deploys go through CI ",
+        "Never push to production by hand.",
+        type="Decision",
+        project="web",
+        tags=["#Ops", "ci", "ops"],
+        related=["notes/deploy.md"],
+        source="session 42",
+    )
+    assert re.fullmatch(r"mem_[0-9a-f]{20}", memory.id)
+    assert memory.title == "Deploys go through CI" and memory.type == "decision"
+    assert memory.tags == ("ops", "ci") and memory.related == ("notes/deploy.md",)
+    assert memory.status == "active" and memory.superseded_by is None
+    stamp = dt.datetime.fromisoformat(memory.timestamp)
+    assert stamp.utcoffset() == dt.timedelta(0)
+    assert abs(stamp.timestamp() - memory.created_unix) < 1
+    assert memories.get(memory.id) == memory
+
+
+def test_ids_sort_by_creation_and_list_is_newest_first(memories: Memories) -> None:
+    made = list(_remember_facts(memories).values())
+    assert sorted(m.id for m in made) == [m.id for m in made]
+    assert [m.id for m in memories.list()] == [m.id for m in reversed(made)]
+    assert [m.id for m in memories.list(limit=2)] == [made[2].id, made[1].id]
+
+
+def test_list_filters_by_project_type_and_status(memories: Memories) -> None:
+    a = memories.remember("A", "alpha", project="web", type="fact")
+    b = memories.remember("B", "beta", project="web", type="todo")
+    c = memories.remember("C", "gamma", project="cli", type="fact")
+    memories.archive(c.id)
+    assert {m.id for m in memories.list(project="web")} == {a.id, b.id}
+    assert {m.id for m in memories.list(type="fact")} == {a.id}
+    assert {m.id for m in memories.list(type="fact", status="any")} == {a.id, c.id}
+    assert [m.id for m in memories.list(status="archived")] == [c.id]
+    assert memories.list(project="nowhere") == []
+
+
+def test_keyword_recall_without_an_embedder(store: SQLiteStore) -> None:
+    memories = Memories(store)
+    made = _remember_facts(memories)
+    hits = memories.recall("how do we deploy to production?")
+    assert hits[0].memory == made["deploy"]
+    assert set(hits[0].scores) == {"bm25"} and hits[0].score == hits[0].scores["bm25"] > 0
+    assert {h.memory.id for h in hits} == {made["deploy"].id}, "only keyword matches"
+    assert memories.recall("espresso")[0].memory.id == made["coffee"].id
+    assert memories.recall("tea") == []
+
+
+def test_hybrid_recall_fuses_keyword_and_vector_ranks(memories: Memories) -> None:
+    made = _remember_facts(memories)
+    hits = memories.recall("deploys production pipeline", k=3)
+    assert hits[0].memory.id == made["deploy"].id
+    assert {"bm25", "vector", "rrf"} <= set(hits[0].scores)
+    assert hits[0].score == hits[0].scores["rrf"]
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert len(memories.recall("deploys", k=1)) == 1
+
+
+def test_recall_filters_by_project_type_and_status(memories: Memories) -> None:
+    web = memories.remember("Deploy web", "Deploy the web app with CI.", project="web")
+    cli = memories.remember("Deploy cli", "Deploy the cli with CI.", project="cli", type="todo")
+    old = memories.remember("Deploy by hand", "Deploy by hand with scp.", project="web")
+    memories.archive(old.id, "superseded", superseded_by=web.id)
+    assert {h.memory.id for h in memories.recall("deploy", project="web")} == {web.id}
+    assert {h.memory.id for h in memories.recall("deploy", type="todo")} == {cli.id}
+    assert {h.memory.id for h in memories.recall("deploy", status="superseded")} == {old.id}
+    assert {h.memory.id for h in memories.recall("deploy", status="any")} == {
+        web.id,
+        cli.id,
+        old.id,
+    }
+    assert old.id not in {h.memory.id for h in memories.recall("scp hand")}
+
+
+def test_archive_and_supersede(memories: Memories) -> None:
+    old = memories.remember("Old rule", "Tabs.")
+    new = memories.remember("New rule", "Spaces.")
+    archived = memories.archive(new.id)
+    assert archived.status == "archived" and archived.superseded_by is None
+    assert archived.updated_unix >= archived.created_unix
+    superseded = memories.archive(old.id, "superseded", superseded_by=new.id)
+    assert superseded.status == "superseded" and superseded.superseded_by == new.id
+    assert memories.get(old.id) == superseded
+    assert memories.list() == []
+
+
+@pytest.mark.parametrize(
+    ("status", "superseded_by", "error"),
+    [
+        ("superseded", None, ValidationError),
+        ("superseded", "self", ValidationError),
+        ("archived", "other", ValidationError),
+        ("superseded", "mem_missing", NotFoundError),
+        ("active", None, ValidationError),
+        ("deleted", None, ValidationError),
+    ],
+)
+def test_archive_refuses_what_makes_no_sense(
+    memories: Memories, status: str, superseded_by: str | None, error: type[Exception]
+) -> None:
+    memory = memories.remember("Rule", "Text.")
+    other = memories.remember("Other", "Text.")
+    successor = {"self": memory.id, "other": other.id}.get(superseded_by or "", superseded_by)
+    with pytest.raises(error):
+        memories.archive(memory.id, status, superseded_by=successor)
+    assert memories.get(memory.id).status == "active"
+
+
+def test_unknown_ids_are_not_found(memories: Memories) -> None:
+    with pytest.raises(NotFoundError, match="mem_nope"):
+        memories.get("mem_nope")
+    with pytest.raises(NotFoundError, match="mem_nope"):
+        memories.archive("mem_nope")
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"title": "  "}, "title must not be blank"),
+        ({"title": "x" * 201}, "title is 201 characters"),
+        ({"title": "two\nlines"}, "title must not hold line breaks"),
+        ({"title": 5}, "title must be a string"),
+        ({"content": ""}, "content must not be blank"),
+        ({"content": "x" * 20_001}, "content is 20,001 characters"),
+        ({"content": "nul \x00 inside"}, "NUL"),
+        ({"type": "Not a type!"}, "type 'Not a type!'"),
+        ({"type": "x" * 41}, "type"),
+        ({"type": ""}, "type"),
+        ({"tags": "ops"}, "tags must be a list of strings"),
+        ({"tags": ["ok", 3]}, "each of tags must be a string"),
+        ({"tags": ["#"]}, "each of tags must not be blank"),
+        ({"tags": [f"t{i}" for i in range(51)]}, "tags holds 51 items"),
+        ({"related": [""]}, "each of related must not be blank"),
+        ({"project": " "}, "project must not be blank"),
+        ({"source": 1}, "source must be a string"),
+    ],
+)
+def test_remember_validates_its_input(
+    memories: Memories, options: dict[str, Any], fragment: str
+) -> None:
+    arguments: dict[str, Any] = {"title": "Title", "content": "Content", **options}
+    with pytest.raises(ValidationError, match=re.escape(fragment)) as caught:
+        memories.remember(arguments.pop("title"), arguments.pop("content"), **arguments)
+    assert caught.value.code == "invalid_value"
+    assert memories.stats().total == 0
+
+
+def test_free_text_types_are_allowed(memories: Memories) -> None:
+    assert memories.remember("T", "C", type="meeting-notes").type == "meeting-notes"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.recall("   "),
+        lambda m: m.recall("x", k=0),
+        lambda m: m.recall("x", status="deleted"),
+        lambda m: m.recall("x", type="Not a type!"),
+        lambda m: m.list(limit=0),
+        lambda m: m.list(limit=True),
+        lambda m: m.list(status="gone"),
+        lambda m: m.get(""),
+    ],
+)
+def test_reads_validate_their_arguments(memories: Memories, call: Any) -> None:
+    with pytest.raises(ValidationError):
+        call(memories)
+
+
+def test_memories_persist_across_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    first = SQLiteStore(path)
+    made = _remember_facts(Memories(first, Embedder.fake()), project="p")
+    first.close()
+    second = SQLiteStore(path, create=False)
+    try:
+        memories = Memories(second, Embedder.fake())
+        assert memories.get(made["python"].id) == made["python"]
+        assert memories.stats().embedded == len(FACTS)
+        assert memories.recall("python typing")[0].memory.id == made["python"].id
+        assert second.integrity_problems() == []
+    finally:
+        second.close()
+
+
+def test_memories_remembered_without_a_model_are_embedded_when_recalled(
+    store: SQLiteStore,
+) -> None:
+    made = _remember_facts(Memories(store))
+    assert Memories(store).stats().embedded == 0
+    memories = Memories(store, Embedder.fake())
+    hits = memories.recall("espresso sugar", k=3)
+    assert hits[0].memory.id == made["coffee"].id and "vector" in hits[0].scores
+    assert memories.stats().embedded == len(FACTS)
+
+
+def test_another_model_replaces_the_memory_vectors(store: SQLiteStore) -> None:
+    made = _remember_facts(Memories(store, Embedder.fake(64)))
+    other = Memories(store, Embedder.fake(32))
+    assert other.recall("espresso")[0].memory.id == made["coffee"].id
+    assert store.get_meta(FINGERPRINT_META_KEY) == Embedder.fake(32).fingerprint.to_json()
+    other.remember("New", "Remembered with the 32-dimension model.")
+    assert other.stats().embedded == len(FACTS) + 1
+
+
+def test_the_model_loads_only_when_needed(store: SQLiteStore) -> None:
+    loads: list[int] = []
+
+    def load() -> Embedder:
+        loads.append(1)
+        return Embedder.fake()
+
+    memories = Memories(store, load)
+    memory = memories.remember("T", "C")
+    assert loads == [1]
+    lazy = Memories(store, load)
+    lazy.list()
+    lazy.get(memory.id)
+    lazy.archive(memory.id)
+    lazy.stats()
+    assert loads == [1], "no model for reads and archiving"
+    lazy.recall("C", status="any")
+    lazy.recall("T", status="any")
+    assert loads == [1, 1]
+
+
+def test_cjk_memories_are_found_by_a_word_inside_a_sentence(store: SQLiteStore) -> None:
+    memories = Memories(store)
+    tokyo = memories.remember("会議の予定", "来週、東京都で会議があります。", project="日本")
+    memories.remember("Other", "Nothing in Japanese here.")
+    assert [h.memory.id for h in memories.recall("東京")] == [tokyo.id]
+    assert [h.memory.id for h in memories.recall("会議", project="日本")] == [tokyo.id]
+
+
+def test_tags_are_searched(store: SQLiteStore) -> None:
+    memories = Memories(store)
+    tagged = memories.remember("Rule", "Keep it short.", tags=["style-guide"])
+    assert [h.memory.id for h in memories.recall("style")] == [tagged.id]
+
+
+def test_stats_count_by_status_type_and_project(memories: Memories) -> None:
+    a = memories.remember("A", "a", project="web", type="fact")
+    memories.remember("B", "b", project="web")
+    memories.remember("C", "c")
+    memories.archive(a.id)
+    stats = memories.stats()
+    assert stats.total == 3 and stats.embedded == 3
+    assert stats.by_status == {"active": 2, "archived": 1}
+    assert stats.by_type == {"note": 2, "fact": 1}
+    assert stats.by_project == {"web": 2}, "memories without a project are not counted there"
+
+
+def test_integrity_checks_cover_memories(memories: Memories, store: SQLiteStore) -> None:
+    made = _remember_facts(memories)
+    memories.archive(made["coffee"].id, "superseded", superseded_by=made["python"].id)
+    assert store.integrity_problems() == []
+    raw = sqlite3.connect(store.location, isolation_level=None)
+    try:
+        raw.execute("DELETE FROM memories_fts WHERE memory_id = ?", (made["deploy"].id,))
+        raw.execute(
+            "INSERT INTO memories_fts(memory_id, title, content, tags) VALUES ('ghost', 'g', 'g', '')"
+        )
+    finally:
+        raw.close()
+    problems = store.integrity_problems()
+    assert "1 memories missing from the memory keyword index" in problems
+    assert "1 memory keyword index rows without a memory" in problems
+
+
+def test_the_schema_refuses_inconsistent_rows(store: SQLiteStore, memories: Memories) -> None:
+    memory = memories.remember("T", "C")
+    raw = sqlite3.connect(store.location, isolation_level=None)
+    try:
+        with pytest.raises(sqlite3.IntegrityError):
+            raw.execute("UPDATE memories SET status = 'superseded' WHERE id = ?", (memory.id,))
+        with pytest.raises(sqlite3.IntegrityError):
+            raw.execute("UPDATE memories SET status = 'deleted' WHERE id = ?", (memory.id,))
+        raw.execute("PRAGMA foreign_keys = ON")
+        raw.execute("DELETE FROM memories WHERE id = ?", (memory.id,))
+        left = raw.execute(
+            "SELECT (SELECT count(*) FROM memories_fts) + (SELECT count(*) FROM memory_vectors)"
+        ).fetchone()[0]
+        assert left == 0, "the keyword entry and the vector go with the memory"
+    finally:
+        raw.close()
+    assert store.integrity_problems() == []
+
+
+def test_a_version_4_store_gains_memories(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    raw = sqlite3.connect(path)
+    for script in MIGRATIONS[:4]:
+        raw.executescript(script)
+    raw.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '4')")
+    raw.commit()
+    raw.close()
+    store = SQLiteStore(path, create=False)
+    try:
+        assert store.describe()["schema_version"] == SCHEMA_VERSION == 5
+        memory = Memories(store).remember("Upgraded", "The store was migrated.")
+        assert Memories(store).recall("migrated")[0].memory == memory
+        assert store.integrity_problems() == []
+    finally:
+        store.close()
+
+
+def test_a_store_without_memories_is_refused() -> None:
+    class OtherStore:
+        location = "postgresql://example/vrom"
+
+    with pytest.raises(StorageError, match="cannot keep memories"):
+        Memories(OtherStore())  # type: ignore[arg-type]
