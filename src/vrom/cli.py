@@ -16,6 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from vrom import __version__
+from vrom.cli_mcp import add_mcp_command
+from vrom.cli_memory import add_memory_command
+from vrom.cli_setup import add_setup_commands
 from vrom.embed import EMBEDDER_ENV
 from vrom.errors import ValidationError, VromError
 from vrom.index import ENCODINGS
@@ -471,6 +474,9 @@ def build_parser() -> argparse.ArgumentParser:
         _reader(lambda v, a: v.backend_info(), _format_backend_info),
         "Show the store backend, its schema version, tokenizers and capabilities.",
     )
+    add_mcp_command(commands)
+    add_memory_command(commands, _open_vault)
+    add_setup_commands(commands)
     return parser
 
 

@@ -1,0 +1,55 @@
+"""``vrom mcp``: serve a vault to MCP clients (Claude Desktop, Claude Code, Cursor, opencode)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TextIO
+
+from vrom.errors import VromError
+
+
+def add_mcp_command(commands: Any) -> None:
+    """Add the ``mcp`` command to the CLI's subcommands."""
+    help_text = "Serve a vault's notes and the agent's memories over MCP (stdio or HTTP)."
+    sub = commands.add_parser("mcp", help=help_text, description=help_text)
+    sub.set_defaults(handler=_run_mcp)
+    sub.add_argument(
+        "--vault",
+        metavar="PATH",
+        help="the vault (default: the client's MCP roots, $VROM_VAULT, the current directory)",
+    )
+    sub.add_argument(
+        "--transport", choices=("stdio", "http"), default="stdio", help="default: stdio"
+    )
+    sub.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="HTTP: address to bind (default: 127.0.0.1; anything else needs --token)",
+    )
+    sub.add_argument("--port", type=int, default=8765, help="HTTP: port (default: 8765)")
+    sub.add_argument(
+        "--token",
+        default=None,
+        help="HTTP: require 'Authorization: Bearer TOKEN' (default: $VROM_MCP_TOKEN)",
+    )
+    sub.add_argument("--no-watch", action="store_true", help="do not re-index notes edited on disk")
+
+
+def _run_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        from vrom.server.app import serve
+    except ImportError as exc:
+        raise VromError(
+            f"the MCP server needs the mcp extra: pip install 'vrom[mcp]' ({exc})"
+        ) from exc
+    serve(
+        args.vault,
+        transport=args.transport,
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        state_dir=args.state_dir,
+        embedder=args.embedder,
+        watch=not args.no_watch,
+    )
+    return 0

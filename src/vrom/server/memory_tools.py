@@ -1,0 +1,87 @@
+"""The MCP tools over the agent's memories (kept in the served vault's store).
+
+(No ``from __future__ import annotations``: the SDK reads the tool functions' annotations.)
+"""
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from vrom.server.state import ServerState
+from vrom.server.tools import READ, WRITE, call_on_vault
+
+
+def register_memory_tools(server: MCPServer, state: ServerState) -> None:
+    """Add the ``memory_*`` tools to ``server``."""
+
+    @server.tool(annotations=WRITE)
+    async def memory_remember(
+        title: Annotated[str, Field(description="One line: what this memory is about")],
+        content: Annotated[str, Field(description="The memory itself (up to 20,000 characters)")],
+        ctx: Context,
+        type: Annotated[
+            str,
+            Field(description="note, decision, fact, preference, todo, observation (or a word)"),
+        ] = "note",
+        project: Annotated[str | None, Field(description="The project it belongs to")] = None,
+        tags: list[str] | None = None,
+        related: Annotated[
+            list[str] | None, Field(description="Paths of notes this memory relates to")
+        ] = None,
+        source: Annotated[str | None, Field(description="Where it came from")] = None,
+    ) -> CallToolResult:
+        """Remember something across sessions; returns the memory with its id."""
+        return await call_on_vault(
+            state,
+            ctx,
+            lambda vault: vault.memories.remember(
+                title,
+                content,
+                type=type,
+                project=project,
+                tags=tags or (),
+                related=related or (),
+                source=source,
+            ),
+        )
+
+    @server.tool(annotations=READ)
+    async def memory_recall(
+        query: Annotated[str, Field(description="What to recall: words or a question")],
+        ctx: Context,
+        k: Annotated[int, Field(ge=1, le=50)] = 5,
+        project: str | None = None,
+        type: str | None = None,
+        status: Literal["active", "archived", "superseded", "any"] = "active",
+    ) -> CallToolResult:
+        """Recall memories by meaning and keywords, best first."""
+        return await call_on_vault(
+            state,
+            ctx,
+            lambda vault: vault.memories.recall(
+                query, k=k, project=project, type=type, status=status
+            ),
+        )
+
+    @server.tool(annotations=READ)
+    async def memory_stats(ctx: Context) -> CallToolResult:
+        """Count memories by status, type and project."""
+        return await call_on_vault(state, ctx, lambda vault: vault.memories.stats())
+
+    @server.tool(annotations=WRITE)
+    async def memory_archive(
+        id: Annotated[str, Field(description="The memory's id (mem_...)")],
+        ctx: Context,
+        status: Literal["archived", "superseded"] = "archived",
+        superseded_by: Annotated[
+            str | None, Field(description="With status superseded: the memory that replaces it")
+        ] = None,
+    ) -> CallToolResult:
+        """Retire a memory: archived, or superseded by a newer one."""
+        return await call_on_vault(
+            state,
+            ctx,
+            lambda vault: vault.memories.archive(id, status=status, superseded_by=superseded_by),
+        )

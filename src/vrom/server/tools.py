@@ -1,0 +1,274 @@
+"""The MCP tools and resources over a vault: each parses, calls the SDK, and returns JSON.
+
+(No ``from __future__ import annotations`` here: the SDK reads each tool function's annotations
+to build its input schema, and needs them as objects.)
+"""
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from vrom.errors import VromError
+from vrom.results import to_jsonable
+from vrom.server.state import ServerState
+from vrom.vault import Vault
+
+T = TypeVar("T")
+
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+
+NotePath = Annotated[
+    str,
+    Field(
+        description="A note's path relative to the vault root (e.g. 'Projects/Atlas.md'); "
+        "for reading, a note name or id also works"
+    ),
+]
+
+
+def _result(value: Any) -> CallToolResult:
+    data = to_jsonable(value)
+    structured = data if isinstance(data, dict) else {"results": data}
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
+        structured_content=structured,
+    )
+
+
+def _error(message: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=" ".join(message.split()))], is_error=True
+    )
+
+
+async def call_on_vault(
+    state: ServerState, ctx: Context, work: Callable[[Vault], Any]
+) -> CallToolResult:
+    """Run ``work`` on the served vault in a worker thread; a `VromError` is an error result."""
+    try:
+        vault = await state.vault(_roots(ctx))
+        value = await asyncio.to_thread(state.run, work, vault)
+    except VromError as exc:
+        return _error(str(exc))
+    return _result(value)
+
+
+def _roots(ctx: Context) -> Callable[[], Any] | None:
+    capabilities = ctx.client_capabilities
+    if capabilities is None or getattr(capabilities, "roots", None) is None:
+        return None
+    return ctx.session.list_roots  # type: ignore[no-any-return]
+
+
+def register_vault_tools(server: MCPServer, state: ServerState) -> None:
+    """Add the ``vault_*`` tools and the note resources to ``server``."""
+
+    @server.tool(annotations=READ)
+    async def vault_search(
+        query: Annotated[str, Field(description="What to look for: words, a question, a phrase")],
+        ctx: Context,
+        mode: Annotated[
+            Literal["hybrid", "keyword", "vector", "rerank"] | None,
+            Field(description="hybrid (default with a model), keyword, vector or rerank"),
+        ] = None,
+        k: Annotated[int, Field(ge=1, le=50, description="How many chunks to return")] = 10,
+        where: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="Filter: {'path': 'Projects/', 'tags': ['a'], 'status': 'done', "
+                "'year': {'$gte': 2020}}"
+            ),
+        ] = None,
+        expand_context: Annotated[
+            bool, Field(description="Add each hit's neighbouring chunks as context_text")
+        ] = False,
+    ) -> CallToolResult:
+        """Search the vault's notes by meaning and keywords; every hit cites its note path,
+        heading, chunk id and content hash."""
+        return await call_on_vault(
+            state,
+            ctx,
+            lambda vault: vault.search(
+                query, k=k, where=where, mode=mode, expand_context=expand_context
+            ),
+        )
+
+    @server.tool(annotations=READ)
+    async def vault_context(
+        query: Annotated[str, Field(description="The question to gather context for")],
+        ctx: Context,
+        max_tokens: Annotated[int, Field(ge=50, le=50_000)] = 2000,
+        expand_context: bool = False,
+    ) -> CallToolResult:
+        """Return LLM-ready context for a question: the best passages within a token budget,
+        each followed by its source."""
+        return await call_on_vault(
+            state,
+            ctx,
+            lambda vault: vault.context(
+                query, max_tokens=max_tokens, expand_context=expand_context
+            ),
+        )
+
+    @server.tool(annotations=READ)
+    async def vault_read(path: NotePath, ctx: Context) -> CallToolResult:
+        """Read a note: frontmatter, body, headings, tags and links."""
+
+        def read(vault: Vault) -> Any:
+            vault.resolve_note_path(path)  # refuses paths that leave the vault
+            return vault.get_note(path)
+
+        return await call_on_vault(state, ctx, read)
+
+    @server.tool(annotations=WRITE)
+    async def vault_frontmatter(
+        path: NotePath,
+        ctx: Context,
+        set: Annotated[
+            dict[str, Any] | None,
+            Field(description="Keys to write; omit to only read the frontmatter"),
+        ] = None,
+        merge: Annotated[
+            bool, Field(description="Keep keys not in 'set' (false replaces the frontmatter)")
+        ] = True,
+    ) -> CallToolResult:
+        """Read a note's YAML frontmatter, or set (merge) keys in it; the body is untouched."""
+
+        def frontmatter(vault: Vault) -> Any:
+            if set is None:
+                vault.resolve_note_path(path)
+                note = vault.get_note(path)
+                return {"path": note.path, "frontmatter": note.frontmatter}
+            note = vault.set_frontmatter(path, set, merge=merge)
+            return {"path": note.path, "frontmatter": note.frontmatter}
+
+        return await call_on_vault(state, ctx, frontmatter)
+
+    @server.tool(annotations=READ)
+    async def vault_list(
+        ctx: Context,
+        folder: Annotated[str, Field(description="A folder relative to the vault root")] = "",
+    ) -> CallToolResult:
+        """List a folder: its notes and its subfolders."""
+        return await call_on_vault(state, ctx, lambda vault: vault.list_folder(folder))
+
+    @server.tool(annotations=READ)
+    async def vault_wikilinks(path: NotePath, ctx: Context) -> CallToolResult:
+        """List the links a note makes, each with the note it resolves to (or null)."""
+
+        def links(vault: Vault) -> Any:
+            vault.resolve_note_path(path)
+            related = vault.related(path)
+            return {"note": related.note, "links": related.links}
+
+        return await call_on_vault(state, ctx, links)
+
+    @server.tool(annotations=READ)
+    async def vault_backlinks(path: NotePath, ctx: Context) -> CallToolResult:
+        """List the notes that link to a note."""
+
+        def backlinks(vault: Vault) -> Any:
+            vault.resolve_note_path(path)
+            related = vault.related(path)
+            return {"note": related.note, "backlinks": related.backlinks}
+
+        return await call_on_vault(state, ctx, backlinks)
+
+    @server.tool(annotations=READ)
+    async def vault_related(
+        path: NotePath, ctx: Context, k: Annotated[int, Field(ge=1, le=100)] = 20
+    ) -> CallToolResult:
+        """Notes related to a note: its links, backlinks, shared tags and similar notes."""
+
+        def related(vault: Vault) -> Any:
+            vault.resolve_note_path(path)
+            return vault.related(path, k=k)
+
+        return await call_on_vault(state, ctx, related)
+
+    @server.tool(annotations=READ)
+    async def vault_tags(
+        ctx: Context,
+        tag: Annotated[
+            str | None, Field(description="A tag: list its notes (nested tags included)")
+        ] = None,
+    ) -> CallToolResult:
+        """All tags with their note counts, or the notes carrying one tag."""
+        if tag is None:
+            return await call_on_vault(state, ctx, lambda vault: {"tags": vault.tags()})
+        return await call_on_vault(
+            state, ctx, lambda vault: {"tag": tag, "notes": vault.notes_with_tag(tag)}
+        )
+
+    @server.tool(annotations=READ)
+    async def vault_stats(ctx: Context) -> CallToolResult:
+        """Counts and sizes: notes, chunks, links, tags, vectors, the store's path and model."""
+        return await call_on_vault(state, ctx, lambda vault: vault.stats())
+
+    @server.tool(annotations=DESTRUCTIVE)
+    async def vault_write(
+        path: NotePath,
+        content: Annotated[str, Field(description="Markdown text (without frontmatter)")],
+        ctx: Context,
+        mode: Annotated[
+            Literal["create", "overwrite", "append"],
+            Field(description="create (fails if it exists), overwrite, or append"),
+        ] = "create",
+        frontmatter: Annotated[
+            dict[str, Any] | None, Field(description="Keys to merge into the frontmatter")
+        ] = None,
+    ) -> CallToolResult:
+        """Create, overwrite or append to a note (written atomically, re-indexed at once)."""
+        return await call_on_vault(
+            state,
+            ctx,
+            lambda vault: vault.write_note(path, content, mode=mode, frontmatter=frontmatter),
+        )
+
+    @server.tool(annotations=DESTRUCTIVE)
+    async def vault_delete(
+        path: NotePath,
+        ctx: Context,
+        permanent: Annotated[
+            bool, Field(description="Delete for good instead of moving to the vault's .trash/")
+        ] = False,
+    ) -> CallToolResult:
+        """Delete a note: moved to the vault's .trash/ folder unless permanent."""
+        return await call_on_vault(
+            state, ctx, lambda vault: vault.delete_note(path, permanent=permanent)
+        )
+
+    @server.tool(annotations=WRITE)
+    async def vault_reindex(
+        ctx: Context,
+        paths: Annotated[
+            list[str] | None, Field(description="Only these notes; omit for the whole vault")
+        ] = None,
+        force: Annotated[bool, Field(description="Rewrite every note")] = False,
+    ) -> CallToolResult:
+        """Bring the index up to date with the files (changed notes only, unless force)."""
+        if paths:
+            return await call_on_vault(state, ctx, lambda vault: vault.reindex_paths(paths))
+        return await call_on_vault(state, ctx, lambda vault: vault.index(force=force))
+
+    @server.resource(
+        "vault://note/{+path}",
+        name="note",
+        description="A note of the vault as Markdown, by its path relative to the vault root",
+        mime_type="text/markdown",
+    )
+    async def note_resource(path: str) -> str:
+        vault = await state.vault()
+
+        def read(vault: Vault) -> str:
+            vault.resolve_note_path(path)
+            return (vault.root / vault.get_note(path).path).read_text(encoding="utf-8")
+
+        return await asyncio.to_thread(state.run, read, vault)

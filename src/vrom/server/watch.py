@@ -1,0 +1,89 @@
+"""Re-index notes that change on disk while the server runs (watchfiles, debounced).
+
+Changes are gathered for `DEBOUNCE_MS` after the last event, then the changed notes are
+re-indexed (and embedded) in one go, so an editor's save is searchable within about a second.
+Only Markdown notes count; hidden and ignored folders are skipped the way indexing skips them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from vrom.errors import VromError
+from vrom.vault import Vault
+
+DEBOUNCE_MS = 300
+_NOTE_SUFFIXES = (".md", ".markdown")
+_IGNORED = frozenset({".git", ".obsidian", ".trash", "node_modules"})
+
+
+class Watcher:
+    """A daemon thread that re-indexes the notes that change under a vault's root."""
+
+    def __init__(self, vault: Vault, lock: threading.RLock, log: Callable[[str], None]) -> None:
+        self._vault = vault
+        self._lock = lock
+        self._log = log
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="vrom-watch", daemon=True)
+        self.reindexed = 0
+        """How many notes the watcher has re-indexed (for tests and stats)."""
+
+    def start(self) -> None:
+        """Start watching."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching and wait for the thread (a re-index in progress finishes first)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        try:
+            from watchfiles import watch
+        except ImportError:
+            self._log(
+                "vrom: warning: watchfiles is missing: notes edited on disk are not re-indexed"
+            )
+            return
+        root = self._vault.root
+        try:
+            for changes in watch(
+                root,
+                watch_filter=lambda _change, path: _is_note(root, path),
+                debounce=DEBOUNCE_MS,
+                step=50,
+                stop_event=self._stop,
+                raise_interrupt=False,
+            ):
+                paths = sorted({path for _change, path in changes})
+                self._reindex(paths)
+        except Exception as exc:
+            self._log(f"vrom: warning: the file watcher stopped: {exc}")
+
+    def _reindex(self, paths: list[str]) -> None:
+        try:
+            with self._lock:
+                summary = self._vault.reindex_paths(paths)
+        except VromError as exc:
+            self._log(f"vrom: warning: re-indexing {len(paths)} changed notes failed: {exc}")
+            return
+        self.reindexed += len(paths)
+        self._log(
+            f"vrom: re-indexed {len(paths)} changed notes ({summary.added} added, "
+            f"{summary.changed} changed, {summary.removed} removed)"
+        )
+
+
+def _is_note(root: Path, path: str) -> bool:
+    candidate = Path(path)
+    if candidate.suffix.lower() not in _NOTE_SUFFIXES:
+        return False
+    try:
+        parts = candidate.relative_to(root).parts
+    except ValueError:
+        return False
+    return not any(part.startswith(".") or part in _IGNORED for part in parts)
