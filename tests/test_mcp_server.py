@@ -437,3 +437,176 @@ def test_an_edit_on_disk_is_searchable_within_two_seconds(vault_root: Path) -> N
         assert found, f"not searchable after {elapsed:.2f} s"
     finally:
         state.close()
+
+
+def test_memory_tools(state: ServerState) -> None:
+    async def session(client: Client) -> None:
+        first = _data(
+            await client.call_tool(
+                "memory_remember",
+                {
+                    "title": "Deploy day",
+                    "content": "We deploy the web app on Tuesdays after stand-up.",
+                    "type": "decision",
+                    "project": "web",
+                    "tags": ["ops"],
+                    "related": ["Projects/Atlas.md"],
+                    "source": "standup 2024-05-01",
+                },
+            )
+        )
+        assert first["id"].startswith("mem_") and first["status"] == "active"
+        second = _data(
+            await client.call_tool(
+                "memory_remember",
+                {
+                    "title": "Deploy day moved",
+                    "content": "Deploys move to Thursdays.",
+                    "project": "web",
+                },
+            )
+        )
+        recalled = _data(
+            await client.call_tool(
+                "memory_recall", {"query": "when do we deploy", "project": "web"}
+            )
+        )
+        assert {hit["memory"]["id"] for hit in recalled["results"]} == {first["id"], second["id"]}
+        archived = _data(
+            await client.call_tool(
+                "memory_archive",
+                {"id": first["id"], "status": "superseded", "superseded_by": second["id"]},
+            )
+        )
+        assert archived["status"] == "superseded" and archived["superseded_by"] == second["id"]
+        active = _data(await client.call_tool("memory_recall", {"query": "deploy Tuesdays"}))
+        assert [hit["memory"]["id"] for hit in active["results"]] == [second["id"]]
+        stats = _data(await client.call_tool("memory_stats", {}))
+        assert stats["total"] == 2 and stats["by_status"]["superseded"] == 1
+        assert "mem_nope" in _error(await client.call_tool("memory_archive", {"id": "mem_nope"}))
+        assert "title" in _error(
+            await client.call_tool("memory_remember", {"title": " ", "content": "x"})
+        )
+
+    _run(state, session)
+
+
+ESCAPES = [
+    "../outside/secret.md",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "~/secret.md",
+    "Projects/../../outside/secret.md",
+    "..\\outside\\secret.md",
+    "%2e%2e/outside/secret.md",
+    "C:\\Windows\\win.ini",
+    "\\\\server\\share\\x.md",
+    ".git/config",
+    ".obsidian/app.json",
+    "link-out/secret.md",
+    "Projects/evil\x00.md",
+]
+
+
+def test_no_tool_reaches_outside_the_vault(state: ServerState, vault_root: Path) -> None:
+    outside = vault_root.parent / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\ntop secret\n")
+    (vault_root / "link-out").symlink_to(outside, target_is_directory=True)
+    (vault_root / ".git").mkdir()
+    (vault_root / ".git" / "config").write_text("[core]\n")
+
+    def snapshot() -> dict[str, bytes]:
+        return {
+            str(p): p.read_bytes()
+            for base in (outside, vault_root / ".git")
+            for p in sorted(base.rglob("*"))
+            if p.is_file()
+        }
+
+    before = snapshot()
+
+    async def session(client: Client) -> None:
+        for path in ESCAPES:
+            calls: list[tuple[str, dict[str, Any]]] = [
+                ("vault_read", {"path": path}),
+                ("vault_frontmatter", {"path": path}),
+                ("vault_frontmatter", {"path": path, "set": {"pwned": True}}),
+                ("vault_write", {"path": path, "content": "pwned", "mode": "overwrite"}),
+                ("vault_write", {"path": path, "content": "pwned", "mode": "append"}),
+                ("vault_delete", {"path": path, "permanent": True}),
+                ("vault_wikilinks", {"path": path}),
+                ("vault_list", {"folder": path}),
+            ]
+            for name, arguments in calls:
+                result = await client.call_tool(name, arguments)
+                assert result.is_error, (name, path, result.content[0].text)
+                assert "top secret" not in result.content[0].text
+
+    _run(state, session)
+    assert snapshot() == before
+    assert not list(vault_root.parent.glob("*pwned*"))
+
+
+def test_the_vault_falls_back_to_the_environment(
+    vault_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VROM_VAULT", str(vault_root))
+    state = ServerState(None, embedder=None, watch=False)
+
+    async def session(client: Client) -> None:
+        stats = _data(await client.call_tool("vault_stats", {}))
+        assert stats["vault_root"] == str(vault_root.resolve())
+
+    _run(state, session)
+
+
+def test_stdout_carries_only_protocol(vault_root: Path, tmp_path: Path) -> None:
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "vault_search", "arguments": {"query": "network switch", "k": 1}},
+        },
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vrom", "mcp", "--vault", str(vault_root), "--no-watch"],
+        env=_env(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    lines = []
+    try:
+        for message in messages:
+            process.stdin.write(json.dumps(message) + "\n")
+            process.stdin.flush()
+            if "id" in message:  # a request: wait for its reply
+                lines.append(process.stdout.readline())
+        process.stdin.close()  # the client leaves: the server must exit
+        rest = process.stdout.read()
+        stderr = process.stderr.read() if process.stderr else ""
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    lines += [line for line in rest.splitlines() if line.strip()]
+    replies = [json.loads(line) for line in lines]  # every line is JSON-RPC, nothing else
+    assert all(reply.get("jsonrpc") == "2.0" for reply in replies)
+    answer = next(r for r in replies if r.get("id") == 2)
+    assert "Projects/Atlas.md" in answer["result"]["content"][0]["text"]
+    assert "indexing" in stderr, "progress goes to stderr"

@@ -90,8 +90,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             bool, Field(description="Add each hit's neighbouring chunks as context_text")
         ] = False,
     ) -> CallToolResult:
-        """Search the vault's notes by meaning and keywords; every hit cites its note path,
-        heading, chunk id and content hash."""
+        """Search the notes by meaning and keywords; each hit cites path, heading, chunk, hash."""
         return await call_on_vault(
             state,
             ctx,
@@ -107,8 +106,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         max_tokens: Annotated[int, Field(ge=50, le=50_000)] = 2000,
         expand_context: bool = False,
     ) -> CallToolResult:
-        """Return LLM-ready context for a question: the best passages within a token budget,
-        each followed by its source."""
+        """Return the best passages for a question within a token budget, each with its source."""
         return await call_on_vault(
             state,
             ctx,
