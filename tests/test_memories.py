@@ -357,3 +357,11 @@ def test_a_store_without_memories_is_refused() -> None:
 
     with pytest.raises(StorageError, match="cannot keep memories"):
         Memories(OtherStore())  # type: ignore[arg-type]
+
+
+def test_ids_made_in_the_same_millisecond_still_sort_in_order() -> None:
+    from vrom.memories import _new_id
+
+    ids = [_new_id(1_700_000_000.0) for _ in range(200)]
+    assert ids == sorted(ids) and len(set(ids)) == 200
+    assert _new_id(1_600_000_000.0) > ids[-1], "a clock that steps back does not reorder ids"

@@ -19,6 +19,7 @@ import builtins
 import datetime as dt
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -127,9 +128,25 @@ def _memory(record: MemoryRecord) -> Memory:
     )
 
 
+_last_id = [0, 0]  # (milliseconds, counter) of the last id this process made
+_id_lock = threading.Lock()
+
+
 def _new_id(now: float) -> str:
-    """Return a new memory id: milliseconds since 1970 (12 hex digits), then 8 random ones."""
-    return f"mem_{int(now * 1000):012x}{os.urandom(4).hex()}"
+    """Return a new memory id: milliseconds since 1970 (12 hex digits), then a counter (8).
+
+    The counter starts at a random point each millisecond and counts up within it, so ids this
+    process makes sort in the order they were made even when several share a millisecond.
+    """
+    milliseconds = int(now * 1000)
+    with _id_lock:
+        last_ms, last_counter = _last_id
+        if milliseconds <= last_ms:
+            milliseconds, counter = last_ms, last_counter + 1
+        else:
+            counter = int.from_bytes(os.urandom(3), "big")  # leaves room to count up
+        _last_id[:] = [milliseconds, counter]
+    return f"mem_{milliseconds:012x}{counter:08x}"
 
 
 def _encode(embedder: Embedder, memories: list[MemoryRecord]) -> list[bytes]:
