@@ -11,6 +11,7 @@ import vrom
 def test_exported_members_are_pinned() -> None:
     assert sorted(vrom.__all__) == sorted(
         [
+            "AgentMemory",
             "AsyncCollection",
             "BackendInfo",
             "Collection",
@@ -23,10 +24,13 @@ def test_exported_members_are_pinned() -> None:
             "IndexWarning",
             "Link",
             "ModelError",
+            "MountStatus",
             "Note",
             "NoteRef",
             "NotFoundError",
+            "PackError",
             "Related",
+            "SearchResult",
             "SearchTool",
             "SharedTags",
             "SimilarNote",
@@ -35,6 +39,7 @@ def test_exported_members_are_pinned() -> None:
             "ValidationError",
             "Vault",
             "VaultStats",
+            "VectorDB",
             "VromError",
             "__version__",
             "format_context",
@@ -46,7 +51,13 @@ def test_exported_members_are_pinned() -> None:
 
 
 def test_errors_form_one_tree() -> None:
-    for error in (vrom.StorageError, vrom.ValidationError, vrom.NotFoundError, vrom.ModelError):
+    for error in (
+        vrom.StorageError,
+        vrom.ValidationError,
+        vrom.NotFoundError,
+        vrom.ModelError,
+        vrom.PackError,
+    ):
         assert issubclass(error, vrom.VromError)
     assert vrom.ValidationError("x").code == "invalid_value"
 

@@ -20,7 +20,14 @@ Or keep documents for an agent in a collection::
 
 from vrom.collection import AsyncCollection, Collection, Document
 from vrom.embed import Embedder, Fingerprint
-from vrom.errors import ModelError, NotFoundError, StorageError, ValidationError, VromError
+from vrom.errors import (
+    ModelError,
+    NotFoundError,
+    PackError,
+    StorageError,
+    ValidationError,
+    VromError,
+)
 from vrom.results import (
     BackendInfo,
     Context,
@@ -28,9 +35,11 @@ from vrom.results import (
     IndexSummary,
     IndexWarning,
     Link,
+    MountStatus,
     Note,
     NoteRef,
     Related,
+    SearchResult,
     SharedTags,
     SimilarNote,
     VaultStats,
@@ -43,6 +52,7 @@ from vrom.vault import Vault
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentMemory",
     "AsyncCollection",
     "BackendInfo",
     "Collection",
@@ -55,10 +65,13 @@ __all__ = [
     "IndexWarning",
     "Link",
     "ModelError",
+    "MountStatus",
     "NotFoundError",
     "Note",
     "NoteRef",
+    "PackError",
     "Related",
+    "SearchResult",
     "SearchTool",
     "SharedTags",
     "SimilarNote",
@@ -67,8 +80,22 @@ __all__ = [
     "ValidationError",
     "Vault",
     "VaultStats",
+    "VectorDB",
     "VromError",
     "__version__",
     "format_context",
     "to_jsonable",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Import the pack classes on first use: they load numpy and usearch, `import vrom` not."""
+    if name == "AgentMemory":
+        from vrom.agent_memory import AgentMemory
+
+        return AgentMemory
+    if name == "VectorDB":
+        from vrom.packs.vectordb import VectorDB
+
+        return VectorDB
+    raise AttributeError(f"module 'vrom' has no attribute {name!r}")

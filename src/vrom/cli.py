@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from vrom import __version__
 from vrom.cli_mcp import add_mcp_command
 from vrom.cli_memory import add_memory_command
+from vrom.cli_pack import add_pack_commands, search_pack
 from vrom.cli_setup import add_setup_commands
 from vrom.embed import EMBEDDER_ENV
 from vrom.errors import ValidationError, VromError
@@ -235,6 +236,15 @@ def _reader(
     return handler
 
 
+def _search(args: argparse.Namespace, out: TextIO) -> int:
+    if args.pack is None:
+        handler: Callable[[argparse.Namespace, TextIO], int] = args.vault_handler
+        return handler(args, out)
+    if args.vault or args.db:
+        raise ValidationError("--pack searches a pack, not a vault: drop --vault/--db")
+    return search_pack(args, out)
+
+
 def _where(args: argparse.Namespace) -> dict[str, Any] | None:
     return _parse_where(args.where, args.path, args.tag) or None
 
@@ -386,6 +396,16 @@ def build_parser() -> argparse.ArgumentParser:
             ),
             help_text,
         )
+        if mode is None:  # `vrom search --pack ID QUERY` searches a knowledge pack instead
+            sub.set_defaults(vault_handler=sub.get_default("handler"), handler=_search)
+            sub.add_argument(
+                "--pack", metavar="ID", help="search this knowledge pack (pulled if not cached)"
+            )
+            sub.add_argument(
+                "--registry",
+                default=None,
+                help="with --pack: the registry URL or path (default: $VROM_REGISTRY_URL)",
+            )
         sub.add_argument(
             "query", metavar="QUERY", help='words, "exact phrases", -excluded, prefix*'
         )
@@ -476,6 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_mcp_command(commands)
     add_memory_command(commands, _open_vault)
+    add_pack_commands(commands)
     add_setup_commands(commands)
     return parser
 

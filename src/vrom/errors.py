@@ -4,7 +4,8 @@
     ├── StorageError     the store could not be opened, read or written
     ├── ValidationError  an argument or input was rejected before anything was written
     ├── NotFoundError    a vault, note or store that was asked for does not exist
-    └── ModelError       an embedding model could not be loaded or run
+    ├── ModelError       an embedding model could not be loaded or run
+    └── PackError        a knowledge pack or registry is missing, unreachable or fails its check
 
 Third-party exceptions are converted where they cross into vrom (``raise X(...) from exc``),
 so callers only ever need to catch `VromError`.
@@ -38,3 +39,7 @@ class NotFoundError(VromError):
 
 class ModelError(VromError):
     """An embedding model could not be loaded or run."""
+
+
+class PackError(VromError):
+    """A knowledge pack or its registry is missing, unreachable, malformed or failed its check."""

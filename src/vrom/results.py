@@ -293,3 +293,36 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
     return value
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One result of searching a mounted pack (`vrom.AgentMemory.search`).
+
+    Fields:
+        text: the chunk's text (with ``expand_context``, joined with its neighbours by blank
+            lines).
+        metadata: ``chunk_id``, ``source_file``, ``section_heading``, ``prev_chunk_id``,
+            ``next_chunk_id``, ``url``, ``doc_title``, ``content_hash``; expanded results also
+            carry ``_expanded`` (True) and ``_context_chunks`` (the chunk ids joined, in order).
+        distance: cosine distance in [0, 2], smaller is nearer (results come nearest first).
+        id: the chunk's id in the pack.
+    """
+
+    text: str
+    metadata: Mapping[str, Any]
+    distance: float
+    id: int
+
+
+@dataclass(frozen=True)
+class MountStatus:
+    """What `vrom.AgentMemory` has mounted: the pack id and version, whether it is ready to
+    search, its vector count and dimensions, and the embedding model its queries use."""
+
+    active_vrom: str | None
+    version: str | None
+    ready: bool
+    vectors: int
+    dim: int
+    model: str | None

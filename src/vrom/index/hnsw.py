@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 from usearch.index import Index
 
-from vrom.errors import ValidationError
+from vrom.errors import StorageError, ValidationError
 from vrom.index import METRICS, replay_limit, stored_encoding
 from vrom.index.codec import decode
 from vrom.index.exact import nearest_rows
@@ -157,6 +157,48 @@ class HnswIndex:
         self._change_number: int | None = None  # the store change the graph reflects
         self._unsaved = 0  # changes replayed into the graph since it was last saved
         self._graph: _Graph | None = None
+
+    @classmethod
+    def open_file(
+        cls,
+        store: Store,
+        path: Path,
+        metric: str = "cosine",
+        *,
+        expansion_search: int = EXPANSION_SEARCH,
+    ) -> HnswIndex:
+        """Return the graph saved at ``path`` for an immutable store (a pack), memory-mapped.
+
+        The graph is taken as it is (a pack's files were verified against its manifest); it
+        must hold as many vectors as the store. It is never rebuilt or saved.
+        """
+        index = cls(store, metric, expansion_search=expansion_search)
+        index.path = None
+        try:
+            with open(path, "rb") as file:
+                mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as exc:
+            raise StorageError(f"cannot open the vector index {path}: {exc}") from exc
+        buffer = memoryview(mapping)
+        try:
+            graph = Index.restore(buffer, view=True)
+        except (RuntimeError, ValueError) as exc:
+            mapping.close()
+            raise StorageError(f"the vector index {path} is unreadable: {exc}") from exc
+        finally:
+            buffer.release()
+        expected = store.counts().vectors
+        if graph is None or len(graph) != expected:
+            found = 0 if graph is None else len(graph)
+            del graph
+            mapping.close()
+            raise StorageError(
+                f"the vector index {path} holds {found} vectors but its store {expected}"
+            )
+        index._graph = _Graph(graph, mapping)
+        index._generation = store.vector_generation()
+        index._change_number = store.vector_change_number()
+        return index
 
     def __len__(self) -> int:
         self.refresh()

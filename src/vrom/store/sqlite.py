@@ -108,7 +108,14 @@ def _document(row: Sequence[Any]) -> StoredDocument:
 class SQLiteStore:
     """A vault's store in one SQLite file; see the module docstring for the guarantees."""
 
-    def __init__(self, path: Path | None, *, create: bool = True, key: str | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        create: bool = True,
+        key: str | None = None,
+        read_only: bool = False,
+    ) -> None:
         """Open the store at ``path``; a missing file is created unless ``create`` is False.
 
         A new store is built under a temporary name and appears at ``path`` only once its schema
@@ -116,7 +123,9 @@ class SQLiteStore:
         vrom schema: another program's database is refused before anything is written to it.
         ``path=None`` keeps the store in memory (gone when closed). With ``key`` the file is
         encrypted with SQLCipher (the ``encrypted`` extra): every page, the WAL included, is
-        unreadable without the key, and a wrong key is a `StorageError`.
+        unreadable without the key, and a wrong key is a `StorageError`. ``read_only`` opens an
+        existing file as immutable (a verified pack: nothing, not even a WAL switch, is written;
+        its schema must be this vrom's).
         """
         self._path = None if path is None else Path(path)
         self._depth = 0
@@ -125,6 +134,9 @@ class SQLiteStore:
         self._driver = _driver(self._key is not None)
         if self._path is None:
             self._connect(None, require_schema=False)
+            return
+        if read_only:
+            self._connect_read_only(self._path)
             return
         if not self._path.exists():
             if not create:
@@ -159,6 +171,24 @@ class SQLiteStore:
         except StorageError:
             self._conn.close()
             raise
+
+    def _connect_read_only(self, path: Path) -> None:
+        if not path.is_file():
+            raise NotFoundError(f"no store at {path}")
+        uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
+        try:
+            self._conn = self._driver.connect(
+                uri, uri=True, isolation_level=None, check_same_thread=False
+            )
+            version = self._stored_version()
+        except self._driver.Error as exc:
+            raise self._error("opening", exc) from exc
+        if version != SCHEMA_VERSION:
+            self._conn.close()
+            raise StorageError(
+                f"{path} has store schema {version} but this vrom reads {SCHEMA_VERSION} "
+                "read-only: rebuild it with this vrom (or upgrade vrom)"
+            )
 
     def _create_file(self, path: Path) -> None:
         folder, name = path.parent, path.name

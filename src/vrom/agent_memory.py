@@ -1,0 +1,393 @@
+"""`AgentMemory`: give an agent a prebuilt knowledge pack by id, the way a console mounts a cartridge.
+
+    with AgentMemory(registry_url="https://example.org/packs/registry.json") as memory:
+        memory.init()
+        memory.mount("python-docs")                 # pulled once, verified, cached
+        results = memory.search("how do I read a file", top_k=5)
+        prompt_context = memory.format_context(results, max_tokens=1500)
+
+A mounted pack is read in place from the cache: its store opens read-only and immutable, its
+HNSW graph memory-mapped, so mounting costs no copying and no embedding, only the query model
+(which stays loaded when the next pack uses the same one).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from vrom.embed import Embedder, Fingerprint
+from vrom.embed.onnx import DEFAULT_MODEL_ID
+from vrom.errors import ModelError, PackError, StorageError, ValidationError
+from vrom.index.hnsw import HnswIndex
+from vrom.packs.cache import CachedPack, PullProgress, StorageEstimate, VromCache
+from vrom.packs.manifest import PackManifest, RegistryEntry
+from vrom.results import MountStatus, SearchResult
+from vrom.store import StoredChunk
+from vrom.store.sqlite import SQLiteStore
+
+logger = logging.getLogger("vrom.agent_memory")
+
+ModelProgress = Callable[[Mapping[str, Any]], None]
+"""Called with ``{"phase": "model", "model": id, "status": "loading" | "ready"}``."""
+
+
+@dataclass
+class _Mounted:
+    pack: CachedPack
+    store: SQLiteStore
+    index: HnswIndex
+    embedder: Embedder
+
+    @property
+    def manifest(self) -> PackManifest:
+        return self.pack.manifest
+
+
+class AgentMemory:
+    """Mount knowledge packs from a registry and search them; use as a context manager."""
+
+    def __init__(
+        self,
+        registry_url: str | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        log_level: str = "warning",
+        *,
+        embedder: Embedder | None = None,
+        http_client: Any = None,
+    ) -> None:
+        """``embedder``: a model to use for packs built with it (besides the ones vrom ships:
+        the default model and the fake one). ``http_client``: an ``httpx.Client`` for the
+        registry and downloads (proxies, auth)."""
+        level = logging.getLevelName(log_level.upper())
+        if not isinstance(level, int):
+            raise ValidationError(
+                f"log_level must be debug, info, warning or error, not {log_level!r}"
+            )
+        logging.getLogger("vrom").setLevel(level)
+        self._registry_url = registry_url
+        self._cache_dir = cache_dir
+        self._http_client = http_client
+        self._extra_embedder = embedder
+        self._cache: VromCache | None = None
+        self._mounted: _Mounted | None = None
+        self._embedder: Embedder | None = None
+        self._listeners: list[ModelProgress] = []
+        self._destroyed = False
+        self.model_loads = 0
+        """How many times a model was loaded (a mount with the loaded model adds nothing)."""
+
+    # -- life ------------------------------------------------------------------------------
+
+    def init(self) -> None:
+        """Prepare the cache and the registry settings (calling it again does nothing)."""
+        if self._destroyed:
+            raise PackError("this AgentMemory was destroyed: make a new one")
+        if self._cache is None:
+            self._cache = VromCache(
+                self._registry_url, self._cache_dir, http_client=self._http_client
+            )
+
+    def destroy(self) -> None:
+        """Unmount, release the model, and make this object unusable."""
+        self.unmount()
+        if self._embedder is not None:
+            self._embedder.close()
+            self._embedder = None
+        self._cache = None
+        self._destroyed = True
+
+    def __enter__(self) -> AgentMemory:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.destroy()
+
+    def on_progress(self, listener: ModelProgress) -> None:
+        """Call ``listener`` when a model starts and finishes loading."""
+        self._listeners.append(listener)
+
+    # -- mounting --------------------------------------------------------------------------
+
+    def mount(
+        self,
+        id_or_uri: str,
+        on_progress: Callable[[PullProgress], None] | None = None,
+        force_download: bool = False,
+    ) -> MountStatus:
+        """Mount a pack by id (or ``hub://id``): pull it if it is not cached, then open it.
+
+        The registry is read at most hourly (``force_download`` rereads it and downloads the
+        pack again). The previous pack is unmounted first. A pack whose model is the one already loaded
+        mounts without loading a model; one that needs a model not available here is a
+        `ModelError` naming it.
+        """
+        cache = self._require_cache()
+        if force_download:
+            cache.get_registry(refresh=True)  # a forced mount also rereads the registry
+        entry = cache.resolve(id_or_uri)
+        cached = cache.get_cached_manifest(entry.id)
+        if force_download or cached is None or cached.version != entry.version:
+            pack = cache.pull(entry, on_progress=on_progress, force_download=force_download)
+        else:
+            pack = cache.load_index(entry.id)
+        embedder = self._embedder_for(pack.manifest)
+        try:
+            store = SQLiteStore(pack.store_path, read_only=True)
+        except StorageError as exc:
+            raise PackError(
+                f"pack {entry.id} {pack.version}: its store is unreadable: {exc}"
+            ) from exc
+        try:
+            ef = int(pack.manifest.hnsw_config.get("ef_search", 64))
+            index = HnswIndex.open_file(store, pack.index_path, expansion_search=max(ef, 1))
+        except StorageError as exc:
+            store.close()
+            raise PackError(
+                f"pack {entry.id} {pack.version}: the index is unreadable after download: {exc}"
+            ) from exc
+        self.unmount()
+        self._mounted = _Mounted(pack, store, index, embedder)
+        logger.info("mounted %s %s (%d vectors)", entry.id, pack.version, len(index))
+        return self.get_mount_status()
+
+    def unmount(self) -> None:
+        """Let the mounted pack go (it stays in the cache; the model stays loaded)."""
+        mounted, self._mounted = self._mounted, None
+        if mounted is not None:
+            mounted.index.close()
+            mounted.store.close()
+
+    def get_mount_status(self) -> MountStatus:
+        """Return what is mounted (``ready`` is False when nothing is)."""
+        mounted = self._mounted
+        if mounted is None:
+            return MountStatus(None, None, False, 0, 0, None)
+        return MountStatus(
+            active_vrom=mounted.manifest.vrom_id,
+            version=mounted.manifest.version,
+            ready=True,
+            vectors=mounted.manifest.vector_count,
+            dim=mounted.manifest.dimensions,
+            model=mounted.manifest.model,
+        )
+
+    @property
+    def is_ready(self) -> bool:
+        """True when a pack is mounted and can be searched."""
+        return self._mounted is not None
+
+    # -- searching -------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        top_k: int = 5,
+        expand_context: bool = False,
+        context_window: int = 1,
+        ef_search: int | None = None,
+    ) -> list[SearchResult]:
+        """Return the ``top_k`` chunks nearest to ``query``, nearest first (cosine distance).
+
+        ``expand_context`` joins each chunk with up to ``context_window`` neighbours on each
+        side (in document order, blank lines between). ``ef_search`` (at least ``top_k``)
+        widens the graph search for this query.
+        """
+        mounted = self._require_mounted()
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("query must be a non-empty string")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
+            raise ValidationError(f"top_k must be an integer from 1 to 1000, not {top_k!r}")
+        if ef_search is not None and (
+            isinstance(ef_search, bool) or not isinstance(ef_search, int) or ef_search < top_k
+        ):
+            raise ValidationError(
+                f"ef_search must be an integer of at least top_k={top_k}, not {ef_search!r}"
+            )
+        if (
+            isinstance(context_window, bool)
+            or not isinstance(context_window, int)
+            or not (0 <= context_window <= 10)
+        ):
+            raise ValidationError(f"context_window must be 0-10, not {context_window!r}")
+        vector = mounted.embedder.embed_query(query)
+        nearest = mounted.index.search(vector, top_k, None, ef_search)
+        chunks = {c.chunk_id: c for c in mounted.store.get_chunks([i for i, _ in nearest])}
+        results = []
+        for chunk_id, score in nearest:
+            chunk = chunks.get(chunk_id)
+            if chunk is None:
+                continue
+            metadata = self._metadata(mounted, chunk)
+            text = chunk.text
+            if expand_context and context_window:
+                around = self._neighbours(mounted.store, chunk, context_window)
+                text = "\n\n".join(c.text for c in around)
+                metadata["_expanded"] = True
+                metadata["_context_chunks"] = [c.chunk_id for c in around]
+            distance = min(2.0, max(0.0, 1.0 - score))
+            results.append(SearchResult(text, metadata, round(distance, 6), chunk_id))
+        return results
+
+    @staticmethod
+    def format_context(
+        results: Sequence[SearchResult],
+        include_sources: bool = True,
+        max_tokens: int | None = None,
+    ) -> str:
+        """Return results as prompt context: ``## heading``, text, ``[Source: url]``, split by
+        ``---``; stops before the budget (tokens estimated as ceil(characters / 4)) is passed."""
+        if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
+            raise ValidationError(f"max_tokens must be a positive integer, not {max_tokens!r}")
+        separator = "\n\n---\n\n"
+        blocks: list[str] = []
+        used = 0
+        for result in results:
+            heading = result.metadata.get("section_heading") or result.metadata.get("doc_title")
+            block = f"## {heading}\n\n{result.text}" if heading else result.text
+            url = result.metadata.get("url")
+            if include_sources and url:
+                block += f"\n\n[Source: {url}]"
+            cost = math.ceil(len(block if not blocks else separator + block) / 4)
+            if max_tokens is not None and used + cost > max_tokens:
+                break
+            blocks.append(block)
+            used += cost
+        return separator.join(blocks)
+
+    # -- the cache -------------------------------------------------------------------------
+
+    def list_vroms(self) -> list[RegistryEntry]:
+        """Return the packs the registry lists."""
+        return self._require_cache().list()
+
+    def is_cached(self, pack_id: str) -> bool:
+        """True when the pack is in the local cache."""
+        return self._require_cache().is_cached(pack_id)
+
+    def evict(self, pack_id: str) -> bool:
+        """Remove a pack from the cache (unmounting it first if mounted); True if it was there."""
+        if self._mounted is not None and self._mounted.manifest.vrom_id == pack_id:
+            self.unmount()
+        return self._require_cache().evict(pack_id)
+
+    def storage_estimate(self) -> StorageEstimate:
+        """Return the bytes the cache uses and the bytes free on its disk."""
+        return self._require_cache().storage_estimate()
+
+    # -- inside ----------------------------------------------------------------------------
+
+    def _require_cache(self) -> VromCache:
+        if self._destroyed:
+            raise PackError("this AgentMemory was destroyed: make a new one")
+        if self._cache is None:
+            raise PackError("AgentMemory is not initialised: call init() first")
+        return self._cache
+
+    def _require_mounted(self) -> _Mounted:
+        self._require_cache()
+        if self._mounted is None:
+            raise PackError("nothing is mounted: call mount(pack_id) first")
+        return self._mounted
+
+    def _embedder_for(self, manifest: PackManifest) -> Embedder:
+        """Return the model the pack's queries need, reusing the loaded one when it matches."""
+        wanted = _fingerprint(manifest)
+        if self._embedder is not None and _same_model(self._embedder.fingerprint, wanted):
+            return self._embedder
+        for listener in self._listeners:
+            listener({"phase": "model", "model": wanted.model, "status": "loading"})
+        embedder = self._load_model(manifest, wanted)
+        if not _same_model(embedder.fingerprint, wanted):
+            raise ModelError(
+                f"pack {manifest.vrom_id} was embedded with {wanted.describe()} "
+                f"but the local model is {embedder.fingerprint.describe()}"
+            )
+        if self._embedder is not None:
+            self._embedder.close()
+        self._embedder = embedder
+        self.model_loads += 1
+        for listener in self._listeners:
+            listener({"phase": "model", "model": wanted.model, "status": "ready"})
+        return embedder
+
+    def _load_model(self, manifest: PackManifest, wanted: Fingerprint) -> Embedder:
+        if self._extra_embedder is not None and _same_model(
+            self._extra_embedder.fingerprint, wanted
+        ):
+            return self._extra_embedder
+        if wanted.model == DEFAULT_MODEL_ID:
+            return Embedder.default()
+        if wanted.model.startswith("fake"):
+            return Embedder.fake(wanted.dims)
+        raise ModelError(
+            f"pack {manifest.vrom_id} needs the embedding model {wanted.model} "
+            f"({wanted.dims} d), which is not available here: pass it as "
+            "AgentMemory(embedder=...)"
+        )
+
+    @staticmethod
+    def _metadata(mounted: _Mounted, chunk: StoredChunk) -> dict[str, Any]:
+        fields = chunk.metadata
+        url = fields.get("url")
+        if not isinstance(url, str):
+            base = mounted.manifest.source.get("url_base")
+            url = f"{base.rstrip('/')}/{chunk.path.rsplit('.', 1)[0]}" if base else None
+        title = fields.get("title") if isinstance(fields.get("title"), str) else chunk.title
+        return {
+            "chunk_id": chunk.chunk_id,
+            "source_file": chunk.path,
+            "section_heading": chunk.heading_path,
+            "prev_chunk_id": chunk.prev_id,
+            "next_chunk_id": chunk.next_id,
+            "url": url,
+            "doc_title": title or chunk.path,
+            "content_hash": chunk.content_hash,
+        }
+
+    @staticmethod
+    def _neighbours(store: SQLiteStore, chunk: StoredChunk, window: int) -> list[StoredChunk]:
+        before: list[StoredChunk] = []
+        cursor = chunk
+        while len(before) < window and cursor.prev_id is not None:
+            found = store.get_chunks([cursor.prev_id])
+            if not found:
+                break
+            cursor = found[0]
+            before.insert(0, cursor)
+        after: list[StoredChunk] = []
+        cursor = chunk
+        while len(after) < window and cursor.next_id is not None:
+            found = store.get_chunks([cursor.next_id])
+            if not found:
+                break
+            cursor = found[0]
+            after.append(cursor)
+        return [*before, chunk, *after]
+
+
+def _fingerprint(manifest: PackManifest) -> Fingerprint:
+    spec = manifest.embedding_spec
+    stored = spec.get("fingerprint")
+    if isinstance(stored, Mapping):
+        try:
+            return Fingerprint(**stored)
+        except TypeError as exc:
+            raise PackError(f"pack {manifest.vrom_id}: its model fingerprint is malformed") from exc
+    return Fingerprint(manifest.model, "", manifest.dimensions, "", 0)
+
+
+def _same_model(have: Fingerprint, wanted: Fingerprint) -> bool:
+    if wanted.revision:  # a full fingerprint: the same model file, pooling and length
+        return have == wanted
+    return have.model == wanted.model and have.dims == wanted.dims

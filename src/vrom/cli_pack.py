@@ -1,0 +1,233 @@
+"""``vrom pack build|publish|list|pull|info|evict`` and ``vrom search --pack``: knowledge packs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from vrom.embed import Embedder
+from vrom.errors import ValidationError
+from vrom.results import to_jsonable
+
+REGISTRY_HELP = "the registry: a URL, file:// URL or path (default: $VROM_REGISTRY_URL)"
+
+
+def add_pack_commands(commands: Any) -> None:
+    """Add ``vrom pack ...`` to the CLI's subcommands."""
+    help_text = "Build, publish, pull and inspect knowledge packs (prebuilt, versioned stores)."
+    pack = commands.add_parser(
+        "pack",
+        help=help_text,
+        description=help_text,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = pack.add_subparsers(dest="pack_action", metavar="ACTION", required=True)
+    leaves: list[argparse.ArgumentParser] = []
+
+    def action(
+        name: str, handler: Callable[[argparse.Namespace, TextIO], int], text: str
+    ) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
+        sub.set_defaults(handler=handler)
+        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+        leaves.append(sub)
+        return sub
+
+    sub = action("build", _build, "Build a pack from a notes folder or a BEIR/JSONL corpus.")
+    sub.add_argument("source", metavar="SOURCE", help="a vault folder, a BEIR folder or .jsonl")
+    sub.add_argument("--id", dest="pack_id", required=True, help="the pack's id (a-z, 0-9, ._-)")
+    sub.add_argument("--version", dest="pack_version", required=True, help="X.Y.Z")
+    sub.add_argument("--name", default="", help="a display name")
+    sub.add_argument("--description", default="", help="what the pack holds")
+    sub.add_argument("--tags", default="", help="comma-separated tags")
+    sub.add_argument("--url-base", default=None, help="URL each document's path is appended to")
+    sub.add_argument("--out", default=None, help="output folder (default: ./ID-VERSION)")
+
+    sub = action("publish", _publish, "Copy a built pack into a registry folder and list it.")
+    sub.add_argument("pack_dir", metavar="PACK_DIR")
+    sub.add_argument("registry_dir", metavar="REGISTRY_DIR")
+    sub.add_argument("--base-url", default=None, help="write absolute file URLs under this URL")
+    sub.add_argument("--official", action="store_true", help="mark the entry as official")
+
+    for name, handler, text in (
+        ("list", _list, "List the packs in the registry (and which are cached)."),
+        ("pull", _pull, "Download a pack into the cache (verified before it is used)."),
+        ("info", _info, "Show a pack's registry entry and, if cached, its manifest."),
+        ("evict", _evict, "Remove a pack from the cache."),
+    ):
+        sub = action(name, handler, text)
+        sub.add_argument("--registry", default=None, help=REGISTRY_HELP)
+        if name != "list":
+            sub.add_argument("pack", metavar="ID", help="a pack id (or hub://id)")
+        if name == "pull":
+            sub.add_argument("--force", action="store_true", help="download again")
+    # every action's options in 'vrom pack --help', so one page shows them all
+    pack.epilog = "usage of each action:\n" + "".join(
+        "  " + leaf.format_usage().removeprefix("usage: ").replace("\n     ", "\n")
+        for leaf in leaves
+    )
+
+
+def _print(result: Any, out: TextIO) -> None:
+    out.write(json.dumps(to_jsonable(result), indent=2, ensure_ascii=False) + "\n")
+
+
+def _embedder(args: argparse.Namespace) -> Embedder:
+    embedder = Embedder.from_spec(None if args.embedder == "auto" else args.embedder)
+    if embedder is None:
+        raise ValidationError("a pack needs an embedding model: not --embedder none")
+    return embedder
+
+
+def _build(args: argparse.Namespace, out: TextIO) -> int:
+    from vrom.packs.build import build_pack
+
+    target = Path(args.out or f"{args.pack_id}-{args.pack_version}")
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\r{stage}: {done}" + (f"/{total}" if total else "") + "   ")
+
+    manifest = build_pack(
+        args.source,
+        target,
+        pack_id=args.pack_id,
+        version=args.pack_version,
+        embedder=_embedder(args),
+        name=args.name,
+        description=args.description,
+        tags=[t.strip() for t in args.tags.split(",") if t.strip()],
+        url_base=args.url_base,
+        progress=progress,
+    )
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    if args.json:
+        _print(manifest.to_dict(), out)
+    else:
+        size = sum(f.size for f in manifest.files.values()) / 1e6
+        out.write(
+            f"built {manifest.vrom_id} {manifest.version} in {target}: {manifest.total_chunks} "
+            f"chunks, {manifest.vector_count} vectors ({manifest.model}), {size:.1f} MB\n"
+        )
+    return 0
+
+
+def _publish(args: argparse.Namespace, out: TextIO) -> int:
+    from vrom.packs.build import publish_pack
+
+    entry = publish_pack(
+        args.pack_dir, args.registry_dir, base_url=args.base_url, official=args.official
+    )
+    if args.json:
+        _print(entry.to_dict(), out)
+    else:
+        out.write(f"published {entry.id} {entry.version} to {args.registry_dir}\n")
+    return 0
+
+
+def _cache(args: argparse.Namespace) -> Any:
+    from vrom.packs.cache import VromCache
+
+    return VromCache(args.registry)
+
+
+def _list(args: argparse.Namespace, out: TextIO) -> int:
+    cache = _cache(args)
+    entries = cache.list()
+    rows = [{**e.to_dict(), "cached": cache.is_cached(e.id)} for e in entries]
+    if args.json:
+        _print(rows, out)
+        return 0
+    for row in rows:
+        mark = "cached" if row["cached"] else ""
+        out.write(
+            f"{row['id']:24} {row['version']:10} {row['vectors']:>9,} vectors  "
+            f"{row['size_mb']:8.1f} MB  {row['model']}  {mark}\n"
+        )
+    if not rows:
+        out.write("the registry lists no packs\n")
+    return 0
+
+
+def _pull(args: argparse.Namespace, out: TextIO) -> int:
+    cache = _cache(args)
+    entry = cache.resolve(args.pack)
+    show = sys.stderr.isatty() and not args.json
+    if show:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task(f"pulling {entry.id}", total=None)
+
+            def progress(event: Any) -> None:
+                bar.update(
+                    task,
+                    description=f"{entry.id}: {event.phase} {event.file}",
+                    completed=event.loaded,
+                    total=event.total or None,
+                )
+
+            pack = cache.pull(entry, on_progress=progress, force_download=args.force)
+    else:
+        pack = cache.pull(entry, force_download=args.force)
+    if args.json:
+        _print({"id": pack.id, "version": pack.version, "directory": str(pack.directory)}, out)
+    else:
+        out.write(f"{pack.id} {pack.version} is cached in {pack.directory}\n")
+    return 0
+
+
+def _info(args: argparse.Namespace, out: TextIO) -> int:
+    cache = _cache(args)
+    entry = cache.resolve(args.pack)
+    manifest = cache.get_cached_manifest(entry.id)
+    info = {
+        "entry": entry.to_dict(),
+        "cached": manifest is not None,
+        "manifest": None if manifest is None else manifest.to_dict(),
+    }
+    if args.json:
+        _print(info, out)
+        return 0
+    out.write(f"{entry.id} {entry.version}: {entry.name}\n{entry.description}\n")
+    out.write(f"{entry.vectors:,} vectors of {entry.dimensions} d ({entry.model}), ")
+    out.write(f"{entry.size_mb:.1f} MB, {'cached' if manifest else 'not cached'}\n")
+    if manifest is not None:
+        out.write(f"built {manifest.created_at}, corpus {manifest.corpus_hash}\n")
+    return 0
+
+
+def _evict(args: argparse.Namespace, out: TextIO) -> int:
+    removed = _cache(args).evict(args.pack)
+    if args.json:
+        _print({"id": args.pack, "evicted": removed}, out)
+    else:
+        out.write(f"{args.pack}: {'evicted' if removed else 'was not cached'}\n")
+    return 0
+
+
+def search_pack(args: argparse.Namespace, out: TextIO) -> int:
+    """Run ``vrom search --pack ID QUERY``: mount the pack (pulling it if needed) and search."""
+    from vrom.agent_memory import AgentMemory
+
+    with AgentMemory(registry_url=args.registry) as memory:
+        memory.init()
+        memory.mount(args.pack)
+        results = memory.search(args.query, top_k=min(args.k, 1000))
+    if args.json:
+        _print(results, out)
+        return 0
+    for rank, result in enumerate(results, start=1):
+        where = result.metadata.get("source_file", "")
+        heading = result.metadata.get("section_heading")
+        out.write(f"{rank}. {where}{' › ' + heading if heading else ''}")
+        out.write(f"  (distance {result.distance:.3f})\n")
+        out.write(f"   {' '.join(result.text.split())[:200]}\n")
+    if not results:
+        out.write("no results\n")
+    return 0

@@ -1,0 +1,309 @@
+"""Moving a pack's bytes into the cache: HTTP downloads, ``Range`` resume, local copies, progress.
+
+`fetch_file` brings one file in a pull's partial folder up to the size the manifest gives. From an
+``http://``/``https://`` URL it streams with httpx (imported only then; the ``remote`` extra),
+asking with a ``Range`` request for only the rest of a file an interrupted pull left behind, and
+starting over when the server ignores or refuses that; from a ``file://`` URL it copies, resuming
+the same way. A file that would grow past the manifest's size, or whose size as the server or the
+file system states it differs, raises `Corrupt` (the caller deletes the partial folder); a fetch
+that fails or stops raises `FetchFailed` and leaves the partial file for the next pull to resume.
+Each file is flushed to disk before the caller renames the folder into place; SHA-256 hashes are
+checked afterwards, by the caller, against the manifest. `read_bytes` fetches a whole small
+document (a registry or manifest) the same ways.
+
+Progress goes to the caller's callback as `PullProgress` events through a `Reporter`, throttled
+by a `Meter` to one event per `PROGRESS_STEP` bytes of a file plus one at its end.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+from vrom.errors import PackError
+from vrom.packs.manifest import PackManifest
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "COPY_BLOCK",
+    "PROGRESS_STEP",
+    "Corrupt",
+    "FetchFailed",
+    "Meter",
+    "ProgressCallback",
+    "PullProgress",
+    "Reporter",
+    "Session",
+    "fetch_file",
+    "file_path",
+    "read_bytes",
+]
+
+PROGRESS_STEP = 64 * 1024  # report progress at most once per this many bytes (and at each end)
+COPY_BLOCK = 256 * 1024
+
+
+@dataclass(frozen=True)
+class PullProgress:
+    """How far a pull has got.
+
+    ``phase`` is ``manifest``, ``index`` (the index file), ``chunks`` (the store file), the role
+    name for any other file, or ``done``. ``file`` is the file's name in the pack (empty for
+    ``done``); ``loaded`` and ``total`` are bytes of that file (of all data files for ``done``).
+    ``loaded`` starts at the resumed size and grows to ``total``; it starts again at 0 only when
+    a server ignores the ``Range`` request and the file is downloaded again from the start.
+    """
+
+    phase: str
+    file: str
+    loaded: int
+    total: int
+
+    @property
+    def fraction(self) -> float:
+        """Return ``loaded / total`` (1.0 for an empty file)."""
+        return self.loaded / self.total if self.total else 1.0
+
+
+ProgressCallback = Callable[[PullProgress], None]
+
+
+class FetchFailed(PackError):
+    """A registry, manifest or file could not be fetched (offline, HTTP error, interrupted)."""
+
+
+class Corrupt(PackError):
+    """Downloaded data does not match the manifest; the partial folder must go."""
+
+
+class Session:
+    """An httpx client opened on first use (only http(s) URLs need one) and closed at the end."""
+
+    def __init__(self, given: httpx.Client | None, timeout: float) -> None:
+        self._given = given
+        self._own: httpx.Client | None = None
+        self._timeout = timeout
+
+    def client(self) -> httpx.Client:
+        if self._given is not None:
+            return self._given
+        if self._own is None:
+            try:
+                import httpx
+            except ImportError as exc:
+                raise PackError(
+                    "fetching packs over HTTP needs httpx: pip install 'vrom[remote]'"
+                ) from exc
+            self._own = httpx.Client(timeout=self._timeout, follow_redirects=True)
+        return self._own
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._own is not None:
+            self._own.close()
+
+
+class Reporter:
+    """Delivers `PullProgress` events to the caller's callback, if any."""
+
+    def __init__(self, callback: ProgressCallback | None) -> None:
+        self.callback = callback
+
+    def event(self, phase: str, file: str, loaded: int, total: int) -> None:
+        if self.callback is not None:
+            self.callback(PullProgress(phase, file, loaded, total))
+
+    def meter(self, phase: str, file: str, total: int) -> Meter:
+        return Meter(self, phase, file, total)
+
+    def done(self, manifest: PackManifest) -> None:
+        total = sum(f.size for f in manifest.files.values())
+        self.event("done", "", total, total)
+
+
+class Meter:
+    """Progress of one file: reported at most every `PROGRESS_STEP` bytes and at its end."""
+
+    def __init__(self, reporter: Reporter, phase: str, file: str, total: int) -> None:
+        self._reporter = reporter
+        self._phase = phase
+        self._file = file
+        self._total = total
+        self._reported = 0
+
+    def start(self, loaded: int) -> None:
+        self._reported = loaded
+
+    def update(self, loaded: int) -> None:
+        if loaded - self._reported >= PROGRESS_STEP:
+            self._reported = loaded
+            self._reporter.event(self._phase, self._file, loaded, self._total)
+
+    def finish(self, loaded: int) -> None:
+        self._reported = loaded
+        self._reporter.event(self._phase, self._file, loaded, self._total)
+
+
+def file_path(url: str) -> Path:
+    """Return the local path a ``file://`` URL names (``file:///C:/x`` is ``C:/x`` on Windows)."""
+    path = unquote(urlsplit(url).path)
+    if os.name == "nt" and len(path) > 2 and path[0] == "/" and path[2] == ":":
+        path = path[1:]
+    return Path(path)
+
+
+def read_bytes(session: Session, url: str, limit: int) -> bytes:
+    """Return the whole body at ``url`` (at most ``limit`` bytes), or raise `FetchFailed`."""
+    if urlsplit(url).scheme.lower() == "file":
+        path = file_path(url)
+        try:
+            if path.stat().st_size > limit:
+                raise PackError(f"{path} is larger than {limit} bytes")
+            return path.read_bytes()
+        except OSError as exc:
+            raise FetchFailed(f"cannot read {path}: {exc.strerror or exc}") from exc
+    import httpx
+
+    try:
+        with session.client().stream("GET", url) as response:
+            if response.status_code != 200:
+                raise FetchFailed(f"GET {url} returned HTTP {response.status_code}")
+            body = bytearray()
+            for block in response.iter_bytes():
+                body += block
+                if len(body) > limit:
+                    raise PackError(f"{url} is larger than {limit} bytes")
+            return bytes(body)
+    except httpx.HTTPError as exc:
+        raise FetchFailed(f"cannot fetch {url}: {type(exc).__name__} {exc}") from exc
+
+
+def fetch_file(session: Session, url: str, dest: Path, size: int, meter: Meter) -> None:
+    """Bring ``dest`` to ``size`` bytes from ``url``, resuming what is already there."""
+    have = dest.stat().st_size if dest.exists() else 0
+    if have > size:
+        dest.unlink()
+        have = 0
+    if have == size:
+        meter.finish(have)
+        return
+    if urlsplit(url).scheme.lower() == "file":
+        _copy_file(file_path(url), dest, size, have, meter)
+    else:
+        _download(session, url, dest, size, have, meter)
+
+
+def _copy_file(source: Path, dest: Path, size: int, have: int, meter: Meter) -> None:
+    """Copy a local file into the partial folder from byte ``have`` on."""
+    try:
+        actual = source.stat().st_size
+    except OSError as exc:
+        raise FetchFailed(f"cannot read {source}: {exc.strerror or exc}") from exc
+    if actual != size:
+        raise Corrupt(
+            f"{source} is {actual} bytes, the manifest says {size}: truncated or replaced"
+        )
+    try:
+        with open(source, "rb") as src, open(dest, "ab" if have else "wb") as out:
+            src.seek(have)
+            meter.start(have)
+            while block := src.read(COPY_BLOCK):
+                have = _append(out, block, have, size, source.name)
+                meter.update(have)
+            _sync(out)
+    except OSError as exc:
+        raise FetchFailed(f"cannot copy {source}: {exc.strerror or exc}") from exc
+    meter.finish(have)
+
+
+def _download(session: Session, url: str, dest: Path, size: int, have: int, meter: Meter) -> None:
+    """Download ``url`` into ``dest``, asking for the rest only when ``have`` bytes are there.
+
+    206 appends; 200 (a server ignoring ``Range``) starts over; 416 or a 206 for another range
+    drop the partial file and ask again for all of it.
+    """
+    import httpx
+
+    for _ in range(2):
+        headers = {"Accept-Encoding": "identity"}
+        if have:
+            headers["Range"] = f"bytes={have}-"
+        try:
+            with session.client().stream("GET", url, headers=headers) as response:
+                status = response.status_code
+                resumed = status == 206 and _range_start(response) == have
+                if have and (status == 416 or (status == 206 and not resumed)):
+                    dest.unlink(missing_ok=True)
+                    have = 0
+                    continue
+                if status not in (200, 206):
+                    raise FetchFailed(f"GET {url} returned HTTP {status}")
+                if not resumed:
+                    have = 0
+                announced = _announced_size(response)
+                if announced is not None and announced != size:
+                    raise Corrupt(
+                        f"{url} is {announced} bytes, the manifest says {size}: "
+                        "truncated or replaced"
+                    )
+                meter.start(have)
+                with open(dest, "ab" if resumed else "wb") as out:
+                    for block in response.iter_bytes():
+                        have = _append(out, block, have, size, url)
+                        meter.update(have)
+                    _sync(out)
+        except httpx.HTTPError as exc:
+            raise FetchFailed(
+                f"download of {url} stopped after {have} of {size} bytes "
+                f"({type(exc).__name__} {exc}): pull again to resume"
+            ) from exc
+        except OSError as exc:
+            raise FetchFailed(f"cannot write {dest}: {exc.strerror or exc}") from exc
+        meter.finish(have)
+        return
+    raise FetchFailed(f"{url} refused both a resumed and a full download")
+
+
+def _append(out: IO[bytes], block: bytes, have: int, size: int, name: str) -> int:
+    """Write ``block``; return the new length, refusing to grow past the manifest's size."""
+    if have + len(block) > size:
+        raise Corrupt(f"{name} is longer than the {size} bytes the manifest says")
+    out.write(block)
+    return have + len(block)
+
+
+def _range_start(response: httpx.Response) -> int | None:
+    """Return the first byte of a 206's ``Content-Range: bytes a-b/total``, or None."""
+    value = response.headers.get("content-range", "")
+    unit, _, spec = value.partition(" ")
+    try:
+        return int(spec.split("-", 1)[0]) if unit.lower() == "bytes" else None
+    except ValueError:
+        return None
+
+
+def _announced_size(response: httpx.Response) -> int | None:
+    """Return the whole file's size as the response states it, if it does."""
+    try:
+        if response.status_code == 206:
+            total = response.headers.get("content-range", "").rpartition("/")[2]
+            return int(total) if total not in ("", "*") else None
+        length = response.headers.get("content-length")
+        encoded = response.headers.get("content-encoding", "identity") != "identity"
+        return int(length) if length is not None and not encoded else None
+    except ValueError:
+        return None
+
+
+def _sync(out: IO[bytes]) -> None:
+    """Flush a downloaded file to disk before the folder holding it is renamed into place."""
+    out.flush()
+    os.fsync(out.fileno())
