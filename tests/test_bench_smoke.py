@@ -63,3 +63,31 @@ def test_collection_open_benchmark_runs_on_a_small_collection(tmp_path: Path) ->
     # 400 documents, then 200 more while measuring catch-up: topic 7 of 100 is 6 of them
     assert numbers["latency"]["hnsw"]["filter_1pct_hits"] == 6
     assert "cached / rebuild" in result.stdout
+
+
+def test_pack_mount_benchmark_runs_on_a_small_pack(tmp_path: Path) -> None:
+    out = tmp_path / "pack.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "pack_mount.py"),
+            "--chunks",
+            "300",
+            "--dims",
+            "32",
+            "--repeat",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    numbers = json.loads(out.read_text())
+    assert numbers["chunks"] == 300
+    assert numbers["mount_from_cache"]["results"] == 10
+    assert numbers["mount_from_cache"]["first_answer_s"] > 0
+    assert numbers["default_model_load_s"] > 0
+    assert "first answer with the default model" in result.stdout

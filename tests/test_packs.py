@@ -335,3 +335,19 @@ def test_beir_corpus_pack(tmp_path: Path) -> None:
         assert first.metadata["source_file"] == "d1"
         assert first.metadata["doc_title"] == "Solar panels"
         assert first.metadata["url"] == "https://example.org/d1"
+
+
+def test_an_unreadable_index_is_reported_after_download(tmp_path: Path) -> None:
+    pack = tmp_path / "pack"
+    build_pack(EXAMPLE_VAULT, pack, pack_id="broken", version="1.0.0", embedder=Embedder.fake())
+    (pack / "index.usearch").write_bytes(b"not a usearch graph" * 50)
+    manifest = json.loads((pack / "manifest.json").read_text())
+    manifest["files"]["index"]["size"] = (pack / "index.usearch").stat().st_size
+    manifest["files"]["index"]["sha256"] = file_sha256(pack / "index.usearch")
+    (pack / "manifest.json").write_text(json.dumps(manifest))  # consistent, but not a graph
+    publish_pack(pack, tmp_path / "registry")
+    with AgentMemory(registry_url=str(tmp_path / "registry"), cache_dir=tmp_path / "c") as memory:
+        memory.init()
+        with pytest.raises(PackError, match="index is unreadable after download"):
+            memory.mount("broken")
+        assert not memory.is_ready

@@ -180,13 +180,16 @@ class HnswIndex:
         except (OSError, ValueError) as exc:
             raise StorageError(f"cannot open the vector index {path}: {exc}") from exc
         buffer = memoryview(mapping)
+        problem: Exception | None = None
         try:
             graph = Index.restore(buffer, view=True)
-        except (RuntimeError, ValueError) as exc:
-            mapping.close()
-            raise StorageError(f"the vector index {path} is unreadable: {exc}") from exc
+        except (RuntimeError, ValueError) as exc:  # usearch's words for a corrupt file
+            graph, problem = None, exc
         finally:
-            buffer.release()
+            buffer.release()  # before the mapping can close
+        if problem is not None:
+            mapping.close()
+            raise StorageError(f"the vector index {path} is unreadable: {problem}") from problem
         expected = store.counts().vectors
         if graph is None or len(graph) != expected:
             found = 0 if graph is None else len(graph)
