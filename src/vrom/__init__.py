@@ -18,7 +18,8 @@ Or keep documents for an agent in a collection::
     docs.search("how many days off", k=3)
 """
 
-from vrom.collection import AsyncCollection, Collection, Document
+from vrom.collection import AsyncCollection, Collection
+from vrom.documents import Document
 from vrom.embed import Embedder, Fingerprint
 from vrom.errors import (
     ModelError,

@@ -23,11 +23,17 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from vrom.documents import (
+    MAX_ID_BYTES,
+    MAX_METADATA_BYTES,
+    MAX_TEXT_CHARS,
+    Document,
+    validated_batch,
+)
 from vrom.embed import Embedder
 from vrom.errors import ModelError, StorageError, ValidationError, VromError
 from vrom.index import stored_encoding
@@ -42,32 +48,24 @@ from vrom.store import ChunkRecord, DocumentRecord, Store
 from vrom.store.sqlite import SQLiteStore
 from vrom.tools import SearchTool
 
-MAX_ID_BYTES = 256
-MAX_TEXT_CHARS = 100_000
-MAX_METADATA_BYTES = 8 * 1024
+__all__ = [  # the limits and Document live in vrom.documents; they are named here too
+    "MAX_ID_BYTES",
+    "MAX_METADATA_BYTES",
+    "MAX_TEXT_CHARS",
+    "AsyncCollection",
+    "Collection",
+    "Document",
+    "storage_path",
+]
 SEARCH_MODES = ("vector", "hybrid", "keyword")
 KEY_ENV = "VROM_STORAGE_KEY"
 """The environment variable an encrypted collection's key is read from when none is given."""
 AUTO = "auto"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_DOCUMENT_KEYS = frozenset({"id", "text", "metadata"})
 _KIND_META_KEY = "collection_name"
 # a search widens its pool of chunks (when long documents fill it) up to this many
 _WIDEN_LIMIT = MAX_K
-
-
-@dataclass(frozen=True)
-class Document:
-    """A document to add: a unique ``id`` (≤ 256 bytes), its ``text`` and a ``metadata`` mapping.
-
-    ``metadata`` (JSON-ready, ≤ 8 KiB as JSON) is returned with hits and filtered by ``where``.
-    """
-
-    id: str
-    text: str
-    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Collection:
@@ -205,7 +203,7 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            batch = _validated(documents)
+            batch = validated_batch(documents)
             prepared = [(doc, self._chunks(doc)) for doc in batch]
             vectors = self._vectors([chunk for _, chunks in prepared for chunk in chunks])
             now = time.time()
@@ -541,92 +539,6 @@ def _resolve_embedder(choice: Embedder | str | None) -> tuple[Embedder | None, b
 def _strategy_id(strategy: ChunkStrategy) -> str:
     text = json.dumps({"collection": True, **strategy.as_dict()}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-# -- checking documents ----------------------------------------------------------------------
-
-
-def _validated(documents: Iterable[Document | Mapping[str, Any]]) -> list[Document]:
-    """Return the batch as `Document`s, or raise `ValidationError` for the first bad one."""
-    if isinstance(documents, (str, bytes, Mapping, Document)):
-        raise ValidationError(
-            "add() takes a list of documents: wrap a single document in a list",
-        )
-    try:
-        items = list(documents)
-    except TypeError as exc:
-        raise ValidationError(
-            f"add() takes a list of documents, not {type(documents).__name__}"
-        ) from exc
-    batch: list[Document] = []
-    seen: dict[str, int] = {}
-    for number, item in enumerate(items, start=1):
-        doc = _document(item, number)
-        if doc.id in seen:
-            raise ValidationError(
-                f"document {doc.id!r} appears twice in the batch (#{seen[doc.id]} and #{number})"
-            )
-        seen[doc.id] = number
-        batch.append(doc)
-    return batch
-
-
-def _document(item: Document | Mapping[str, Any], number: int) -> Document:
-    where = f"document #{number}"
-    if isinstance(item, Mapping):
-        unknown = set(item) - _DOCUMENT_KEYS
-        if unknown:
-            raise ValidationError(
-                f"{where}: unknown key(s) {', '.join(sorted(map(repr, unknown)))}: a document "
-                "has 'id', 'text' and 'metadata'"
-            )
-        if "id" not in item or "text" not in item:
-            raise ValidationError(f"{where}: a document needs an 'id' and a 'text'")
-        item = Document(item["id"], item["text"], item.get("metadata") or {})
-    elif not isinstance(item, Document):
-        raise ValidationError(
-            f"{where}: a document is a dict or a vrom.Document, not {type(item).__name__}"
-        )
-    doc_id, text, metadata = item.id, item.text, item.metadata
-    if not isinstance(doc_id, str) or not doc_id:
-        raise ValidationError(f"{where}: id must be a non-empty string, not {doc_id!r}")
-    where = f"document {doc_id!r} (#{number})"
-    try:
-        id_bytes = len(doc_id.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise ValidationError(f"{where}: id is not valid Unicode") from exc
-    if id_bytes > MAX_ID_BYTES:
-        raise ValidationError(
-            f"document #{number}: id is {id_bytes} bytes, over the limit of {MAX_ID_BYTES} bytes"
-        )
-    if _CONTROL.search(doc_id):
-        raise ValidationError(f"{where}: id holds control characters")
-    if not isinstance(text, str):
-        raise ValidationError(f"{where}: text must be a string, not {type(text).__name__}")
-    if len(text) > MAX_TEXT_CHARS:
-        raise ValidationError(
-            f"{where}: text is {len(text):,} characters, over the limit of {MAX_TEXT_CHARS:,}"
-        )
-    if not text.strip():
-        raise ValidationError(f"{where}: text is empty")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValidationError(f"{where}: text is not valid Unicode (a lone surrogate)") from exc
-    if not isinstance(metadata, Mapping):
-        raise ValidationError(f"{where}: metadata must be a mapping, not {type(metadata).__name__}")
-    if not all(isinstance(key, str) for key in metadata):
-        raise ValidationError(f"{where}: metadata keys must be strings")
-    try:
-        encoded = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False).encode("utf-8")
-    except (TypeError, ValueError, UnicodeEncodeError) as exc:
-        raise ValidationError(f"{where}: metadata is not JSON-ready ({exc})") from exc
-    if len(encoded) > MAX_METADATA_BYTES:
-        raise ValidationError(
-            f"{where}: metadata is {len(encoded):,} bytes as JSON, over the limit of "
-            f"{MAX_METADATA_BYTES:,} bytes"
-        )
-    return Document(doc_id, text, json.loads(encoded))
 
 
 def _best_per_document(chunks: Sequence[Hit]) -> list[Hit]:
