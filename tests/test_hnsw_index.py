@@ -193,11 +193,11 @@ def test_more_changes_than_the_replay_limit_rebuild(db: Path) -> None:
 
 
 def test_a_forgotten_change_log_means_a_rebuild(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import vrom.store.sqlite as sqlite_module
+    import vrom.store.sqlite_vectors as vectors_module
 
     store = SQLiteStore(db, create=False)
     after = store.vector_change_number()
-    monkeypatch.setattr(sqlite_module, "VECTOR_CHANGES_KEPT", 0)
+    monkeypatch.setattr(vectors_module, "VECTOR_CHANGES_KEPT", 0)
     ids = [c.chunk_id for c in store.chunks_of(store.find_documents("b/5")[0].document_id)]
     for _ in range(NOTES * CHUNKS_PER_NOTE // len(ids) + 1):  # more changes than vectors
         store.put_vectors([(i, _unit_vectors(1, seed=i)[0].tobytes()) for i in ids])

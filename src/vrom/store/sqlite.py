@@ -3,6 +3,9 @@
 Readers and one writer work at the same time (WAL); a busy timeout makes a second writer wait
 instead of failing. Every write happens inside `SQLiteStore.transaction`, so a process killed at
 any moment leaves each note either fully written or not at all.
+
+`SQLiteStore` opens, migrates and guards the connection and writes notes; its note lookups and
+keyword search live in `sqlite_reading`, its vectors and their change log in `sqlite_vectors`.
 """
 
 from __future__ import annotations
@@ -17,95 +20,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from vrom.errors import NotFoundError, StorageError, ValidationError
-from vrom.store import (
-    ChunkRecord,
-    DocumentRecord,
-    DocumentState,
-    KeywordQuery,
-    KeywordRow,
-    LinkRecord,
-    StoreCounts,
-    StoredChunk,
-    StoredDocument,
-    VectorChanges,
-    Where,
-)
+from vrom.errors import NotFoundError, StorageError
+from vrom.store import ChunkRecord, DocumentRecord, DocumentState, LinkRecord, StoreCounts
 from vrom.store.fts_text import segment
 from vrom.store.schema import CONSISTENCY_CHECKS, FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
-from vrom.store.sqlite_query import escape_like, match_expression, where_sql
+from vrom.store.sqlite_connect import _checked_key, _driver, _statements
+from vrom.store.sqlite_reading import SQLiteReadingMixin
+from vrom.store.sqlite_vectors import SQLiteVectorsMixin
 
 BUSY_TIMEOUT_SECONDS = 60.0
 STALE_CREATION_SECONDS = 3600.0
-# title, heading_path, body: a match in the title or a heading says more than one in the body
-BM25_WEIGHTS = (4.0, 2.0, 1.0)
-VECTOR_CHANGES_KEPT = 10_000
-"""The vector change log keeps at least this many entries (more when there are more vectors)."""
-
-_CHUNK_COLUMNS = """
-    c.id, c.document_id, c.position, c.heading_path, c.text, c.char_start, c.char_end,
-    c.prev_id, c.next_id, c.content_hash, d.path, d.title, d.mtime, d.human_relevance_score,
-    d.frontmatter
-"""
 _DOCUMENT_WRITE_COLUMNS = """
     path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
     human_relevance_score, chunk_strategy, chunk_count, indexed_at
 """
-_DOCUMENT_COLUMNS = """
-    id, path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
-    human_relevance_score, chunk_count
-"""
 
 
-def _chunk(row: Sequence[Any]) -> StoredChunk:
-    values = list(row)
-    values[-1] = json.loads(values[-1])  # the note's frontmatter
-    return StoredChunk(*values)
-
-
-def _checked_key(key: str | None) -> str | None:
-    if key is None:
-        return None
-    if not isinstance(key, str) or not key or "\x00" in key:
-        raise ValidationError("an encryption key must be a non-empty string without NUL")
-    return key
-
-
-def _driver(encrypted: bool) -> Any:
-    """Return the DB-API module to open stores with: sqlite3, or SQLCipher's for a key."""
-    if not encrypted:
-        return sqlite3
-    try:
-        from sqlcipher3 import dbapi2
-    except ImportError as exc:
-        raise StorageError(
-            "an encrypted store needs SQLCipher: pip install 'vrom[encrypted]'"
-        ) from exc
-    return dbapi2
-
-
-def _statements(script: str) -> Iterator[str]:
-    """Yield the statements of an SQL script one by one (a trigger body holds ``;`` too).
-
-    ``executescript`` would run them all, but it commits first: a migration must stay inside
-    the transaction that also records its version.
-    """
-    pending = ""
-    for part in script.split(";"):
-        pending += part + ";"
-        if sqlite3.complete_statement(pending):
-            if pending.strip(" \n;"):
-                yield pending
-            pending = ""
-
-
-def _document(row: Sequence[Any]) -> StoredDocument:
-    values = list(row)
-    values[5] = json.loads(values[5])
-    return StoredDocument(*values)
-
-
-class SQLiteStore:
+class SQLiteStore(SQLiteReadingMixin, SQLiteVectorsMixin):
     """A vault's store in one SQLite file; see the module docstring for the guarantees."""
 
     def __init__(
@@ -344,6 +275,18 @@ class SQLiteStore:
         except self._driver.Error as exc:
             raise self._error(action, exc) from exc
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """Run the block's reads against one snapshot of the database (a read transaction)."""
+        if self._depth or self._conn.in_transaction:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._conn.execute("COMMIT")
+
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"store {self.location} is closed")
@@ -424,46 +367,6 @@ class SQLiteStore:
         self._delete_children(holder[0])  # a note moved onto a path another note still held
         self._conn.execute("DELETE FROM documents WHERE id = ?", (holder[0],))
         return document_id
-
-    def _vectors_by_hash(self, document_id: int | None) -> dict[str, bytes]:
-        """Return the vectors a note holds now, by chunk text hash (kept across a rewrite)."""
-        if document_id is None:
-            return {}
-        rows = self._conn.execute(
-            "SELECT c.content_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
-            " WHERE c.document_id = ?",
-            (document_id,),
-        )
-        return dict(rows.fetchall())
-
-    def _reuse_vectors(
-        self, new_chunks: Iterator[tuple[int, ChunkRecord]], reusable: dict[str, bytes]
-    ) -> None:
-        """Give new chunks the vectors of identical text this or another note already has."""
-        any_vectors = self._scalar("SELECT EXISTS (SELECT 1 FROM vectors)")
-        if not any_vectors and not reusable:
-            return
-        rows = []
-        for chunk_id, chunk in new_chunks:
-            data = reusable.get(chunk.content_hash)
-            if data is None and any_vectors:
-                row = self._conn.execute(
-                    "SELECT v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
-                    " WHERE c.content_hash = ? LIMIT 1",
-                    (chunk.content_hash,),
-                ).fetchone()
-                data = None if row is None else row[0]
-            if data is not None:
-                rows.append((chunk_id, data))
-        if rows:
-            self._conn.executemany("INSERT INTO vectors(chunk_id, data) VALUES (?, ?)", rows)
-            self._bump_vector_generation()
-
-    def _bump_vector_generation(self) -> None:
-        self._conn.execute(
-            "INSERT INTO meta(key, value) VALUES ('vector_generation', '1') ON CONFLICT(key)"
-            " DO UPDATE SET value = CAST(value AS INTEGER) + 1"
-        )
 
     def _next_id(self, table: str) -> int:
         row = self._conn.execute(
@@ -587,296 +490,6 @@ class SQLiteStore:
         with self._guard("deleting a note"), self.transaction():
             self._delete_children(document_id)
             self._conn.execute("DELETE FROM documents WHERE id = ?", (document_id,))
-
-    # -- reading notes ---------------------------------------------------------------------
-
-    def get_document(self, document_id: int) -> StoredDocument | None:
-        """Return a note by id."""
-        with self._guard("reading a note"):
-            row = self._conn.execute(
-                f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE id = ?", (document_id,)
-            ).fetchone()
-            return None if row is None else _document(row)
-
-    def find_documents(self, key: str) -> list[StoredDocument]:
-        """Return notes whose path key or stem matches ``key``, exact path first."""
-        with self._guard("finding notes"):
-            if "/" in key:
-                condition, params = (
-                    "path_key = ? OR path_key LIKE ? ESCAPE '\\'",
-                    [key, "%/" + escape_like(key)],
-                )
-            else:
-                condition, params = "path_key = ? OR name_key = ?", [key, key]
-            rows = self._conn.execute(
-                f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE {condition}"
-                " ORDER BY path_key = ? DESC, length(path), path",
-                (*params, key),
-            )
-            return [_document(row) for row in rows]
-
-    def chunks_of(self, document_id: int) -> list[StoredChunk]:
-        """Return a note's chunks in order."""
-        with self._guard("reading chunks"):
-            rows = self._conn.execute(
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                " WHERE c.document_id = ? ORDER BY c.position",
-                (document_id,),
-            )
-            return [_chunk(row) for row in rows]
-
-    def links_of(self, document_id: int) -> list[LinkRecord]:
-        """Return the links written in a note, in order."""
-        with self._guard("reading links"):
-            rows = self._conn.execute(
-                "SELECT kind, target, target_key, heading, alias, position FROM links"
-                " WHERE document_id = ? ORDER BY position",
-                (document_id,),
-            )
-            return [LinkRecord(*row) for row in rows]
-
-    def links_to_keys(self, keys: Sequence[str]) -> list[tuple[int, LinkRecord]]:
-        """Return (source note id, link) for links whose target key is one of ``keys``."""
-        with self._guard("reading backlinks"):
-            if not keys:
-                return []
-            marks = ", ".join("?" for _ in keys)
-            rows = self._conn.execute(
-                "SELECT document_id, kind, target, target_key, heading, alias, position FROM links"
-                f" WHERE target_key IN ({marks}) ORDER BY document_id, position",
-                list(keys),
-            )
-            return [(row[0], LinkRecord(*row[1:])) for row in rows]
-
-    def tags_of(self, document_id: int) -> list[str]:
-        """Return a note's tags, sorted."""
-        with self._guard("reading tags"):
-            rows = self._conn.execute(
-                "SELECT tag FROM tags WHERE document_id = ? ORDER BY tag", (document_id,)
-            )
-            return [row[0] for row in rows]
-
-    def notes_sharing_tags(self, document_id: int, limit: int) -> list[tuple[int, list[str]]]:
-        """Return (note id, shared tags) for other notes sharing tags, most shared first."""
-        with self._guard("reading shared tags"):
-            rows = self._conn.execute(
-                "SELECT o.document_id, json_group_array(o.tag) FROM tags t"
-                " JOIN tags o ON o.tag = t.tag AND o.document_id != t.document_id"
-                " WHERE t.document_id = ? GROUP BY o.document_id"
-                " ORDER BY count(*) DESC, o.document_id LIMIT ?",
-                (document_id, limit),
-            )
-            return [(row[0], sorted(json.loads(row[1]))) for row in rows]
-
-    def tag_counts(self) -> list[tuple[str, int]]:
-        """Return (tag, number of notes) for every tag, most used first, then by name."""
-        with self._guard("counting tags"):
-            rows = self._conn.execute(
-                "SELECT tag, count(*) AS n FROM tags GROUP BY tag ORDER BY n DESC, tag"
-            )
-            return [(row[0], row[1]) for row in rows]
-
-    def documents_with_tag(self, tag: str) -> list[StoredDocument]:
-        """Return the notes tagged ``tag`` or a tag nested under it (``tag/...``), by path."""
-        with self._guard("finding tagged notes"):
-            rows = self._conn.execute(
-                f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE EXISTS (SELECT 1 FROM tags t"
-                " WHERE t.document_id = d.id AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
-                " ORDER BY d.path",
-                (tag, escape_like(tag) + "/%"),
-            )
-            return [_document(row) for row in rows]
-
-    def documents_in_folder(self, folder: str) -> list[StoredDocument]:
-        """Return the notes directly in ``folder`` ("" for the root, no trailing /), by path."""
-        prefix = f"{folder}/" if folder else ""
-        with self._guard("listing a folder"):
-            rows = self._conn.execute(
-                f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE path LIKE ? ESCAPE '\\'"
-                " AND instr(substr(path, ?), '/') = 0 ORDER BY path",
-                (escape_like(prefix) + "%", len(prefix) + 1),
-            )
-            return [_document(row) for row in rows]
-
-    # -- vectors ---------------------------------------------------------------------------
-
-    def chunks_missing_vectors(self, limit: int, after: int = 0) -> list[StoredChunk]:
-        """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
-        with self._guard("reading chunks to embed"):
-            rows = self._conn.execute(
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                " WHERE c.id > ? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)"
-                " ORDER BY c.id LIMIT ?",
-                (after, limit),
-            )
-            return [_chunk(row) for row in rows]
-
-    def put_vectors(self, vectors: Sequence[tuple[int, bytes]]) -> int:
-        """Store vectors by chunk id; chunks deleted meanwhile are skipped. Returns how many."""
-        with self._guard("writing vectors"), self.transaction():
-            before = self._conn.total_changes
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO vectors(chunk_id, data)"
-                " SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?1)",
-                vectors,
-            )
-            written = self._conn.total_changes - before
-            if written:
-                self._bump_vector_generation()
-                self._prune_vector_changes()
-            return written
-
-    def clear_vectors(self) -> None:
-        """Remove every vector (before re-embedding with another model)."""
-        with self._guard("clearing vectors"), self.transaction():
-            self._conn.execute("DELETE FROM vectors")
-            self._bump_vector_generation()
-            self._prune_vector_changes()
-
-    def _prune_vector_changes(self) -> None:
-        # Past as many changes as there are vectors, rebuilding an index is as cheap as
-        # replaying the log, so older entries are of no use. The highest chunk id bounds the
-        # vector count from above and, unlike count(*), costs one index lookup.
-        keep = max(VECTOR_CHANGES_KEPT, self._scalar("SELECT coalesce(max(id), 0) FROM chunks"))
-        horizon = self._latest_vector_change() - keep
-        oldest = self._scalar("SELECT min(seq) FROM vector_changes")
-        if oldest is not None and oldest <= horizon:
-            self._conn.execute("DELETE FROM vector_changes WHERE seq <= ?", (horizon,))
-
-    def vector_change_number(self) -> int:
-        """Return the number of the latest vector change (0 before any)."""
-        with self._guard("reading vector changes"):
-            return self._latest_vector_change()
-
-    def _latest_vector_change(self) -> int:
-        row = self._conn.execute(
-            "SELECT seq FROM sqlite_sequence WHERE name = 'vector_changes'"
-        ).fetchone()
-        return 0 if row is None else int(row[0])
-
-    def vector_changes(self, after: int) -> VectorChanges | None:
-        """Return the chunks whose vector changed after ``after``; None if that is forgotten."""
-        with self._guard("reading vector changes"), self._snapshot():
-            latest = self._latest_vector_change()
-            if after >= latest:
-                return VectorChanges(latest, ())
-            oldest = self._scalar("SELECT min(seq) FROM vector_changes")
-            if oldest is None or oldest > after + 1:
-                return None
-            rows = self._conn.execute(
-                "SELECT DISTINCT chunk_id FROM vector_changes WHERE seq > ? AND seq <= ?"
-                " ORDER BY chunk_id",
-                (after, latest),
-            )
-            return VectorChanges(latest, tuple(row[0] for row in rows))
-
-    @contextmanager
-    def _snapshot(self) -> Iterator[None]:
-        """Run the block's reads against one snapshot of the database (a read transaction)."""
-        if self._depth or self._conn.in_transaction:
-            yield
-            return
-        self._conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            self._conn.execute("COMMIT")
-
-    def vectors_for_hashes(self, content_hashes: Sequence[str]) -> dict[str, bytes]:
-        """Return a stored vector for each of these chunk text hashes that has one."""
-        with self._guard("reading vectors"):
-            found: dict[str, bytes] = {}
-            sql = (
-                "SELECT c.content_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
-                " WHERE c.content_hash IN ({marks})"
-            )
-            for content_hash, data in self._select_in(sql, list(dict.fromkeys(content_hashes))):
-                found.setdefault(content_hash, data)
-            return found
-
-    def vector_rows(self) -> list[tuple[int, bytes]]:
-        """Return (chunk id, vector bytes) for every stored vector, by chunk id."""
-        with self._guard("reading vectors"):
-            return self._conn.execute(
-                "SELECT chunk_id, data FROM vectors ORDER BY chunk_id"
-            ).fetchall()
-
-    def has_vectors(self) -> bool:
-        """Return True when at least one chunk has a vector."""
-        with self._guard("reading vectors"):
-            return bool(self._scalar("SELECT EXISTS (SELECT 1 FROM vectors)"))
-
-    def vector_generation(self) -> int:
-        """Return a number that changes whenever any vector is added or removed."""
-        with self._guard("reading meta"):
-            return int(self._get_meta("vector_generation") or 0)
-
-    def chunk_ids_matching(self, where: Where) -> list[int]:
-        """Return the ids of the chunks whose note passes the filter."""
-        with self._guard("filtering"):
-            filter_sql, params = where_sql(where)
-            rows = self._conn.execute(
-                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
-                f" WHERE 1{filter_sql} ORDER BY c.id",
-                params,
-            )
-            return [row[0] for row in rows]
-
-    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
-        """Return the stored vector bytes of these chunks, by chunk id, where they exist."""
-        with self._guard("reading vectors"):
-            sql = "SELECT chunk_id, data FROM vectors WHERE chunk_id IN ({marks})"
-            return {row[0]: row[1] for row in self._select_in(sql, chunk_ids)}
-
-    def chunk_document_ids(self) -> list[tuple[int, int]]:
-        """Return (chunk id, note id) for every chunk that has a vector, by chunk id."""
-        with self._guard("reading chunks"):
-            return self._conn.execute(
-                "SELECT c.id, c.document_id FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
-                " ORDER BY c.id"
-            ).fetchall()
-
-    def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
-        """Return the chunks with these ids (those that still exist), in the order given."""
-        with self._guard("reading chunks"):
-            sql = (
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks c"
-                " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})"
-            )
-            found = {row[0]: _chunk(row) for row in self._select_in(sql, chunk_ids)}
-            return [found[i] for i in chunk_ids if i in found]
-
-    # -- search ----------------------------------------------------------------------------
-
-    def keyword_search(
-        self, query: KeywordQuery, limit: int, where: Where | None = None
-    ) -> list[KeywordRow]:
-        """Return up to ``limit`` chunks matching the query and filter, best BM25 first."""
-        with self._guard("searching"):
-            if query.is_empty:
-                return []
-            weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-            if where is None:
-                # rank inside the index first, then join only the rows that are kept
-                sql = (
-                    f"SELECT {_CHUNK_COLUMNS}, f.score FROM (SELECT rowid,"
-                    f" bm25(chunks_fts, {weights}) AS score FROM chunks_fts"
-                    " WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?) f"
-                    " JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id"
-                    " ORDER BY f.score"
-                )
-                params: list[Any] = [match_expression(query), limit]
-            else:
-                filter_sql, filter_params = where_sql(where)
-                sql = (
-                    f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_fts, {weights}) AS score"
-                    " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-                    " JOIN documents d ON d.id = c.document_id"
-                    f" WHERE chunks_fts MATCH ?{filter_sql} ORDER BY score LIMIT ?"
-                )
-                params = [match_expression(query), *filter_params, limit]
-            rows = self._conn.execute(sql, params)
-            return [KeywordRow(_chunk(row[:-1]), -float(row[-1])) for row in rows]
 
     # -- facts -----------------------------------------------------------------------------
 
