@@ -13,7 +13,8 @@ For every query of the split that has a relevant judgement, each mode returns ``
 (``--depths``, default 100); chunks collapse to documents in order (a document ranks at its best
 chunk). Metrics, as BEIR computes them with pytrec_eval: nDCG@k (graded gain = qrels score, log2
 discount, ideal from all the query's judged-relevant documents), recall@k, recall@100 and MRR@k
-(relevant = score > 0). Latency is the wall time of ``Vault.search`` (query embedding included).
+(relevant = score > 0), computed by ``vrom.evaluation`` (the code ``vrom eval`` uses). Latency is
+the wall time of ``Vault.search`` (query embedding included).
 
 Embedding throughput: vrom's embedding phase (chunks/s) against the raw model: a second model
 instance runs ``embed_documents`` on exactly the texts vrom embeds (``embedding_text`` of the
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import platform
 import re
@@ -46,49 +46,17 @@ from typing import Any
 
 from vrom import Vault, __version__
 from vrom.embed import Embedder, Fingerprint
+from vrom.evaluation import RECALL_DEPTH, mrr_at_k, ndcg_at_k, percentile, recall_at_k
 from vrom.ingest.embedding import EMBED_BATCH, embedding_text
 
 Qrels = dict[str, dict[str, int]]
-RECALL_DEPTH = 100
 
-# -- metrics (per query; a ranking is a list of document ids, best first, without repeats) ------
-
-
-def ndcg_at_k(ranking: Sequence[str], judged: Mapping[str, int], k: int) -> float:
-    """nDCG@k with gain = judged score and discount log2(rank + 1); ideal from all judgements."""
-    dcg = sum(max(judged.get(doc, 0), 0) / math.log2(rank + 1) for rank, doc in _top(ranking, k))
-    ideal = sorted((g for g in judged.values() if g > 0), reverse=True)[:k]
-    idcg = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal, start=1))
-    return dcg / idcg if idcg > 0 else 0.0
-
-
-def recall_at_k(ranking: Sequence[str], judged: Mapping[str, int], k: int) -> float:
-    """The share of the relevant documents (score > 0) found in the top k."""
-    relevant = {doc for doc, g in judged.items() if g > 0}
-    found = sum(1 for _, doc in _top(ranking, k) if doc in relevant)
-    return found / len(relevant) if relevant else 0.0
-
-
-def mrr_at_k(ranking: Sequence[str], judged: Mapping[str, int], k: int) -> float:
-    """1 / the rank of the first relevant document in the top k, or 0."""
-    for rank, doc in _top(ranking, k):
-        if judged.get(doc, 0) > 0:
-            return 1.0 / rank
-    return 0.0
-
-
-def _top(ranking: Sequence[str], k: int) -> list[tuple[int, str]]:
-    return list(enumerate(ranking[:k], start=1))
+# -- rankings --------------------------------------------------------------------------------
 
 
 def collapse(paths: Sequence[str], doc_of: Mapping[str, str]) -> list[str]:
     """Return the documents of ranked chunk paths, each at the rank of its best chunk."""
     return list(dict.fromkeys(doc_of[p] for p in paths))
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 # -- data ------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from vrom import __version__
+from vrom.cli_eval import add_eval_command
 from vrom.cli_mcp import add_mcp_command
 from vrom.cli_memory import add_memory_command
 from vrom.cli_pack import add_pack_commands, search_pack
@@ -495,6 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Show the store backend, its schema version, tokenizers and capabilities.",
     )
     add_mcp_command(commands)
+    add_eval_command(commands)
     add_memory_command(commands, _open_vault)
     add_pack_commands(commands)
     add_setup_commands(commands)
