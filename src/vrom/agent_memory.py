@@ -14,7 +14,6 @@ HNSW graph memory-mapped, so mounting costs no copying and no embedding, only th
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from vrom.index.hnsw import HnswIndex
 from vrom.packs.cache import CachedPack, PullProgress, StorageEstimate, VromCache
 from vrom.packs.manifest import PackManifest, RegistryEntry
 from vrom.results import MountStatus, SearchResult
+from vrom.search.context import check_context_window, chunks_around, estimate_tokens
 from vrom.store import StoredChunk
 from vrom.store.sqlite import SQLiteStore
 
@@ -214,12 +214,7 @@ class AgentMemory:
             raise ValidationError(
                 f"ef_search must be an integer of at least top_k={top_k}, not {ef_search!r}"
             )
-        if (
-            isinstance(context_window, bool)
-            or not isinstance(context_window, int)
-            or not (0 <= context_window <= 10)
-        ):
-            raise ValidationError(f"context_window must be 0-10, not {context_window!r}")
+        check_context_window(context_window)
         vector = mounted.embedder.embed_query(query)
         nearest = mounted.index.search(vector, top_k, None, ef_search)
         chunks = {c.chunk_id: c for c in mounted.store.get_chunks([i for i, _ in nearest])}
@@ -231,7 +226,8 @@ class AgentMemory:
             metadata = self._metadata(mounted, chunk)
             text = chunk.text
             if expand_context and context_window:
-                around = self._neighbours(mounted.store, chunk, context_window)
+                note = mounted.store.chunks_of(chunk.document_id)
+                around = chunks_around(note, chunk.chunk_id, chunk.position, context_window)
                 text = "\n\n".join(c.text for c in around)
                 metadata["_expanded"] = True
                 metadata["_context_chunks"] = [c.chunk_id for c in around]
@@ -258,7 +254,7 @@ class AgentMemory:
             url = result.metadata.get("url")
             if include_sources and url:
                 block += f"\n\n[Source: {url}]"
-            cost = math.ceil(len(block if not blocks else separator + block) / 4)
+            cost = estimate_tokens(block if not blocks else separator + block)
             if max_tokens is not None and used + cost > max_tokens:
                 break
             blocks.append(block)
@@ -354,26 +350,6 @@ class AgentMemory:
             "doc_title": title or chunk.path,
             "content_hash": chunk.content_hash,
         }
-
-    @staticmethod
-    def _neighbours(store: SQLiteStore, chunk: StoredChunk, window: int) -> list[StoredChunk]:
-        before: list[StoredChunk] = []
-        cursor = chunk
-        while len(before) < window and cursor.prev_id is not None:
-            found = store.get_chunks([cursor.prev_id])
-            if not found:
-                break
-            cursor = found[0]
-            before.insert(0, cursor)
-        after: list[StoredChunk] = []
-        cursor = chunk
-        while len(after) < window and cursor.next_id is not None:
-            found = store.get_chunks([cursor.next_id])
-            if not found:
-                break
-            cursor = found[0]
-            after.append(cursor)
-        return [*before, chunk, *after]
 
 
 def _fingerprint(manifest: PackManifest) -> Fingerprint:

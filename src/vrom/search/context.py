@@ -45,22 +45,37 @@ def join_chunks(chunks: Sequence[StoredChunk]) -> str:
     return text
 
 
+def check_context_window(window: object) -> None:
+    """Raise `ValidationError` unless ``window`` is an integer from 0 to 10."""
+    if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= 10:
+        raise ValidationError(f"context_window must be an integer from 0 to 10, not {window!r}")
+
+
+def chunks_around(
+    chunks: Sequence[StoredChunk], chunk_id: int, position: int, window: int
+) -> list[StoredChunk]:
+    """Return a note's chunks within ``window`` positions of one chunk, in order.
+
+    ``chunks`` are the note's chunks in order; when the note changed and no longer has that
+    position, the chunk alone if it is still there, else nothing.
+    """
+    return [c for c in chunks if abs(c.position - position) <= window] or [
+        c for c in chunks if c.chunk_id == chunk_id
+    ]
+
+
 def expand_hits(store: Store, hits: Sequence[Hit], window: int = 1) -> list[Hit]:
     """Return the hits with ``context_text``: each chunk joined with ``window`` neighbours a side.
 
     Neighbours follow the prev/next order of the note's chunks.
     """
-    if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= 10:
-        raise ValidationError(f"context_window must be an integer from 0 to 10, not {window!r}")
+    check_context_window(window)
     notes: dict[int, list[StoredChunk]] = {}
     expanded = []
     for hit in hits:
         if hit.note_id not in notes:
             notes[hit.note_id] = store.chunks_of(hit.note_id)
-        chunks = notes[hit.note_id]
-        around = [c for c in chunks if abs(c.position - hit.position) <= window] or [
-            c for c in chunks if c.chunk_id == hit.chunk_id
-        ]
+        around = chunks_around(notes[hit.note_id], hit.chunk_id, hit.position, window)
         if not around:  # the note changed since the search: keep the hit as it was
             expanded.append(hit)
             continue
