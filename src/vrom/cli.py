@@ -21,6 +21,7 @@ from vrom.cli_mcp import add_mcp_command
 from vrom.cli_memory import add_memory_command
 from vrom.cli_pack import add_pack_commands, search_pack
 from vrom.cli_setup import add_setup_commands
+from vrom.cli_shared import add_vault_options, print_json
 from vrom.embed import EMBEDDER_ENV
 from vrom.errors import ValidationError, VromError
 from vrom.index import ENCODINGS
@@ -33,18 +34,12 @@ from vrom.results import (
     Note,
     Related,
     VaultStats,
-    to_jsonable,
 )
 from vrom.search.vector import MODES
 from vrom.state import STATE_DIR_ENV
-from vrom.vault import AUTO, VAULT_ENV, Vault
+from vrom.vault import AUTO, Vault
 
 WARNINGS_SHOWN = 10
-
-
-def _print_json(value: Any, out: TextIO) -> None:
-    json.dump(to_jsonable(value), out, ensure_ascii=False, indent=2)
-    out.write("\n")
 
 
 def _parse_where(items: Sequence[str], path: str | None, tags: Sequence[str]) -> dict[str, Any]:
@@ -170,7 +165,7 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         else:
             summary = vault.index(force=args.force)
     if args.json:
-        _print_json(summary, out)
+        print_json(summary, out)
     elif not args.quiet:
         for warning in summary.warnings[:WARNINGS_SHOWN]:
             sys.stderr.write(f"warning: {warning.path}: {warning.reason}\n")
@@ -229,7 +224,7 @@ def _reader(
         with _open_vault(args) as vault:
             result = read(vault, args)
         if args.json:
-            _print_json(result, out)
+            print_json(result, out)
         else:
             show(result, out)
         return 0
@@ -296,14 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler, vector_encoding=None)
         sub.add_argument("--json", action="store_true", help="print JSON instead of text")
         if vault:
-            which = sub.add_mutually_exclusive_group()
-            which.add_argument(
-                "--vault",
-                metavar="PATH",
-                help=f"the vault (default: ${VAULT_ENV}, the indexed vault at or "
-                "above the current directory, else the one indexed last)",
-            )
-            which.add_argument("--db", metavar="FILE", help="open this store file directly")
+            add_vault_options(sub)
         return sub
 
     def encoding_option(sub: argparse.ArgumentParser) -> None:

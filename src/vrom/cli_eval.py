@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, TextIO
 
+from vrom.cli_shared import print_json
 from vrom.evaluation import MODES, Evaluation, evaluate
-from vrom.results import to_jsonable
 
 
 def add_eval_command(commands: Any) -> None:
@@ -78,7 +77,7 @@ def _run_eval(args: argparse.Namespace, out: TextIO) -> int:
         if show:
             sys.stderr.write("\r\x1b[K")  # clear the progress line
     if args.json:
-        out.write(json.dumps(to_jsonable(evaluation), indent=2, ensure_ascii=False) + "\n")
+        print_json(evaluation, out)
     else:
         out.write(_format_evaluation(evaluation))
     return 0

@@ -8,12 +8,12 @@ does (``--vault``, ``--db`` or the default vault) and prints text, or with ``--j
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from vrom.cli_shared import add_vault_options, print_json
 from vrom.errors import ValidationError
 from vrom.memories import (
     FILTER_STATUSES,
@@ -23,8 +23,7 @@ from vrom.memories import (
     MemoryHit,
     MemoryStats,
 )
-from vrom.results import to_jsonable
-from vrom.vault import VAULT_ENV, Vault
+from vrom.vault import Vault
 
 OpenVault = Callable[[argparse.Namespace], Vault]
 """How the CLI opens the vault a command names (``--vault``, ``--db``, or the default)."""
@@ -60,14 +59,7 @@ def add_memory_command(
         # vector_encoding: opening a vault reads it; memory vectors are always float32
         sub.set_defaults(handler=handler, vector_encoding=None)
         sub.add_argument("--json", action="store_true", help="print JSON instead of text")
-        which = sub.add_mutually_exclusive_group()
-        which.add_argument(
-            "--vault",
-            metavar="PATH",
-            help=f"the vault (default: ${VAULT_ENV}, the indexed vault at or above the current "
-            "directory, else the one indexed last)",
-        )
-        which.add_argument("--db", metavar="FILE", help="open this store file directly")
+        add_vault_options(sub)
         leaves.append(sub)
         return sub
 
@@ -166,8 +158,7 @@ def run_memory(args: argparse.Namespace, memories: Memories, out: TextIO) -> int
         case other:
             raise ValidationError(f"unknown memory action {other!r}")
     if args.json:
-        json.dump(to_jsonable(result), out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        print_json(result, out)
     else:
         show(result, out)
     return 0

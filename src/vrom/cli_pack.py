@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from vrom.cli_shared import print_json
 from vrom.embed import Embedder
 from vrom.errors import ValidationError
-from vrom.results import to_jsonable
 
 REGISTRY_HELP = "the registry: a URL, file:// URL or path (default: $VROM_REGISTRY_URL)"
 
@@ -72,10 +71,6 @@ def add_pack_commands(commands: Any) -> None:
     )
 
 
-def _print(result: Any, out: TextIO) -> None:
-    out.write(json.dumps(to_jsonable(result), indent=2, ensure_ascii=False) + "\n")
-
-
 def _embedder(args: argparse.Namespace) -> Embedder:
     embedder = Embedder.from_spec(None if args.embedder == "auto" else args.embedder)
     if embedder is None:
@@ -107,7 +102,7 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     if args.json:
-        _print(manifest.to_dict(), out)
+        print_json(manifest.to_dict(), out)
     else:
         size = sum(f.size for f in manifest.files.values()) / 1e6
         out.write(
@@ -124,7 +119,7 @@ def _publish(args: argparse.Namespace, out: TextIO) -> int:
         args.pack_dir, args.registry_dir, base_url=args.base_url, official=args.official
     )
     if args.json:
-        _print(entry.to_dict(), out)
+        print_json(entry.to_dict(), out)
     else:
         out.write(f"published {entry.id} {entry.version} to {args.registry_dir}\n")
     return 0
@@ -141,7 +136,7 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
     entries = cache.list()
     rows = [{**e.to_dict(), "cached": cache.is_cached(e.id)} for e in entries]
     if args.json:
-        _print(rows, out)
+        print_json(rows, out)
         return 0
     for row in rows:
         mark = "cached" if row["cached"] else ""
@@ -176,7 +171,7 @@ def _pull(args: argparse.Namespace, out: TextIO) -> int:
     else:
         pack = cache.pull(entry, force_download=args.force)
     if args.json:
-        _print({"id": pack.id, "version": pack.version, "directory": str(pack.directory)}, out)
+        print_json({"id": pack.id, "version": pack.version, "directory": str(pack.directory)}, out)
     else:
         out.write(f"{pack.id} {pack.version} is cached in {pack.directory}\n")
     return 0
@@ -192,7 +187,7 @@ def _info(args: argparse.Namespace, out: TextIO) -> int:
         "manifest": None if manifest is None else manifest.to_dict(),
     }
     if args.json:
-        _print(info, out)
+        print_json(info, out)
         return 0
     out.write(f"{entry.id} {entry.version}: {entry.name}\n{entry.description}\n")
     out.write(f"{entry.vectors:,} vectors of {entry.dimensions} d ({entry.model}), ")
@@ -205,7 +200,7 @@ def _info(args: argparse.Namespace, out: TextIO) -> int:
 def _evict(args: argparse.Namespace, out: TextIO) -> int:
     removed = _cache(args).evict(args.pack)
     if args.json:
-        _print({"id": args.pack, "evicted": removed}, out)
+        print_json({"id": args.pack, "evicted": removed}, out)
     else:
         out.write(f"{args.pack}: {'evicted' if removed else 'was not cached'}\n")
     return 0
@@ -220,7 +215,7 @@ def search_pack(args: argparse.Namespace, out: TextIO) -> int:
         memory.mount(args.pack)
         results = memory.search(args.query, top_k=min(args.k, 1000))
     if args.json:
-        _print(results, out)
+        print_json(results, out)
         return 0
     for rank, result in enumerate(results, start=1):
         where = result.metadata.get("source_file", "")

@@ -7,20 +7,14 @@
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Any, TextIO
+from typing import TextIO
 
+from vrom.cli_shared import print_json
 from vrom.install import CLIENT_TITLES, CLIENTS, DEFAULT_NAME, LAUNCHERS, InstallResult, install
-from vrom.results import to_jsonable
 from vrom.selftest import FAIL, OK, SKIP, WARN, Check, run_selftest
 from vrom.vault import VAULT_ENV
 
 MARKS = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "–"}
-
-
-def _print_json(value: Any, out: TextIO) -> None:
-    json.dump(to_jsonable(value), out, ensure_ascii=False, indent=2)
-    out.write("\n")
 
 
 # -- install ---------------------------------------------------------------------------------
@@ -67,7 +61,7 @@ def _cmd_install(args: argparse.Namespace, out: TextIO) -> int:
         embedder=args.embedder,
     )
     if args.json:
-        _print_json(result, out)
+        print_json(result, out)
     else:
         _format_install(result, out)
     return 0
@@ -96,7 +90,7 @@ def _cmd_selftest(args: argparse.Namespace, out: TextIO) -> int:
         progress=None if args.json else show,
     )
     if args.json:
-        _print_json(report, out)
+        print_json(report, out)
     else:
         failed = sum(1 for c in report.checks if c.status == FAIL and c.required)
         plural = "check" if failed == 1 else "checks"
