@@ -208,13 +208,14 @@ class Collection:
             vectors = self._vectors([chunk for _, chunks in prepared for chunk in chunks])
             now = time.time()
             with self._store.transaction():
+                rows: list[tuple[int, bytes]] = []
                 for doc, chunks in prepared:
                     document_id = self._store.put_document(self._record(doc, now), chunks, [], [])
                     if vectors:
                         stored = self._store.chunks_of(document_id)
-                        self._store.put_vectors(
-                            [(c.chunk_id, vectors[c.content_hash]) for c in stored]
-                        )
+                        rows += [(c.chunk_id, vectors[c.content_hash]) for c in stored]
+                if rows:  # one write (and one change-log prune) for the batch, not per document
+                    self._store.put_vectors(rows)
             return self._store.document_count()
 
     def remove(self, id: str) -> bool:
