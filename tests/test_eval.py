@@ -19,10 +19,12 @@ import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from vrom import Collection, NotFoundError, ValidationError
+from vrom.embed import Embedder, Fingerprint
 from vrom.evaluation import (
     MODES,
     EvalResult,
@@ -318,6 +320,21 @@ def test_evaluate_reports_every_mode(dataset: Path) -> None:
         assert 0 <= result.ndcg <= 1 and 0 <= result.mrr <= 1
         assert result.latency_p95_ms >= result.latency_p50_ms > 0
     assert any("1 queries have no relevant judgement" in note for note in evaluation.notes)
+
+
+def test_keyword_mode_alone_embeds_nothing(dataset: Path) -> None:
+    class Refusing(Embedder):
+        @property
+        def fingerprint(self) -> Fingerprint:
+            return Embedder.fake(8).fingerprint
+
+        def _embed(self, texts: Sequence[str], kind: str) -> Any:
+            raise AssertionError("keyword mode must not embed")
+
+    evaluation = evaluate(dataset, modes=["keyword"], embedder=Refusing(), k=5)
+    assert [r.mode for r in evaluation.results] == ["keyword"]
+    assert evaluation.embedder is None and evaluation.index.embedding_s is None
+    assert evaluation.results[0].ndcg > 0
 
 
 def test_without_a_model_only_keyword_mode_runs(dataset: Path) -> None:

@@ -478,6 +478,8 @@ def evaluate(
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise ValidationError(f"k must be an integer from 1 to {MAX_K}, not {k!r}")
     dataset = load_beir(folder, split, limit_queries)
+    if wanted == ["keyword"]:
+        embedder = None  # keyword search alone: nothing to embed, no model to load
     if isinstance(embedder, str):
         model = Embedder.from_spec(None if embedder == "auto" else embedder)
         owned = model
