@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vrom import ValidationError, Vault
 from vrom.search.excerpt import EXCERPT_CHARS, excerpt
+from vrom.search.keyword import keyword_search
 from vrom.search.query import parse_query, parse_where
-from vrom.store import Condition
+from vrom.store import Condition, StoredChunk
 
 FILLER = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 3
 
@@ -156,6 +159,33 @@ def test_parse_query_shapes() -> None:
     assert parsed.phrases == ("beta gamma",)
     assert parsed.excluded == ("delta", "eps zeta")
     assert parse_query("!!! ???").is_empty
+
+
+def test_stopwords_are_dropped_only_while_other_words_remain() -> None:
+    assert parse_query("the history of The Atlas project").terms == ("history", "Atlas", "project")
+    assert parse_query("to be or not to be").terms == ("to", "be", "or", "not")
+    assert parse_query('"the who" and the*').phrases == ("the who",)
+    assert parse_query('"the who" and the*').terms == ("the*",)
+    assert parse_query("the -atlas").terms == ("the",)  # nothing positive would be left
+
+
+def test_stopwords_neither_rank_nor_stop_a_search(vault: Vault) -> None:
+    # "the" is in nearly every note: the query ranks by "needle" alone, and still finds it
+    assert [h.path for h in vault.search("the needle", mode="keyword", k=1)] == ["Long.md"]
+    assert {h.path for h in vault.search("to the", mode="keyword", k=5)} >= {"Exclude.md"}
+
+
+def test_keyword_search_reads_whole_chunks_only_for_the_hits(vault: Vault) -> None:
+    asked: list[int] = []
+    get_chunks = vault.store.get_chunks
+
+    def counting(ids: Sequence[int]) -> list[StoredChunk]:
+        asked.extend(ids)
+        return get_chunks(ids)
+
+    vault.store.get_chunks = counting  # type: ignore[method-assign]
+    hits = keyword_search(vault.store, "maps gardening shared word", k=2)
+    assert len(hits) == 2 and sorted(asked) == sorted(h.chunk_id for h in hits)
 
 
 def test_parse_where_shapes() -> None:

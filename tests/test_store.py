@@ -208,10 +208,8 @@ def test_where_filters_apply_inside_the_query(store: SQLiteStore) -> None:
         )
     query = KeywordQuery(terms=("common",))
     assert len(store.keyword_search(query, 5, Where(path_prefix="f1/"))) == 5
-    assert all(
-        r.chunk.path.startswith("f1/")
-        for r in store.keyword_search(query, 50, Where(path_prefix="f1/"))
-    )
+    rows = store.keyword_search(query, 50, Where(path_prefix="f1/"))
+    assert all(c.path.startswith("f1/") for c in store.get_chunks([r.chunk_id for r in rows]))
     tagged = store.keyword_search(query, 50, Where(tags=("project",)))
     assert len(tagged) == 6
     done = store.keyword_search(query, 50, Where(conditions=(Condition("status", "eq", "done"),)))

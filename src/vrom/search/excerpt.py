@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Sequence
 
 EXCERPT_CHARS = 280
+# the occurrences of each word looked at: enough to find the densest window in a long chunk
+MATCHES_PER_WORD = 32
 
 
 def _stem(word: str) -> str:
@@ -14,19 +16,26 @@ def _stem(word: str) -> str:
     return lowered[:-2] if len(lowered) > 5 and lowered.isascii() else lowered
 
 
+@functools.lru_cache(maxsize=64)  # one query's words, asked for every hit
+def _stems(words: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_stem(w) for w in words if w.strip()))
+
+
 def excerpt(text: str, words: Sequence[str], width: int = EXCERPT_CHARS) -> str:
     """Return at most ``width`` characters of ``text`` (plus ellipses) around the query words.
 
     The window is the one covering the most distinct words; whitespace is collapsed.
     """
-    flat = re.sub(r"\s+", " ", text).strip()
+    flat = " ".join(text.split())
     if len(flat) <= width:
         return flat
     lowered = flat.lower()
     hits: list[tuple[int, int]] = []
-    for index, stem in enumerate(dict.fromkeys(_stem(w) for w in words if w.strip())):
+    for index, stem in enumerate(_stems(tuple(words))):
         start = lowered.find(stem)
-        while start != -1 and len(hits) < 500:
+        for _ in range(MATCHES_PER_WORD):
+            if start == -1:
+                break
             hits.append((start, index))
             start = lowered.find(stem, start + 1)
     hits.sort()

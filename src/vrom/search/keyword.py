@@ -63,17 +63,20 @@ def keyword_search(
     check_k(k)
     parsed = parse_query(query)
     rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), as_filter(where))
-    words = query_words(parsed)
     ranked = sorted(
-        ((row.bm25 * prior_factor(row.chunk.human_relevance_score), row) for row in rows),
-        key=lambda pair: (-pair[0], pair[1].chunk.chunk_id),
+        ((row.bm25 * prior_factor(row.human_relevance_score), row) for row in rows),
+        key=lambda pair: (-pair[0], pair[1].chunk_id),
     )[:k]
+    # whole chunks are read only for the hits returned
+    chunks = {c.chunk_id: c for c in store.get_chunks([row.chunk_id for _, row in ranked])}
+    words = query_words(parsed)
     return [
         make_hit(
-            row.chunk,
+            chunks[row.chunk_id],
             score,
-            {"bm25": row.bm25, "prior": prior_factor(row.chunk.human_relevance_score)},
+            {"bm25": row.bm25, "prior": prior_factor(row.human_relevance_score)},
             words,
         )
         for score, row in ranked
+        if row.chunk_id in chunks  # a chunk deleted between the two reads is dropped
     ]

@@ -6,6 +6,8 @@ Query syntax (never raises on any input):
     -word, -"a b"   must not appear (ignored when nothing positive is left)
     pre*            a prefix
 Everything else, operators and stray punctuation included, is taken literally as words.
+Common English words (`STOPWORDS`) are dropped from the terms when other terms remain: they
+match nearly every note, so ranking them costs time and adds nothing to the order.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ _WORD = re.compile(r"\w", re.UNICODE)
 _TERM_SPLIT = re.compile(r"[^\w*]+", re.UNICODE)
 _FIELD_NAME = re.compile(r"^[^\x00-\x1f]{1,128}$")
 Scalar = str | int | float | bool
+# the classic English stop list of Lucene's StandardAnalyzer (bm25s's "en" list too)
+_ENGLISH_STOP_LIST = (
+    "a an and are as at be but by for if in into is it no not of on or such that the their"
+    " then there these they this to was will with"
+)
+STOPWORDS = frozenset(_ENGLISH_STOP_LIST.split())
 
 
 def parse_query(text: str) -> KeywordQuery:
@@ -46,6 +54,9 @@ def parse_query(text: str) -> KeywordQuery:
                 excluded.append(word)
             else:
                 terms.append(word + ("*" if prefix else ""))
+    content = [t for t in terms if t.lower() not in STOPWORDS]
+    if content or phrases:
+        terms = content
     return KeywordQuery(
         tuple(dict.fromkeys(terms)), tuple(dict.fromkeys(phrases)), tuple(dict.fromkeys(excluded))
     )

@@ -57,28 +57,30 @@ def rerank_search(
     rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), parse_where(where))
     if not rows:
         return []
-    top_bm25 = max(row.bm25 for row in rows) or 1.0
-    stored = store.vectors_of([row.chunk.chunk_id for row in rows])
-    with_vectors = [row.chunk.chunk_id for row in rows if row.chunk.chunk_id in stored]
+    chunks = {c.chunk_id: c for c in store.get_chunks([row.chunk_id for row in rows])}
+    rows = [row for row in rows if row.chunk_id in chunks]  # deleted meanwhile: dropped
+    top_bm25 = max((row.bm25 for row in rows), default=0.0) or 1.0
+    stored = store.vectors_of([row.chunk_id for row in rows])
+    with_vectors = [row.chunk_id for row in rows if row.chunk_id in stored]
     matrix = decode([stored[i] for i in with_vectors], stored_encoding(store))
     cosines = dict(zip(with_vectors, (matrix @ embedder.embed_query(query)).tolist(), strict=True))
     scored = []
     for row in rows:
-        cosine = cosines.get(row.chunk.chunk_id, 0.0)
+        chunk = chunks[row.chunk_id]
         parts = {
             "fts": row.bm25 / top_bm25,
-            "vector": cosine,
-            "human": row.chunk.human_relevance_score,
-            "quality": text_quality(row.chunk.text),
+            "vector": cosines.get(row.chunk_id, 0.0),
+            "human": chunk.human_relevance_score,
+            "quality": text_quality(chunk.text),
         }
         score = sum(WEIGHTS[name] * value for name, value in parts.items())
-        scored.append((score, row.chunk.chunk_id, row, parts))
+        scored.append((score, row.chunk_id, row, parts))
     scored.sort(key=lambda item: (-item[0], item[1]))
     runtime = round((time.perf_counter() - started) * 1000, 3)
     words = query_words(parsed)
     hits = []
     for score, _, row, parts in scored[:k]:
-        hit = make_hit(row.chunk, score, {"bm25": row.bm25, **parts}, words)
+        hit = make_hit(chunks[row.chunk_id], score, {"bm25": row.bm25, **parts}, words)
         hits.append(
             dataclasses.replace(
                 hit,

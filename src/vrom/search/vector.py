@@ -15,7 +15,7 @@ from vrom.errors import ValidationError
 from vrom.results import Hit
 from vrom.search.keyword import CANDIDATE_FACTOR, check_k, make_hit, prior_factor
 from vrom.search.query import as_filter, parse_query, query_words
-from vrom.store import Store, StoredChunk, Where
+from vrom.store import Store, Where
 
 if TYPE_CHECKING:
     from vrom.index.exact import ExactIndex
@@ -150,28 +150,36 @@ class VectorSearcher:
             query, pool, where, None if ef_search is None else max(ef_search, pool)
         )
         fused: dict[int, dict[str, float]] = {}
+        priors: dict[int, float] = {}
         for rank, row in enumerate(keyword_rows, start=1):
-            parts = fused.setdefault(row.chunk.chunk_id, {})
+            parts = fused.setdefault(row.chunk_id, {})
             parts["bm25"] = row.bm25
             parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
+            priors[row.chunk_id] = row.human_relevance_score
         for rank, (chunk_id, score) in enumerate(nearest, start=1):
             parts = fused.setdefault(chunk_id, {})
             parts["vector"] = score
             parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
-        chunks: dict[int, StoredChunk] = {row.chunk.chunk_id: row.chunk for row in keyword_rows}
-        chunks.update(
-            (c.chunk_id, c) for c in self._store.get_chunks([i for i in fused if i not in chunks])
-        )
+        chunks = {
+            c.chunk_id: c for c in self._store.get_chunks([i for i in fused if i not in priors])
+        }
+        priors.update((i, c.human_relevance_score) for i, c in chunks.items())
         scored = []
         for chunk_id, parts in fused.items():
-            chunk = chunks.get(chunk_id)
-            if chunk is None:
+            if chunk_id not in priors:
                 continue  # deleted between the two retrievals
-            parts["prior"] = prior_factor(chunk.human_relevance_score)
+            parts["prior"] = prior_factor(priors[chunk_id])
             scored.append((parts["rrf"] * parts["prior"], chunk_id, parts))
         scored.sort(key=lambda item: (-item[0], item[1]))
+        scored = scored[:k]
+        chunks.update(
+            (c.chunk_id, c)
+            for c in self._store.get_chunks([i for _, i, _ in scored if i not in chunks])
+        )
         words = query_words(parsed)
-        return [make_hit(chunks[i], score, parts, words) for score, i, parts in scored[:k]]
+        return [
+            make_hit(chunks[i], score, parts, words) for score, i, parts in scored if i in chunks
+        ]
 
 
 def check_ef_search(ef_search: int | None, k: int) -> None:

@@ -162,9 +162,15 @@ class Where:
 
 @dataclass(frozen=True)
 class KeywordRow:
-    """A keyword match: the chunk and its BM25 score (higher is better)."""
+    """A keyword match: the chunk's id, its note's id and prior, and its BM25 (higher is better).
 
-    chunk: StoredChunk
+    Rows are light on purpose: a search ranks many candidates and reads whole chunks
+    (`Store.get_chunks`) only for the few it returns.
+    """
+
+    chunk_id: int
+    document_id: int
+    human_relevance_score: float
     bm25: float
 
 

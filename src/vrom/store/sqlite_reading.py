@@ -185,25 +185,26 @@ class SQLiteReadingMixin:
         with self._guard("searching"):
             if query.is_empty:
                 return []
-            weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+            score = f"bm25(chunks_fts, {', '.join(str(w) for w in BM25_WEIGHTS)})"
+            match = match_expression(query)
             if where is None:
-                # rank inside the index first, then join only the rows that are kept
+                # rank inside the index first; only the ranked rows join their chunk and note
                 sql = (
-                    f"SELECT {_CHUNK_COLUMNS}, f.score FROM (SELECT rowid,"
-                    f" bm25(chunks_fts, {weights}) AS score FROM chunks_fts"
-                    " WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?) f"
-                    " JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id"
-                    " ORDER BY f.score"
+                    f"SELECT c.id, c.document_id, d.human_relevance_score, f.score FROM"
+                    f" (SELECT rowid, {score} AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
+                    " ORDER BY score LIMIT ?) f JOIN chunks c ON c.id = f.rowid"
+                    " JOIN documents d ON d.id = c.document_id ORDER BY f.score, c.id"
                 )
-                params: list[Any] = [match_expression(query), limit]
+                params: list[Any] = [match, limit]
             else:
+                # the filter applies before the limit, so matching hits are not cut off
                 filter_sql, filter_params = where_sql(where)
                 sql = (
-                    f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_fts, {weights}) AS score"
+                    f"SELECT c.id, c.document_id, d.human_relevance_score, {score} AS score"
                     " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
                     " JOIN documents d ON d.id = c.document_id"
-                    f" WHERE chunks_fts MATCH ?{filter_sql} ORDER BY score LIMIT ?"
+                    f" WHERE chunks_fts MATCH ?{filter_sql} ORDER BY score, c.id LIMIT ?"
                 )
-                params = [match_expression(query), *filter_params, limit]
+                params = [match, *filter_params, limit]
             rows = self._conn.execute(sql, params)
-            return [KeywordRow(_chunk(row[:-1]), -float(row[-1])) for row in rows]
+            return [KeywordRow(row[0], row[1], row[2], -float(row[3])) for row in rows]
