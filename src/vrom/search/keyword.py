@@ -62,13 +62,14 @@ def keyword_search(
         raise ValidationError(f"query must be a string, not {type(query).__name__}")
     check_k(k)
     parsed = parse_query(query)
-    rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), as_filter(where))
-    ranked = sorted(
-        ((row.bm25 * prior_factor(row.human_relevance_score), row) for row in rows),
-        key=lambda pair: (-pair[0], pair[1].chunk_id),
-    )[:k]
-    # whole chunks are read only for the hits returned
-    chunks = {c.chunk_id: c for c in store.get_chunks([row.chunk_id for _, row in ranked])}
+    with store.snapshot():  # the chunks read second are the ones ranked first
+        rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), as_filter(where))
+        ranked = sorted(
+            ((row.bm25 * prior_factor(row.human_relevance_score), row) for row in rows),
+            key=lambda pair: (-pair[0], pair[1].chunk_id),
+        )[:k]
+        # whole chunks are read only for the hits returned
+        chunks = {c.chunk_id: c for c in store.get_chunks([row.chunk_id for _, row in ranked])}
     words = query_words(parsed)
     return [
         make_hit(
@@ -78,5 +79,4 @@ def keyword_search(
             words,
         )
         for score, row in ranked
-        if row.chunk_id in chunks  # a chunk deleted between the two reads is dropped
     ]

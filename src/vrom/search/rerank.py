@@ -54,13 +54,13 @@ def rerank_search(
     check_k(k)
     started = time.perf_counter()
     parsed = parse_query(query)
-    rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), parse_where(where))
+    with store.snapshot():  # the chunks and vectors of the rows ranked, as they were
+        rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), parse_where(where))
+        chunks = {c.chunk_id: c for c in store.get_chunks([row.chunk_id for row in rows])}
+        stored = store.vectors_of([row.chunk_id for row in rows])
     if not rows:
         return []
-    chunks = {c.chunk_id: c for c in store.get_chunks([row.chunk_id for row in rows])}
-    rows = [row for row in rows if row.chunk_id in chunks]  # deleted meanwhile: dropped
-    top_bm25 = max((row.bm25 for row in rows), default=0.0) or 1.0
-    stored = store.vectors_of([row.chunk_id for row in rows])
+    top_bm25 = max(row.bm25 for row in rows) or 1.0
     with_vectors = [row.chunk_id for row in rows if row.chunk_id in stored]
     matrix = decode([stored[i] for i in with_vectors], stored_encoding(store))
     cosines = dict(zip(with_vectors, (matrix @ embedder.embed_query(query)).tolist(), strict=True))

@@ -145,37 +145,38 @@ class VectorSearcher:
         check_ef_search(ef_search, k)
         pool = max(50, k * CANDIDATE_FACTOR)
         parsed = parse_query(query)
-        keyword_rows = self._store.keyword_search(parsed, pool, as_filter(where))
-        nearest = self._nearest(
-            query, pool, where, None if ef_search is None else max(ef_search, pool)
-        )
-        fused: dict[int, dict[str, float]] = {}
-        priors: dict[int, float] = {}
-        for rank, row in enumerate(keyword_rows, start=1):
-            parts = fused.setdefault(row.chunk_id, {})
-            parts["bm25"] = row.bm25
-            parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
-            priors[row.chunk_id] = row.human_relevance_score
-        for rank, (chunk_id, score) in enumerate(nearest, start=1):
-            parts = fused.setdefault(chunk_id, {})
-            parts["vector"] = score
-            parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
-        chunks = {
-            c.chunk_id: c for c in self._store.get_chunks([i for i in fused if i not in priors])
-        }
-        priors.update((i, c.human_relevance_score) for i, c in chunks.items())
-        scored = []
-        for chunk_id, parts in fused.items():
-            if chunk_id not in priors:
-                continue  # deleted between the two retrievals
-            parts["prior"] = prior_factor(priors[chunk_id])
-            scored.append((parts["rrf"] * parts["prior"], chunk_id, parts))
-        scored.sort(key=lambda item: (-item[0], item[1]))
-        scored = scored[:k]
-        chunks.update(
-            (c.chunk_id, c)
-            for c in self._store.get_chunks([i for _, i, _ in scored if i not in chunks])
-        )
+        with self._store.snapshot():  # chunks are read from the state the ranks came from
+            keyword_rows = self._store.keyword_search(parsed, pool, as_filter(where))
+            nearest = self._nearest(
+                query, pool, where, None if ef_search is None else max(ef_search, pool)
+            )
+            fused: dict[int, dict[str, float]] = {}
+            priors: dict[int, float] = {}
+            for rank, row in enumerate(keyword_rows, start=1):
+                parts = fused.setdefault(row.chunk_id, {})
+                parts["bm25"] = row.bm25
+                parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
+                priors[row.chunk_id] = row.human_relevance_score
+            for rank, (chunk_id, score) in enumerate(nearest, start=1):
+                parts = fused.setdefault(chunk_id, {})
+                parts["vector"] = score
+                parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
+            chunks = {
+                c.chunk_id: c for c in self._store.get_chunks([i for i in fused if i not in priors])
+            }
+            priors.update((i, c.human_relevance_score) for i, c in chunks.items())
+            scored = []
+            for chunk_id, parts in fused.items():
+                if chunk_id not in priors:
+                    continue  # deleted between the two retrievals
+                parts["prior"] = prior_factor(priors[chunk_id])
+                scored.append((parts["rrf"] * parts["prior"], chunk_id, parts))
+            scored.sort(key=lambda item: (-item[0], item[1]))
+            scored = scored[:k]
+            chunks.update(
+                (c.chunk_id, c)
+                for c in self._store.get_chunks([i for _, i, _ in scored if i not in chunks])
+            )
         words = query_words(parsed)
         return [
             make_hit(chunks[i], score, parts, words) for score, i, parts in scored if i in chunks

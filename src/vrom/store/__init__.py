@@ -217,6 +217,10 @@ class Store(Protocol):
         """Return a context manager under which writes commit together or not at all."""
         ...
 
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Return a context manager under which reads see one state (no write lands between)."""
+        ...
+
     def document_states(self) -> dict[str, DocumentState]:
         """Return path → state for every stored note."""
         ...

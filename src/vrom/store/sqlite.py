@@ -276,6 +276,13 @@ class SQLiteStore(SQLiteReadingMixin, SQLiteVectorsMixin):
             raise self._error(action, exc) from exc
 
     @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside the block see one state of the store: a search that reads twice (rank
+        first, whole chunks after) never finds a chunk gone that another process rewrote."""
+        with self._guard("reading"), self._snapshot():
+            yield
+
+    @contextmanager
     def _snapshot(self) -> Iterator[None]:
         """Run the block's reads against one snapshot of the database (a read transaction)."""
         if self._depth or self._conn.in_transaction:
