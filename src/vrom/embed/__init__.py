@@ -92,10 +92,22 @@ class Embedder(abc.ABC):
 
     @staticmethod
     def default(threads: int | None = None, batch_size: int = 16) -> Embedder:
-        """Return the default model: all-MiniLM-L6-v2 (int8 ONNX), offline, from the package."""
-        from vrom.embed.onnx import default_onnx_embedder
+        """Return the default model: all-MiniLM-L6-v2 (int8 ONNX), offline, from the package.
 
-        return default_onnx_embedder(threads=threads, batch_size=batch_size)
+        The model loads when the first text is embedded (see `vrom.embed.deferred`); a missing
+        model package is a `ModelError` here, at once.
+        """
+        from vrom.embed.default import check_installed, default_fingerprint
+        from vrom.embed.deferred import DeferredEmbedder
+
+        check_installed()
+
+        def load() -> Embedder:
+            from vrom.embed.onnx import default_onnx_embedder
+
+            return default_onnx_embedder(threads=threads, batch_size=batch_size)
+
+        return DeferredEmbedder(default_fingerprint(), load)
 
     @staticmethod
     def onnx(model_dir: str | os.PathLike[str], **options: Any) -> Embedder:

