@@ -249,6 +249,18 @@ def test_a_long_document_is_found_once_by_its_best_chunk() -> None:
     assert sorted(_ids(many)) == ["book", "note"], "the book's many chunks did not crowd out"
 
 
+@pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
+def test_a_document_with_more_chunks_than_the_pool_does_not_crowd_out_others(mode: str) -> None:
+    # 300 chunks all about gardens: more than any first pool (50 keyword rows, 2k vectors)
+    docs = Collection.open("crowd", embedder=Embedder.fake(), chunk_chars=200, chunk_overlap=0)
+    book = " ".join(f"Gardens and trees, part {n}, more gardens and trees." for n in range(1200))
+    docs.add([{"id": "book", "text": book}, {"id": "note", "text": "A note about gardens."}])
+    assert docs._store.counts().chunks > 300
+    hits = docs.search("gardens and trees", k=2, mode=mode)
+    assert sorted(_ids(hits)) == ["book", "note"]
+    assert len(docs.search("gardens", k=5, mode=mode)) == 2  # only two documents exist
+
+
 @pytest.mark.parametrize("k", [0, -1, 1001, 2.5, "3", True])
 def test_k_must_be_a_sensible_integer(docs: Collection, k: Any) -> None:
     with pytest.raises(ValidationError):

@@ -41,7 +41,7 @@ from vrom.ingest.chunk import ChunkStrategy, chunk_note
 from vrom.ingest.embedding import bind_embedder
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.results import Hit
-from vrom.search.keyword import MAX_K, check_k, keyword_search
+from vrom.search.keyword import check_k, keyword_search
 from vrom.search.query import parse_metadata_where
 from vrom.search.vector import INDEX_KINDS, VectorSearcher, check_ef_search
 from vrom.store import ChunkRecord, DocumentRecord, Store
@@ -64,8 +64,6 @@ AUTO = "auto"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KIND_META_KEY = "collection_name"
-# a search widens its pool of chunks (when long documents fill it) up to this many
-_WIDEN_LIMIT = MAX_K
 
 
 class Collection:
@@ -261,23 +259,13 @@ class Collection:
             mode = self._mode(mode)
             check_ef_search(ef_search, k)
             where_filter = parse_metadata_where(where)
-            limit = min(max(k * 2, 10), _WIDEN_LIMIT)
-            while True:
-                if mode == "keyword":
-                    chunks = keyword_search(self._store, query, limit, where_filter)
-                else:
-                    assert self._searcher is not None
-                    ef = None if ef_search is None else max(ef_search, limit)
-                    search = (
-                        self._searcher.vector_search
-                        if mode == "vector"
-                        else self._searcher.hybrid_search
-                    )
-                    chunks = search(query, limit, where_filter, ef)
-                best = _best_per_document(chunks)
-                if len(best) >= k or len(chunks) < limit or limit >= _WIDEN_LIMIT:
-                    return best[:k]
-                limit = min(limit * 4, _WIDEN_LIMIT)  # long documents filled the pool
+            if mode == "keyword":
+                return keyword_search(self._store, query, k, where_filter, per_document=True)
+            assert self._searcher is not None
+            search = (
+                self._searcher.vector_search if mode == "vector" else self._searcher.hybrid_search
+            )
+            return search(query, k, where_filter, ef_search, per_document=True)
 
     def count(self) -> int:
         """Return how many documents the collection holds."""
@@ -540,14 +528,3 @@ def _resolve_embedder(choice: Embedder | str | None) -> tuple[Embedder | None, b
 def _strategy_id(strategy: ChunkStrategy) -> str:
     text = json.dumps({"collection": True, **strategy.as_dict()}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _best_per_document(chunks: Sequence[Hit]) -> list[Hit]:
-    """Return the first (best) hit of each document, in order."""
-    seen: set[str] = set()
-    best = []
-    for hit in chunks:
-        if hit.id not in seen:
-            seen.add(hit.id)
-            best.append(hit)
-    return best

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from vrom.errors import ValidationError
 from vrom.results import Hit
@@ -16,6 +16,27 @@ MAX_K = 1000
 PRIOR_SPREAD = 0.5
 # candidates fetched per requested hit, so the prior can reorder within a wider pool
 CANDIDATE_FACTOR = 4
+# one hit per document: a pool crowded by one document's chunks widens 4x, up to this many
+MAX_POOL = MAX_K * CANDIDATE_FACTOR
+
+
+T = TypeVar("T")
+
+
+def first_k(ranked: Iterable[T], k: int, document_of: Callable[[T], int] | None) -> list[T]:
+    """Return the first ``k`` of ``ranked``; with ``document_of``, only each document's first."""
+    kept: list[T] = []
+    seen: set[int] = set()
+    for item in ranked:
+        if len(kept) == k:
+            break
+        if document_of is not None:
+            document = document_of(item)
+            if document in seen:
+                continue
+            seen.add(document)
+        kept.append(item)
+    return kept
 
 
 def check_k(k: object) -> None:
@@ -55,19 +76,37 @@ def make_hit(
 
 
 def keyword_search(
-    store: Store, query: str, k: int = 10, where: Mapping[str, Any] | Where | None = None
+    store: Store,
+    query: str,
+    k: int = 10,
+    where: Mapping[str, Any] | Where | None = None,
+    *,
+    per_document: bool = False,
 ) -> list[Hit]:
-    """Return the best ``k`` chunks for a keyword query, best first."""
+    """Return the best ``k`` chunks for a keyword query, best first.
+
+    ``per_document`` returns each document's best chunk only (``k`` documents).
+    """
     if not isinstance(query, str):
         raise ValidationError(f"query must be a string, not {type(query).__name__}")
     check_k(k)
     parsed = parse_query(query)
-    with store.snapshot():  # the chunks read second are the ones ranked first
-        rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), as_filter(where))
-        ranked = sorted(
-            ((row.bm25 * prior_factor(row.human_relevance_score), row) for row in rows),
-            key=lambda pair: (-pair[0], pair[1].chunk_id),
-        )[:k]
+    document_of = (lambda pair: pair[1].document_id) if per_document else None
+    pool = max(50, k * CANDIDATE_FACTOR)
+    with store.snapshot():  # the chunks read last are the ones ranked first
+        while True:
+            rows = store.keyword_search(parsed, pool, as_filter(where))
+            ranked = first_k(
+                sorted(
+                    ((row.bm25 * prior_factor(row.human_relevance_score), row) for row in rows),
+                    key=lambda pair: (-pair[0], pair[1].chunk_id),
+                ),
+                k,
+                document_of,
+            )
+            if len(ranked) == k or len(rows) < pool or pool >= MAX_POOL:
+                break
+            pool = min(pool * 4, MAX_POOL)  # a few long documents filled the pool
         # whole chunks are read only for the hits returned
         chunks = {c.chunk_id: c for c in store.get_chunks([row.chunk_id for _, row in ranked])}
     words = query_words(parsed)

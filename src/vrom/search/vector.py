@@ -8,16 +8,27 @@ them, and the vector search runs over exactly the chunks that pass them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from vrom.embed import Embedder
 from vrom.errors import ValidationError
 from vrom.results import Hit
-from vrom.search.keyword import CANDIDATE_FACTOR, check_k, make_hit, prior_factor
+from vrom.search.keyword import (
+    CANDIDATE_FACTOR,
+    MAX_POOL,
+    check_k,
+    first_k,
+    make_hit,
+    prior_factor,
+)
 from vrom.search.query import as_filter, parse_query, query_words
-from vrom.store import Store, Where
+from vrom.store import KeywordQuery, Store, StoredChunk, Where
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from vrom.index.exact import ExactIndex
     from vrom.index.hnsw import HnswIndex
 
@@ -103,13 +114,13 @@ class VectorSearcher:
             self._index.close()
         self._index = None
 
-    def _nearest(
-        self, query: str, limit: int, where: Mapping[str, Any] | Where | None, ef_search: int | None
-    ) -> list[tuple[int, float]]:
+    def _query(
+        self, query: str, where: Mapping[str, Any] | Where | None
+    ) -> tuple[npt.NDArray[np.float32], list[int] | None]:
+        """Return the query's vector and the chunk ids the filter allows (None: all)."""
         parsed_where = as_filter(where)
         allowed = None if parsed_where is None else self._store.chunk_ids_matching(parsed_where)
-        vector = self._embedder.embed_query(query)
-        return self.index.search(vector, limit, allowed, ef_search)
+        return self._embedder.embed_query(query), allowed
 
     def vector_search(
         self,
@@ -117,21 +128,32 @@ class VectorSearcher:
         k: int = 10,
         where: Mapping[str, Any] | Where | None = None,
         ef_search: int | None = None,
+        *,
+        per_document: bool = False,
     ) -> list[Hit]:
         """Return the ``k`` chunks nearest to the query's meaning, best first.
 
         ``ef_search`` widens the HNSW search for this query (ignored by exact search).
+        ``per_document`` returns each document's nearest chunk only (``k`` documents).
         """
         check_k(k)
         check_ef_search(ef_search, k)
-        nearest = self._nearest(query, k, where, ef_search)
-        chunks = {c.chunk_id: c for c in self._store.get_chunks([i for i, _ in nearest])}
+        vector, allowed = self._query(query, where)
+        pool = 2 * k if per_document else k
+        while True:
+            ef = None if ef_search is None else max(ef_search, pool)
+            nearest = self.index.search(vector, pool, allowed, ef)
+            chunks = {c.chunk_id: c for c in self._store.get_chunks([i for i, _ in nearest])}
+            kept = first_k(
+                ((i, score, chunks[i].document_id) for i, score in nearest if i in chunks),
+                k,
+                itemgetter(2) if per_document else None,
+            )
+            if len(kept) == k or len(nearest) < pool or pool >= MAX_POOL:
+                break
+            pool = min(pool * 4, MAX_POOL)  # a few long documents filled the pool
         words = query_words(parse_query(query))
-        return [
-            make_hit(chunks[i], score, {"vector": score}, words)
-            for i, score in nearest
-            if i in chunks
-        ]
+        return [make_hit(chunks[i], score, {"vector": score}, words) for i, score, _ in kept]
 
     def hybrid_search(
         self,
@@ -139,48 +161,89 @@ class VectorSearcher:
         k: int = 10,
         where: Mapping[str, Any] | Where | None = None,
         ef_search: int | None = None,
+        *,
+        per_document: bool = False,
     ) -> list[Hit]:
-        """Return the ``k`` best chunks by reciprocal rank fusion of keyword and vector ranks."""
+        """Return the ``k`` best chunks by reciprocal rank fusion of keyword and vector ranks.
+
+        ``per_document`` returns each document's best chunk only (``k`` documents).
+        """
         check_k(k)
         check_ef_search(ef_search, k)
         pool = max(50, k * CANDIDATE_FACTOR)
         parsed = parse_query(query)
+        vector, allowed = self._query(query, where)
         with self._store.snapshot():  # chunks are read from the state the ranks came from
-            keyword_rows = self._store.keyword_search(parsed, pool, as_filter(where))
-            nearest = self._nearest(
-                query, pool, where, None if ef_search is None else max(ef_search, pool)
-            )
-            fused: dict[int, dict[str, float]] = {}
-            priors: dict[int, float] = {}
-            for rank, row in enumerate(keyword_rows, start=1):
-                parts = fused.setdefault(row.chunk_id, {})
-                parts["bm25"] = row.bm25
-                parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
-                priors[row.chunk_id] = row.human_relevance_score
-            for rank, (chunk_id, score) in enumerate(nearest, start=1):
-                parts = fused.setdefault(chunk_id, {})
-                parts["vector"] = score
-                parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
-            chunks = {
-                c.chunk_id: c for c in self._store.get_chunks([i for i in fused if i not in priors])
-            }
-            priors.update((i, c.human_relevance_score) for i, c in chunks.items())
-            scored = []
-            for chunk_id, parts in fused.items():
-                if chunk_id not in priors:
-                    continue  # deleted between the two retrievals
-                parts["prior"] = prior_factor(priors[chunk_id])
-                scored.append((parts["rrf"] * parts["prior"], chunk_id, parts))
-            scored.sort(key=lambda item: (-item[0], item[1]))
-            scored = scored[:k]
+            while True:
+                fused, chunks, documents, full = self._fuse(
+                    parsed, vector, allowed, where, pool, ef_search
+                )
+                scored = first_k(
+                    sorted(
+                        (
+                            (parts["rrf"] * parts["prior"], i, parts, documents[i])
+                            for i, parts in fused.items()
+                        ),
+                        key=lambda item: (-item[0], item[1]),
+                    ),
+                    k,
+                    itemgetter(3) if per_document else None,
+                )
+                if len(scored) == k or not full or pool >= MAX_POOL:
+                    break
+                pool = min(pool * 4, MAX_POOL)  # a few long documents filled the pool
             chunks.update(
                 (c.chunk_id, c)
-                for c in self._store.get_chunks([i for _, i, _ in scored if i not in chunks])
+                for c in self._store.get_chunks([i for _, i, _, _ in scored if i not in chunks])
             )
         words = query_words(parsed)
         return [
-            make_hit(chunks[i], score, parts, words) for score, i, parts in scored if i in chunks
+            make_hit(chunks[i], score, parts, words) for score, i, parts, _ in scored if i in chunks
         ]
+
+    def _fuse(
+        self,
+        parsed: KeywordQuery,
+        vector: npt.NDArray[np.float32],
+        allowed: list[int] | None,
+        where: Mapping[str, Any] | Where | None,
+        pool: int,
+        ef_search: int | None,
+    ) -> tuple[dict[int, dict[str, float]], dict[int, StoredChunk], dict[int, int], bool]:
+        """Fuse ``pool`` keyword and vector candidates by rank.
+
+        Returns each candidate's score parts (``rrf``, ``prior``, ``bm25``, ``vector``), the
+        chunks read to learn their note's prior, each candidate's document id, and whether
+        either list was full (more candidates exist).
+        """
+        keyword_rows = self._store.keyword_search(parsed, pool, as_filter(where))
+        ef = None if ef_search is None else max(ef_search, pool)
+        nearest = self.index.search(vector, pool, allowed, ef)
+        fused: dict[int, dict[str, float]] = {}
+        priors: dict[int, float] = {}
+        documents: dict[int, int] = {}
+        for rank, row in enumerate(keyword_rows, start=1):
+            parts = fused.setdefault(row.chunk_id, {})
+            parts["bm25"] = row.bm25
+            parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
+            priors[row.chunk_id] = row.human_relevance_score
+            documents[row.chunk_id] = row.document_id
+        for rank, (chunk_id, score) in enumerate(nearest, start=1):
+            parts = fused.setdefault(chunk_id, {})
+            parts["vector"] = score
+            parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
+        chunks = {
+            c.chunk_id: c for c in self._store.get_chunks([i for i in fused if i not in priors])
+        }
+        for chunk_id, chunk in chunks.items():
+            priors[chunk_id] = chunk.human_relevance_score
+            documents[chunk_id] = chunk.document_id
+        for chunk_id in [i for i in fused if i not in priors]:
+            del fused[chunk_id]  # deleted between the two retrievals
+        for chunk_id, parts in fused.items():
+            parts["prior"] = prior_factor(priors[chunk_id])
+        full = len(keyword_rows) == pool or len(nearest) == pool
+        return fused, chunks, documents, full
 
 
 def check_ef_search(ef_search: int | None, k: int) -> None:
