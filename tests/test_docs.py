@@ -9,6 +9,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,25 @@ def test_every_readme_command_and_flag_exists() -> None:
                 for flag in (w.split("=")[0] for w in rest[1:] if w.startswith("--")):
                     assert flag in help_text, f"vrom {name} has no {flag}"
     assert used == set(subcommands), f"commands missing from the README: {set(subcommands) - used}"
+
+
+def test_every_readme_benchmark_script_and_flag_exists() -> None:
+    scripts: dict[str, set[str]] = {}
+    for block in re.findall(r"```bash\n(.*?)```", README, re.DOTALL):
+        for line in block.splitlines():
+            words = shlex.split(line.split("#", 1)[0])
+            if len(words) >= 2 and words[0] == "python" and words[1].startswith("bench/"):
+                scripts.setdefault(words[1], set()).update(w for w in words if w.startswith("--"))
+    peers = ("keyword_peers", "vector_engines", "hybrid_peers", "vault_indexing")
+    assert {f"bench/{name}.py" for name in peers} <= set(scripts), scripts
+    for script, flags in scripts.items():
+        assert (REPO / script).is_file(), f"README names {script}, which does not exist"
+        shown = subprocess.run(
+            [sys.executable, str(REPO / script), "--help"], capture_output=True, text=True
+        )
+        assert shown.returncode == 0, shown.stderr
+        for flag in flags:
+            assert flag in shown.stdout, f"{script} has no {flag}"
 
 
 def test_every_command_has_help_text() -> None:
