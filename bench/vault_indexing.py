@@ -240,7 +240,8 @@ def phase_index(args: argparse.Namespace) -> dict[str, Any]:
             out["embedded_chars_mean"] = round(recorder.chars / max(1, recorder.embedded), 1)
         if args.phase == "edit":
             out["edit_target_chunks"] = vault.get_note(args.target).chunk_count
-    out["model_loaded"] = getattr(embedder, "loaded", True)  # False: never needed
+        # read before the vault closes (closing releases the model); False: never needed
+        out["model_loaded"] = getattr(embedder, "loaded", True)
     out["peak_rss_mb"] = peak_rss_mb()
     return out
 
