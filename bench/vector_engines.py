@@ -1,10 +1,16 @@
 """Benchmark vrom's vector indexes against other engines on the same vectors, in one run.
 
     python bench/vector_engines.py [--sizes 10000,100000] [--dims 384] [--queries 200]
-        [--out bench/results/vector_engines.json] [--plot docs/vector_engines.png]
+        [--embeddings bench/results/cache] [--out bench/results/vector_engines.json]
+        [--plot docs/vector_engines.png]
 
-Vectors are synthetic, no model: unit vectors around 100 seeded Gaussian cluster centres, and
-queries drawn the same way (not from the set). Every engine gets the same vectors and queries:
+With ``--embeddings DIR`` the vectors are real: every distinct ``*.document.npy`` row in DIR
+(bench/hybrid_peers.py caches all-MiniLM-L6-v2 vectors of SciFact and NFCorpus chunks and
+documents there, ~27k) in a seeded shuffle, padded with synthetic vectors when a size needs more
+(100k: ~27k real + ~73k synthetic), and the queries are real BEIR queries (``*.query.npy``).
+Without it, vectors are synthetic, no model: unit vectors around 100 seeded Gaussian cluster
+centres, and queries drawn the same way (not from the set). Every engine gets the same vectors
+and queries:
 
 - vrom exact and vrom HNSW: a `SQLiteStore` holding the vectors, searched by `ExactIndex` and
   `HnswIndex` (usearch f16, its graph cached beside the database), as a collection does;
@@ -495,16 +501,61 @@ def measure(
     return row
 
 
-def run(sizes: list[int], dims: int, query_count: int, repeat: int) -> dict[str, Any]:
+def real_embeddings(folder: Path, dims: int) -> tuple[Matrix, Matrix]:
+    """Return the distinct document and query vectors cached in ``folder``, shuffled (seed 0).
+
+    The files are what bench/hybrid_peers.py caches: ``*.document.npy`` and ``*.query.npy``.
+    """
+
+    def load(kind: str) -> Matrix:
+        files = sorted(folder.glob(f"*.{kind}.npy"))
+        matrices = [np.load(f) for f in files]
+        matrices = [m for m in matrices if m.ndim == 2 and m.shape[1] == dims]
+        if not matrices:
+            raise SystemExit(f"no {dims}-d *.{kind}.npy files in {folder}")
+        rows = np.unique(np.concatenate(matrices).astype(np.float32), axis=0)
+        rows = rows[np.random.default_rng(0).permutation(len(rows))]
+        return np.ascontiguousarray(rows)
+
+    return load("document"), load("query")
+
+
+def dataset(
+    size: int, dims: int, real: tuple[Matrix, Matrix] | None, query_count: int
+) -> tuple[Matrix, Matrix, int]:
+    """Return (vectors, queries, how many vectors are real) for one size."""
+    if real is None:
+        queries = clustered_unit_vectors(query_count, dims, seed=2)
+        return clustered_unit_vectors(size, dims, seed=1), queries, 0
+    documents, queries = real
+    taken = documents[:size]
+    padding = clustered_unit_vectors(size - len(taken), dims, seed=1)
+    return np.concatenate([taken, padding]), queries[:query_count], len(taken)
+
+
+def run(
+    sizes: list[int],
+    dims: int,
+    query_count: int,
+    repeat: int,
+    embeddings: Path | None = None,
+) -> dict[str, Any]:
     """Measure every available engine at every size; return the results as a JSON-ready dict."""
     notes: list[str] = []
     makers = peer_engines(notes)
+    real = None if embeddings is None else real_embeddings(embeddings, dims)
+    vectors_note = f"synthetic, no model: unit vectors around {CLUSTERS} seeded Gaussian clusters"
+    if real is not None:
+        vectors_note = (
+            f"real embeddings: {len(real[0]):,} distinct document/chunk vectors and "
+            f"{len(real[1]):,} query vectors from {embeddings}, padded with synthetic "
+            f"vectors around {CLUSTERS} seeded Gaussian clusters where a size needs more"
+        )
     results: dict[str, Any] = {
         "vrom": __version__,
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores",
-        "vectors": f"synthetic, no model: unit vectors around {CLUSTERS} seeded Gaussian "
-        f"clusters, {dims} d",
+        "vectors": f"{vectors_note}, {dims} d",
         "dims": dims,
         "queries": query_count,
         "k": K,
@@ -518,9 +569,9 @@ def run(sizes: list[int], dims: int, query_count: int, repeat: int) -> dict[str,
         "notes": notes,
         "rows": [],
     }
-    queries = clustered_unit_vectors(query_count, dims, seed=2)
     for size in sizes:
-        vectors = clustered_unit_vectors(size, dims, seed=1)
+        vectors, queries, real_count = dataset(size, dims, real, query_count)
+        results.setdefault("real_vectors", {})[str(size)] = real_count
         truth = exact_top_k(vectors, queries, K)
         with tempfile.TemporaryDirectory(prefix="vrom-engines-") as tmp:
             folder = Path(tmp)
@@ -641,9 +692,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="fresh-process opens per engine")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--plot", type=Path, default=PLOT)
+    parser.add_argument(
+        "--embeddings",
+        type=Path,
+        help="a folder of real *.document.npy/*.query.npy vectors (bench/results/cache after "
+        "bench/hybrid_peers.py has run); sizes beyond them are padded with synthetic vectors",
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
-    results = run(sizes, args.dims, args.queries, args.repeat)
+    results = run(sizes, args.dims, args.queries, args.repeat, args.embeddings)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print_table(results)

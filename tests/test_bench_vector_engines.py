@@ -54,6 +54,26 @@ def test_vector_engine_benchmark_runs_on_tiny_data(tmp_path: Path) -> None:
         assert "no plot" in result.stdout
 
 
+def test_vector_engine_benchmark_takes_real_embeddings_and_pads_them(tmp_path: Path) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for kind, count in (("document", 300), ("query", 20)):
+        rows = rng.standard_normal((count, 16)).astype(np.float32)
+        np.save(tmp_path / f"tiny.{kind}.npy", rows / np.linalg.norm(rows, axis=1, keepdims=True))
+    out = tmp_path / "engines.json"
+    command = [sys.executable, str(REPO / "bench" / "vector_engines.py"), "--sizes", "200,500"]
+    command += ["--dims", "16", "--queries", "10", "--repeat", "1", "--out", str(out)]
+    command += ["--plot", str(tmp_path / "p.png"), "--embeddings", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    numbers = json.loads(out.read_text())
+    assert numbers["vectors"].startswith("real embeddings: 300 distinct")
+    assert numbers["real_vectors"] == {"200": 200, "500": 300}  # 500 = 300 real + 200 padding
+    exact = [row for row in numbers["rows"] if row["engine"] == "numpy"]
+    assert [row["recall_at_10"] for row in exact] == [1.0, 1.0]
+
+
 def _importable(module: str) -> bool:
     try:
         importlib.import_module(module)
