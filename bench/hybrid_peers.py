@@ -75,6 +75,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from beir_datasets import add_dataset_arguments, chosen_datasets
 
 from vrom import Collection, __version__
 from vrom.documents import MAX_TEXT_CHARS, Document
@@ -96,8 +97,6 @@ from vrom.store.sqlite import SQLiteStore
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "hybrid_peers.json"
 CACHE = REPO / "bench" / "results" / "cache"
-BEIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir"
-DEFAULTS = ((BEIR / "scifact", "train"), (BEIR / "nfcorpus", "dev"))
 K = 10
 BUCKETS = 100
 SAVE_EVERY = 1_024
@@ -749,25 +748,9 @@ def _filter_table(entry: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _datasets(folders: Sequence[Path], splits: Sequence[str] | None) -> list[tuple[Path, str]]:
-    if not folders:
-        return [(folder, splits[0] if splits else split) for folder, split in DEFAULTS]
-    splits = splits or ["test"]
-    if len(splits) == 1:
-        splits = list(splits) * len(folders)
-    if len(splits) != len(folders):
-        raise SystemExit(f"give one --split for all datasets or one per dataset ({len(folders)})")
-    return list(zip(folders, splits, strict=True))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("datasets", nargs="*", type=Path, metavar="DATASET_DIR")
-    parser.add_argument(
-        "--split",
-        action="append",
-        help="qrels split (default: test; train and dev for the default datasets)",
-    )
+    add_dataset_arguments(parser)
     parser.add_argument("--limit-docs", type=int, help="index only the first N documents")
     parser.add_argument("--limit-queries", type=int, help="run only the first N queries")
     parser.add_argument(
@@ -781,7 +764,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     results = run(
-        _datasets(args.datasets, args.split),
+        chosen_datasets(args.datasets, args.split),
         args.embedder,
         args.cache,
         args.limit_docs,

@@ -39,6 +39,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from beir_datasets import add_dataset_arguments, chosen_datasets
+
 from vrom import Collection, __version__
 from vrom.documents import MAX_TEXT_CHARS
 from vrom.evaluation import (
@@ -55,8 +57,6 @@ from vrom.evaluation import (
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "keyword_peers.json"
-BEIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir"
-DEFAULTS = ((BEIR / "scifact", "train"), (BEIR / "nfcorpus", "dev"))
 K = 10
 BM25S_INSTALL = "pip install 'bm25s==0.3.16' 'PyStemmer==3.1.0'"
 
@@ -228,28 +228,12 @@ def _table(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _datasets(folders: Sequence[Path], splits: Sequence[str] | None) -> list[tuple[Path, str]]:
-    if not folders:
-        return [(folder, splits[0] if splits else split) for folder, split in DEFAULTS]
-    splits = splits or ["test"]
-    if len(splits) == 1:
-        splits = list(splits) * len(folders)
-    if len(splits) != len(folders):
-        raise SystemExit(f"give one --split for all datasets or one per dataset ({len(folders)})")
-    return list(zip(folders, splits, strict=True))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("datasets", nargs="*", type=Path, metavar="DATASET_DIR")
-    parser.add_argument(
-        "--split",
-        action="append",
-        help="qrels split (default: test; train and dev for the default datasets)",
-    )
+    add_dataset_arguments(parser)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    results = run(_datasets(args.datasets, args.split))
+    results = run(chosen_datasets(args.datasets, args.split))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
 

@@ -15,8 +15,9 @@ TOPICS = ["solar panels", "river fish", "mountain snow", "bread yeast", "chess o
 PER_TOPIC = 12  # 60 documents: 3 in bucket 0 (fewer than k) and 15 under 30 (more than k)
 # runs the script with lancedb and chromadb unimportable (a None entry makes `import` fail)
 WITHOUT_PEERS = (
-    "import runpy, sys; sys.modules['lancedb'] = sys.modules['chromadb'] = None; "
-    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    "import os, runpy, sys; sys.modules['lancedb'] = sys.modules['chromadb'] = None; "
+    "sys.argv = sys.argv[1:]; sys.path.insert(0, os.path.dirname(sys.argv[0])); "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
 )
 VROM_RUNS = {"vrom hybrid", "vrom vector", "vrom keyword"}
 PEER_RUNS = {"lancedb hybrid", "lancedb vector", "lancedb keyword", "chroma vector"}

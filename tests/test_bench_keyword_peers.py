@@ -13,7 +13,8 @@ SCRIPT = REPO / "bench" / "keyword_peers.py"
 TOPICS = ["solar panels", "river fish", "mountain snow", "bread yeast", "chess openings"]
 # runs the script with bm25s unimportable (a None entry in sys.modules makes `import` fail)
 WITHOUT_BM25S = (
-    "import runpy, sys; sys.modules['bm25s'] = None; sys.argv = sys.argv[1:]; "
+    "import os, runpy, sys; sys.modules['bm25s'] = None; sys.argv = sys.argv[1:]; "
+    "sys.path.insert(0, os.path.dirname(sys.argv[0])); "  # as `python SCRIPT` does
     "runpy.run_path(sys.argv[0], run_name='__main__')"
 )
 

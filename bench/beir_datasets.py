@@ -1,0 +1,38 @@
+"""Which BEIR datasets a benchmark runs on: the shared command-line arguments and their defaults.
+
+Imported by the benchmark scripts beside it (``python bench/NAME.py`` puts this folder first
+on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+BEIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir"
+DEFAULTS = ((BEIR / "scifact", "train"), (BEIR / "nfcorpus", "dev"))
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``DATASET_DIR ...`` and ``--split`` (once for all, or once per dataset)."""
+    parser.add_argument("datasets", nargs="*", type=Path, metavar="DATASET_DIR")
+    parser.add_argument(
+        "--split",
+        action="append",
+        help="qrels split (default: test; train and dev for the default datasets)",
+    )
+
+
+def chosen_datasets(
+    folders: Sequence[Path], splits: Sequence[str] | None
+) -> list[tuple[Path, str]]:
+    """Return (folder, split) pairs: the defaults without folders; one split each otherwise."""
+    if not folders:
+        return [(folder, splits[0] if splits else split) for folder, split in DEFAULTS]
+    splits = splits or ["test"]
+    if len(splits) == 1:
+        splits = list(splits) * len(folders)
+    if len(splits) != len(folders):
+        raise SystemExit(f"give one --split for all datasets or one per dataset ({len(folders)})")
+    return list(zip(folders, splits, strict=True))
