@@ -92,10 +92,11 @@ def keyword_search(
     check_k(k)
     parsed = parse_query(query)
     document_of = (lambda pair: pair[1].document_id) if per_document else None
+    where_filter = as_filter(where)
     pool = max(50, k * CANDIDATE_FACTOR)
     with store.snapshot():  # the chunks read last are the ones ranked first
         while True:
-            rows = store.keyword_search(parsed, pool, as_filter(where))
+            rows = store.keyword_search(parsed, pool, where_filter)
             ranked = first_k(
                 sorted(
                     ((row.bm25 * prior_factor(row.human_relevance_score), row) for row in rows),

@@ -172,6 +172,7 @@ class VectorSearcher:
         check_ef_search(ef_search, k)
         pool = max(50, k * CANDIDATE_FACTOR)
         parsed = parse_query(query)
+        where = as_filter(where)
         vector, allowed = self._query(query, where)
         with self._store.snapshot():  # chunks are read from the state the ranks came from
             while True:
@@ -206,7 +207,7 @@ class VectorSearcher:
         parsed: KeywordQuery,
         vector: npt.NDArray[np.float32],
         allowed: list[int] | None,
-        where: Mapping[str, Any] | Where | None,
+        where: Where | None,
         pool: int,
         ef_search: int | None,
     ) -> tuple[dict[int, dict[str, float]], dict[int, StoredChunk], dict[int, int], bool]:
@@ -216,7 +217,7 @@ class VectorSearcher:
         chunks read to learn their note's prior, each candidate's document id, and whether
         either list was full (more candidates exist).
         """
-        keyword_rows = self._store.keyword_search(parsed, pool, as_filter(where))
+        keyword_rows = self._store.keyword_search(parsed, pool, where)
         ef = None if ef_search is None else max(ef_search, pool)
         nearest = self.index.search(vector, pool, allowed, ef)
         fused: dict[int, dict[str, float]] = {}
