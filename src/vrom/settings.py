@@ -1,0 +1,74 @@
+"""Settings from the environment, read in one place.
+
+The faces (CLI, MCP server, installers) and the facades' ``open`` class methods ask here; the
+engines below them (ingest, search, embed, index, packs, store) never read the environment and
+take every setting as an argument. A variable set to the empty string counts as unset.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+VAULT_ENV = "VROM_VAULT"
+"""The vault to use when none is named (CLI, MCP server, `Vault.open_default`)."""
+STATE_DIR_ENV = "VROM_STATE_DIR"
+"""Where vaults' stores live (default: the user data dir)."""
+EMBEDDER_ENV = "VROM_EMBEDDER"
+"""The embedder spec ``"auto"`` stands for (see `vrom.embed.Embedder.from_spec`)."""
+STORAGE_KEY_ENV = "VROM_STORAGE_KEY"
+"""The key of an encrypted collection, when none is given."""
+REGISTRY_URL_ENV = "VROM_REGISTRY_URL"
+"""The knowledge-pack registry (a URL, a file:// URL or a path)."""
+CACHE_DIR_ENV = "VROM_CACHE_DIR"
+"""Where pulled knowledge packs are cached (default: the user cache dir)."""
+MCP_TOKEN_ENV = "VROM_MCP_TOKEN"
+"""The bearer token of the MCP server's HTTP transport."""
+OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
+"""The default variable an OpenAI-compatible embedder's API key is read from."""
+DEFAULT_EMBEDDER_SPEC = "default"
+
+
+def get(name: str) -> str | None:
+    """Return the environment variable ``name``, or None when it is unset or empty."""
+    return os.environ.get(name) or None
+
+
+def environment() -> Mapping[str, str]:
+    """Return the whole environment (for the client installers' config-folder rules)."""
+    return os.environ
+
+
+def vault() -> str | None:
+    """Return ``$VROM_VAULT``."""
+    return get(VAULT_ENV)
+
+
+def state_dir() -> str | None:
+    """Return ``$VROM_STATE_DIR``."""
+    return get(STATE_DIR_ENV)
+
+
+def embedder_spec() -> str:
+    """Return the embedder spec ``"auto"`` stands for: ``$VROM_EMBEDDER``, else ``default``."""
+    return (get(EMBEDDER_ENV) or DEFAULT_EMBEDDER_SPEC).strip()
+
+
+def storage_key() -> str | None:
+    """Return ``$VROM_STORAGE_KEY``."""
+    return get(STORAGE_KEY_ENV)
+
+
+def registry_url() -> str | None:
+    """Return ``$VROM_REGISTRY_URL``."""
+    return get(REGISTRY_URL_ENV)
+
+
+def cache_dir() -> str | None:
+    """Return ``$VROM_CACHE_DIR``."""
+    return get(CACHE_DIR_ENV)
+
+
+def mcp_token() -> str | None:
+    """Return ``$VROM_MCP_TOKEN``."""
+    return get(MCP_TOKEN_ENV)
