@@ -165,7 +165,7 @@ def build_index(
         summary = vault.index()
         out["keyword_index_s"], out["keyword_index_cpu_s"] = _since(started)
         out["notes"], out["chunks"], out["skipped"] = summary.notes, summary.chunks, summary.skipped
-        chunks = vault.store.chunks_missing_vectors(10**9)  # chunk order, as embed_missing reads
+        chunks = vault.store.vectors.missing(10**9)  # chunk order, as embed_missing reads
     texts = [embedding_text(c) for c in chunks]
     out["embedded_chars_mean"] = round(statistics.fmean(len(t) for t in texts), 1) if texts else 0
     log(
@@ -200,7 +200,7 @@ def build_index(
         started = _clock()
         summary = vault.index(embed_progress=paired_raw)
         wall, cpu = _since(started)
-        stored = vault.store.vector_rows()
+        stored = vault.store.vectors.rows()
     embedded = summary.embedded
     out["rescan_s"] = summary.seconds  # the no-change keyword pass of this index() call
     out["embed_index_s"] = wall - summary.seconds - raw["wall"]

@@ -96,7 +96,7 @@ def run(source: Path, queries: int, embedder: str) -> dict[str, object]:
             results["one_note_reindex_paths_s"] = round(time.perf_counter() - started, 4)
 
             # queries: the titles of every n-th note; found@10 checks the note comes back
-            docs = sorted(vault.store.document_states())
+            docs = sorted(vault.store.documents.states())
             step = max(1, len(docs) // queries)
             picked = [vault.get_note(path) for path in docs[::step][:queries]]
             latencies: list[float] = []

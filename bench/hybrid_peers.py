@@ -90,7 +90,6 @@ from vrom.evaluation import (
     percentile,
     score_ranking,
 )
-from vrom.index import stored_encoding
 from vrom.index.codec import decode
 from vrom.store.sqlite import SQLiteStore
 
@@ -461,12 +460,14 @@ def vrom_document_scores(folder: Path, ids: Sequence[str]) -> Callable[[Matrix],
     """Return ``scores(query)``: each document's best chunk similarity, from vrom's own store."""
     store = SQLiteStore(folder / "beir.db", create=False)  # not read_only: it skips the WAL
     try:
-        rows = store.vector_rows()
+        rows = store.vectors.rows()
         chunk_ids = [chunk_id for chunk_id, _ in rows]
-        matrix = decode([blob for _, blob in rows], stored_encoding(store))
+        matrix = decode([blob for _, blob in rows], store.vectors.encoding())
         path_of: dict[int, str] = {}
         for start in range(0, len(chunk_ids), 500):
-            path_of.update((c.chunk_id, c.path) for c in store.get_chunks(chunk_ids[start:][:500]))
+            path_of.update(
+                (c.chunk_id, c.path) for c in store.documents.get_chunks(chunk_ids[start:][:500])
+            )
     finally:
         store.close()
     index = {doc_id: n for n, doc_id in enumerate(ids)}

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from vrom import Embedder, __version__
 from vrom.agent_memory import AgentMemory
-from vrom.packs.build import build_pack, publish_pack
+from vrom.pack_builder import build_pack, publish_pack
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "pack_mount.json"

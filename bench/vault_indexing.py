@@ -233,7 +233,7 @@ def phase_index(args: argparse.Namespace) -> dict[str, Any]:
         _timed_index(vault, out, recorder)
         if args.phase == "full":
             out["store_bytes"] = vault.stats().store_bytes
-            paths = sorted(vault.store.document_states())
+            paths = sorted(vault.store.documents.states())
             target = paths[len(paths) // 2]
             out["edit_target"] = target
             out["edit_target_chunks"] = vault.get_note(target).chunk_count

@@ -153,13 +153,13 @@ class VromExact(Engine):
         "from vrom.index.exact import ExactIndex\n"
         "from pathlib import Path"
     )
-    open_body = "hits = ExactIndex(SQLiteStore(Path(path), create=False)).search(query, 10)"
+    open_body = "hits = ExactIndex(SQLiteStore(Path(path), create=False).vectors).search(query, 10)"
 
     def __init__(self, store: SQLiteStore, row_of: dict[int, int]) -> None:
         self.store, self.row_of = store, row_of
 
     def build(self, vectors: Matrix, folder: Path) -> None:
-        self.index = ExactIndex(self.store)
+        self.index = ExactIndex(self.store.vectors)
         self.index.refresh()  # reads every vector from the store into one matrix
 
     def persist(self, folder: Path) -> Path | None:
@@ -180,13 +180,13 @@ class VromHnsw(VromExact):
         "from pathlib import Path"
     )
     open_body = (
-        "index = HnswIndex(SQLiteStore(Path(path), create=False))\n"
+        "index = HnswIndex.for_chunks(SQLiteStore(Path(path), create=False))\n"
         "hits = index.search(query, 10)\n"
         "assert index.build_count == 0, 'the cached graph was rebuilt'"
     )
 
     def build(self, vectors: Matrix, folder: Path) -> None:
-        self.index = HnswIndex(self.store)  # type: ignore[assignment]
+        self.index = HnswIndex.for_chunks(self.store)  # type: ignore[assignment]
         self.index.refresh()  # reads the store, builds the graph and saves it beside the db
 
     def search(self, query: Matrix, ef: int) -> list[int]:
@@ -421,10 +421,10 @@ def vrom_store(vectors: Matrix, folder: Path) -> tuple[SQLiteStore, dict[int, in
             chunks = [
                 ChunkRecord(n - start, "", f"v{n}", 0, len(f"v{n}"), f"vector-{n}") for n in rows
             ]
-            document_id = store.put_document(_document(f"batch-{start}"), chunks, [], [])
-            stored = store.chunks_of(document_id)
+            document_id = store.documents.put(_document(f"batch-{start}"), chunks, [], [])
+            stored = store.documents.chunks_of(document_id)
             row_of.update((chunk.chunk_id, start + chunk.position) for chunk in stored)
-            store.put_vectors([(chunk.chunk_id, blobs[row_of[chunk.chunk_id]]) for chunk in stored])
+            store.vectors.put([(chunk.chunk_id, blobs[row_of[chunk.chunk_id]]) for chunk in stored])
     return store, row_of, time.perf_counter() - started
 
 

@@ -221,8 +221,10 @@ def test_modes(docs: Collection) -> None:
     assert docs.search("annual leave", mode="keyword")[0].id == "leave"
     hybrid = docs.search("annual leave", mode="hybrid")
     assert hybrid[0].id == "leave" and "rrf" in hybrid[0].scores
+    reranked = docs.search("annual leave", mode="rerank")  # one search core: every mode
+    assert reranked[0].id == "leave" and reranked[0].fts_score is not None
     with pytest.raises(ValidationError, match="mode must be one of"):
-        docs.search("x", mode="rerank")
+        docs.search("x", mode="fuzzy")
 
 
 def test_a_keyword_only_collection_searches_by_keyword() -> None:
@@ -517,9 +519,7 @@ def test_a_list_field_passes_when_any_item_does() -> None:
 
 
 def _graph_builds(docs: Collection) -> int:
-    searcher = docs._searcher
-    assert searcher is not None
-    index = searcher.index
+    index = docs._corpus.index.current
     assert isinstance(index, HnswIndex)
     return index.build_count
 

@@ -52,7 +52,7 @@ def test_two_writers_and_three_readers_agree_and_lose_nothing(tmp_path: Path) ->
 
     with Collection.open("shared", embedder=Embedder.fake(), storage=storage) as docs:
         assert docs.count() == len(written)
-        assert set(docs._store.document_states()) == set(written), "every document, once"
+        assert set(docs._store.documents.states()) == set(written), "every document, once"
         for writer in ("w1", "w2"):
             for doc_id in results[writer]["written"][:: max(1, len(written) // 40)]:
                 n = int(doc_id.rsplit("-", 1)[1])

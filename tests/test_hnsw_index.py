@@ -12,9 +12,11 @@ import numpy.typing as npt
 import pytest
 
 from vrom import Embedder, ValidationError
+from vrom.corpus import Corpus
+from vrom.embed import EmbedderBinding
 from vrom.index.exact import ExactIndex
 from vrom.index.hnsw import HnswIndex, _prefers_exact
-from vrom.search.vector import VectorSearcher
+from vrom.ingest.embedding import FINGERPRINT_META_KEY
 from vrom.store import ChunkRecord, DocumentRecord
 from vrom.store.sqlite import SQLiteStore
 
@@ -47,9 +49,9 @@ def _unit_vectors(count: int, seed: int) -> npt.NDArray[np.float32]:
 def _add_note(store: SQLiteStore, path: str, vectors: npt.NDArray[np.float32]) -> list[int]:
     """Write a note with one chunk per vector, then the vectors; return the chunk ids."""
     chunks = [ChunkRecord(i, "H", f"chunk {i}", 0, 7, f"{path}-{i}") for i in range(len(vectors))]
-    document_id = store.put_document(_doc(path), chunks, [], [])
-    ids = [c.chunk_id for c in store.chunks_of(document_id)]
-    store.put_vectors([(i, v.tobytes()) for i, v in zip(ids, vectors, strict=True)])
+    document_id = store.documents.put(_doc(path), chunks, [], [])
+    ids = [c.chunk_id for c in store.documents.chunks_of(document_id)]
+    store.vectors.put([(i, v.tobytes()) for i, v in zip(ids, vectors, strict=True)])
     return ids
 
 
@@ -89,7 +91,7 @@ def _ids(hits: list[tuple[int, float]]) -> list[int]:
 
 
 def test_recall_at_10_against_exact_search(store: SQLiteStore) -> None:
-    hnsw, exact = HnswIndex(store), ExactIndex(store)
+    hnsw, exact = HnswIndex.for_chunks(store), ExactIndex(store.vectors)
     assert len(hnsw) == NOTES * CHUNKS_PER_NOTE
     found = sum(
         len(set(_ids(exact.search(q, 10))) & set(_ids(hnsw.search(q, 10)))) for q in _queries()
@@ -99,7 +101,7 @@ def test_recall_at_10_against_exact_search(store: SQLiteStore) -> None:
 
 @pytest.mark.parametrize("metric", ["cosine", "dot", "euclidean"])
 def test_scores_follow_the_exact_index(store: SQLiteStore, metric: str) -> None:
-    hnsw, exact = HnswIndex(store, metric), ExactIndex(store, metric)
+    hnsw, exact = HnswIndex.for_chunks(store, metric), ExactIndex(store.vectors, metric)
     for query in _queries(10) * 1.5:  # not unit length: dot and euclidean differ from cosine
         approximate = hnsw.search(query, 5, ef_search=256)
         truth = dict(exact.search(query, 5))
@@ -113,13 +115,13 @@ def test_scores_follow_the_exact_index(store: SQLiteStore, metric: str) -> None:
 def test_the_graph_is_cached_beside_the_database_and_reused(db: Path) -> None:
     db.chmod(0o640)
     store = SQLiteStore(db, create=False)
-    first = HnswIndex(store)
+    first = HnswIndex.for_chunks(store)
     answer = first.search(_queries(1)[0], 10)
     assert first.build_count == 1
     cache = db.with_name("store.db.hnsw.usearch")
     assert first.path == cache and cache.is_file()
     sidecar = json.loads(db.with_name("store.db.hnsw.json").read_text())
-    assert sidecar["changes"] == store.vector_change_number()
+    assert sidecar["changes"] == store.vectors.change_number()
     assert sidecar["count"] == NOTES * CHUNKS_PER_NOTE and sidecar["dims"] == DIMS
     assert not [p for p in db.parent.iterdir() if p.name.endswith(".tmp")]
     assert cache.stat().st_mode == db.stat().st_mode, "as private as the database"
@@ -127,7 +129,7 @@ def test_the_graph_is_cached_beside_the_database_and_reused(db: Path) -> None:
     store.close()
 
     reopened = SQLiteStore(db, create=False)
-    second = HnswIndex(reopened)
+    second = HnswIndex.for_chunks(reopened)
     assert second.search(_queries(1)[0], 10) == answer
     assert second.build_count == 0, "a current cache is opened, not rebuilt"
     assert second.refresh() is False
@@ -138,16 +140,16 @@ def test_the_graph_is_cached_beside_the_database_and_reused(db: Path) -> None:
 
 def test_a_stale_cache_catches_up_and_deleted_chunks_never_return(db: Path) -> None:
     reader, writer = SQLiteStore(db, create=False), SQLiteStore(db, create=False)
-    live = HnswIndex(reader)
+    live = HnswIndex.for_chunks(reader)
     assert len(live) == NOTES * CHUNKS_PER_NOTE
     builds = live.build_count
-    victim = writer.find_documents("b/7")[0]
-    gone = [c.chunk_id for c in writer.chunks_of(victim.document_id)]
-    gone_queries = [np.frombuffer(v, dtype=np.float32) for v in writer.vectors_of(gone).values()]
-    writer.delete_document(victim.document_id)
+    victim = writer.documents.find("b/7")[0]
+    gone = [c.chunk_id for c in writer.documents.chunks_of(victim.document_id)]
+    gone_queries = [np.frombuffer(v, dtype=np.float32) for v in writer.vectors.of(gone).values()]
+    writer.documents.delete(victim.document_id)
     added = _add_note(writer, "b/new.md", _unit_vectors(CHUNKS_PER_NOTE, seed=7))
 
-    fresh = HnswIndex(writer)
+    fresh = HnswIndex.for_chunks(writer)
     for query in gone_queries[:20]:
         assert not set(_ids(fresh.search(query, 10))) & set(gone)
     assert fresh.build_count == 0, "a cache 200 changes behind is caught up, not rebuilt"
@@ -164,16 +166,16 @@ def test_a_stale_cache_catches_up_and_deleted_chunks_never_return(db: Path) -> N
 
 def test_caught_up_changes_are_saved_on_close(db: Path) -> None:
     store = SQLiteStore(db, create=False)
-    first = HnswIndex(store)
+    first = HnswIndex.for_chunks(store)
     len(first)
     added = _add_note(store, "c/new.md", _unit_vectors(10, seed=9))
     probe = _unit_vectors(10, seed=9)[3]
     assert first.search(probe, 1)[0][0] == added[3]
     first.close()  # 10 unsaved changes: written now
     sidecar = json.loads(db.with_name("store.db.hnsw.json").read_text())
-    assert sidecar["changes"] == store.vector_change_number()
+    assert sidecar["changes"] == store.vectors.change_number()
     assert sidecar["count"] == NOTES * CHUNKS_PER_NOTE + 10
-    second = HnswIndex(store)
+    second = HnswIndex.for_chunks(store)
     assert second.search(probe, 1)[0][0] == added[3]
     assert second.build_count == 0
     store.close()
@@ -181,12 +183,12 @@ def test_caught_up_changes_are_saved_on_close(db: Path) -> None:
 
 def test_more_changes_than_the_replay_limit_rebuild(db: Path) -> None:
     store = SQLiteStore(db, create=False)
-    index = HnswIndex(store)
+    index = HnswIndex.for_chunks(store)
     len(index)
     builds = index.build_count
     for n in range(20):  # 2,000 chunks removed: more than half of 3,000
         folder = "a" if n < 3 else "b"
-        store.delete_document(store.find_documents(f"{folder}/{n}")[0].document_id)
+        store.documents.delete(store.documents.find(f"{folder}/{n}")[0].document_id)
     assert len(index) == NOTES * CHUNKS_PER_NOTE - 2_000
     assert index.build_count == builds + 1
     store.close()
@@ -196,22 +198,24 @@ def test_a_forgotten_change_log_means_a_rebuild(db: Path, monkeypatch: pytest.Mo
     import vrom.store.sqlite_vectors as vectors_module
 
     store = SQLiteStore(db, create=False)
-    after = store.vector_change_number()
+    after = store.vectors.change_number()
     monkeypatch.setattr(vectors_module, "VECTOR_CHANGES_KEPT", 0)
-    ids = [c.chunk_id for c in store.chunks_of(store.find_documents("b/5")[0].document_id)]
+    ids = [
+        c.chunk_id for c in store.documents.chunks_of(store.documents.find("b/5")[0].document_id)
+    ]
     for _ in range(NOTES * CHUNKS_PER_NOTE // len(ids) + 1):  # more changes than vectors
-        store.put_vectors([(i, _unit_vectors(1, seed=i)[0].tobytes()) for i in ids])
-    assert store.vector_changes(after) is None, "pruned: that far back is forgotten"
-    latest = store.vector_changes(store.vector_change_number() - 1)
-    assert latest is not None and len(latest.chunk_ids) == 1
+        store.vectors.put([(i, _unit_vectors(1, seed=i)[0].tobytes()) for i in ids])
+    assert store.vectors.changes(after) is None, "pruned: that far back is forgotten"
+    latest = store.vectors.changes(store.vectors.change_number() - 1)
+    assert latest is not None and len(latest.keys) == 1
     store.close()
 
 
 def test_a_replaced_vector_is_searched_by_its_new_value(store: SQLiteStore) -> None:
-    hnsw = HnswIndex(store)
-    chunk_id, old = next(iter(store.vector_rows()))
+    hnsw = HnswIndex.for_chunks(store)
+    chunk_id, old = next(iter(store.vectors.rows()))
     target = _unit_vectors(1, seed=5)[0]
-    store.put_vectors([(chunk_id, target.tobytes())])
+    store.vectors.put([(chunk_id, target.tobytes())])
     assert hnsw.search(target, 1)[0][0] == chunk_id
     assert chunk_id not in _ids(hnsw.search(np.frombuffer(old, dtype=np.float32), 3))
 
@@ -219,7 +223,7 @@ def test_a_replaced_vector_is_searched_by_its_new_value(store: SQLiteStore) -> N
 @pytest.mark.parametrize("damage", ["truncated", "truncated, sidecar updated", "garbage sidecar"])
 def test_a_damaged_cache_is_rebuilt(db: Path, damage: str) -> None:
     store = SQLiteStore(db, create=False)
-    answer = HnswIndex(store).search(_queries(1)[0], 10)
+    answer = HnswIndex.for_chunks(store).search(_queries(1)[0], 10)
     cache, sidecar = db.with_name("store.db.hnsw.usearch"), db.with_name("store.db.hnsw.json")
     if damage.startswith("truncated"):
         cache.write_bytes(cache.read_bytes()[: cache.stat().st_size // 2])
@@ -230,10 +234,12 @@ def test_a_damaged_cache_is_rebuilt(db: Path, damage: str) -> None:
         sidecar.write_text(json.dumps(meta))
     if damage == "garbage sidecar":
         sidecar.write_text("{not json")
-    again = HnswIndex(store)
+    again = HnswIndex.for_chunks(store)
     assert again.search(_queries(1)[0], 10) == answer
     assert again.build_count == 1
-    assert HnswIndex(store).refresh() and HnswIndex(store).build_count == 0, "repaired"
+    assert HnswIndex.for_chunks(store).refresh() and HnswIndex.for_chunks(store).build_count == 0, (
+        "repaired"
+    )
     store.close()
 
 
@@ -244,7 +250,7 @@ def test_an_unwritable_cache_only_warns(
         raise OSError("read-only file system")
 
     monkeypatch.setattr(os, "replace", refuse)
-    hnsw = HnswIndex(store)
+    hnsw = HnswIndex.for_chunks(store)
     with pytest.warns(RuntimeWarning, match="cannot save the vector index cache"):
         assert len(hnsw) == NOTES * CHUNKS_PER_NOTE
     assert len(hnsw.search(_queries(1)[0], 10)) == 10
@@ -252,8 +258,8 @@ def test_an_unwritable_cache_only_warns(
 
 
 def test_narrow_and_broad_filters(store: SQLiteStore) -> None:
-    hnsw, exact = HnswIndex(store), ExactIndex(store)
-    ids = [i for i, _ in store.vector_rows()]
+    hnsw, exact = HnswIndex.for_chunks(store), ExactIndex(store.vectors)
+    ids = [i for i, _ in store.vectors.rows()]
     narrow = [*ids[100:150], 10**9]  # an id without a vector is ignored
     broad = ids[: len(ids) - 300]  # 2,700 of 3,000: the graph, post-filtered
     assert _prefers_exact(len(narrow), len(ids), 10)
@@ -272,7 +278,7 @@ def test_narrow_and_broad_filters(store: SQLiteStore) -> None:
 
 
 def test_a_broad_filter_far_from_the_query_falls_back_to_exact(store: SQLiteStore) -> None:
-    hnsw, exact = HnswIndex(store), ExactIndex(store)
+    hnsw, exact = HnswIndex.for_chunks(store), ExactIndex(store.vectors)
     query = _queries(1)[0]
     by_distance = _ids(exact.search(query, NOTES * CHUNKS_PER_NOTE))
     allowed = by_distance[-2_500:]  # the graph's candidates near the query are all filtered out
@@ -281,10 +287,12 @@ def test_a_broad_filter_far_from_the_query_falls_back_to_exact(store: SQLiteStor
 
 
 def test_ef_search_is_a_per_query_knob(store: SQLiteStore) -> None:
-    hnsw, exact = HnswIndex(store), ExactIndex(store)
+    hnsw, exact = HnswIndex.for_chunks(store), ExactIndex(store.vectors)
     query = _queries(1)[0]
     assert len(hnsw.search(query, 10, ef_search=10)) == 10
-    assert _ids(hnsw.search(query, 10, ef_search=3_000)) == _ids(exact.search(query, 10))
+    # the graph holds f16 vectors: near-tied neighbours may swap places, so compare membership
+    wide = hnsw.search(query, 10, ef_search=3_000)
+    assert sorted(_ids(wide)) == sorted(_ids(exact.search(query, 10)))
     assert exact.search(query, 10, ef_search=5) == exact.search(query, 10)
     for bad in (0, -1):
         with pytest.raises(ValidationError, match="ef_search"):
@@ -292,12 +300,12 @@ def test_ef_search_is_a_per_query_knob(store: SQLiteStore) -> None:
     with pytest.raises(ValidationError, match="dimensions"):
         hnsw.search(np.ones(DIMS + 1, dtype=np.float32), 10)
     with pytest.raises(ValidationError, match="metric"):
-        HnswIndex(store, "manhattan")
+        HnswIndex.for_chunks(store, "manhattan")
 
 
 def test_an_empty_store_has_no_graph(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "empty.db")
-    hnsw = HnswIndex(store)
+    hnsw = HnswIndex.for_chunks(store)
     assert len(hnsw) == 0 and hnsw.search(_queries(1)[0], 10) == []
     assert not list(tmp_path.glob("*.hnsw.*"))
     store.close()
@@ -305,15 +313,15 @@ def test_an_empty_store_has_no_graph(tmp_path: Path) -> None:
 
 def test_the_searcher_switches_to_hnsw_at_the_threshold(store: SQLiteStore) -> None:
     total = NOTES * CHUNKS_PER_NOTE
-    assert isinstance(VectorSearcher(store, Embedder.fake(DIMS)).index, ExactIndex)
-    assert isinstance(
-        VectorSearcher(store, Embedder.fake(DIMS), hnsw_threshold=total).index, HnswIndex
-    )
-    growing = VectorSearcher(store, Embedder.fake(DIMS), hnsw_threshold=total + 50)
-    assert isinstance(growing.index, ExactIndex)
-    index = growing.index
-    assert growing.index is index, "kept while the store is unchanged"
+    model = EmbedderBinding.of(Embedder.fake(DIMS))
+    store.set_meta(FINGERPRINT_META_KEY, Embedder.fake(DIMS).fingerprint.to_json())
+    assert isinstance(Corpus(store, model).index.current, ExactIndex)
+    assert isinstance(Corpus(store, model, hnsw_threshold=total).index.current, HnswIndex)
+    growing = Corpus(store, model, hnsw_threshold=total + 50)
+    assert isinstance(growing.index.current, ExactIndex)
+    index = growing.index.current
+    assert growing.index.current is index, "kept while the store is unchanged"
     _add_note(store, "c/more.md", _unit_vectors(50, seed=3))
-    assert isinstance(growing.index, HnswIndex)
-    hits = growing.vector_search("chunk", k=5, where={"path": "c/"})
+    assert isinstance(growing.index.current, HnswIndex)
+    hits = growing.search("chunk", k=5, where={"path": "c/"}, mode="vector")
     assert len(hits) == 5 and all(h.path == "c/more.md" for h in hits)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from vrom import Embedder
-from vrom.errors import NotFoundError, StorageError, ValidationError
+from vrom.errors import ModelError, NotFoundError, ValidationError
 from vrom.memories import FINGERPRINT_META_KEY, Memories, Memory
 from vrom.store.schema import MIGRATIONS, SCHEMA_VERSION
 from vrom.store.sqlite import SQLiteStore
@@ -241,11 +241,17 @@ def test_memories_remembered_without_a_model_are_embedded_when_recalled(
     assert memories.stats().embedded == len(FACTS)
 
 
-def test_another_model_replaces_the_memory_vectors(store: SQLiteStore) -> None:
+def test_another_model_is_refused_until_an_explicit_rebuild(store: SQLiteStore) -> None:
     made = _remember_facts(Memories(store, Embedder.fake(64)))
     other = Memories(store, Embedder.fake(32))
-    assert other.recall("espresso")[0].memory.id == made["coffee"].id
+    for call in (lambda: other.recall("espresso"), lambda: other.remember("New", "Text.")):
+        with pytest.raises(ModelError, match=r"fake-hashed-words \(64 d\).*\(32 d\)"):
+            call()
+    assert other.stats().embedded == len(FACTS), "no memory vector was dropped"
+    assert other.stats().total == len(FACTS), "nothing was written"
+    assert other.embed(rebuild=True) == len(FACTS)
     assert store.get_meta(FINGERPRINT_META_KEY) == Embedder.fake(32).fingerprint.to_json()
+    assert other.recall("espresso")[0].memory.id == made["coffee"].id
     other.remember("New", "Remembered with the 32-dimension model.")
     assert other.stats().embedded == len(FACTS) + 1
 
@@ -343,20 +349,12 @@ def test_a_version_4_store_gains_memories(tmp_path: Path) -> None:
     raw.close()
     store = SQLiteStore(path, create=False)
     try:
-        assert store.describe()["schema_version"] == SCHEMA_VERSION == 5
+        assert store.describe()["schema_version"] == SCHEMA_VERSION == 6
         memory = Memories(store).remember("Upgraded", "The store was migrated.")
         assert Memories(store).recall("migrated")[0].memory == memory
         assert store.integrity_problems() == []
     finally:
         store.close()
-
-
-def test_a_store_without_memories_is_refused() -> None:
-    class OtherStore:
-        location = "postgresql://example/vrom"
-
-    with pytest.raises(StorageError, match="cannot keep memories"):
-        Memories(OtherStore())  # type: ignore[arg-type]
 
 
 def test_ids_made_in_the_same_millisecond_still_sort_in_order() -> None:

@@ -17,7 +17,7 @@ from pack_server import PackServer, pack_server_fixture  # noqa: F401 (the pack_
 from vrom import Embedder
 from vrom.agent_memory import AgentMemory
 from vrom.errors import PackError
-from vrom.packs.build import build_pack, publish_pack
+from vrom.pack_builder import build_pack, publish_pack
 from vrom.packs.cache import PullProgress, VromCache
 
 REPO = Path(__file__).resolve().parents[1]

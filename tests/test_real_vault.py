@@ -39,7 +39,7 @@ def test_obsidian_hub_indexes_whole_and_searches(tmp_path: Path) -> None:
         )
 
         found = 0
-        paths = sorted(vault.store.document_states())[::200]
+        paths = sorted(vault.store.documents.states())[::200]
         for path in paths:
             note = vault.get_note(path)
             found += any(hit.path == path for hit in vault.search(note.title, k=10))

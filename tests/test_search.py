@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from vrom import ValidationError, Vault
 from vrom.search.excerpt import EXCERPT_CHARS, excerpt
-from vrom.search.keyword import keyword_search
 from vrom.search.query import parse_query, parse_where
 from vrom.store import Condition, StoredChunk
 
@@ -177,14 +176,14 @@ def test_stopwords_neither_rank_nor_stop_a_search(vault: Vault) -> None:
 
 def test_keyword_search_reads_whole_chunks_only_for_the_hits(vault: Vault) -> None:
     asked: list[int] = []
-    get_chunks = vault.store.get_chunks
+    get_chunks = vault.store.documents.get_chunks
 
     def counting(ids: Sequence[int]) -> list[StoredChunk]:
         asked.extend(ids)
         return get_chunks(ids)
 
-    vault.store.get_chunks = counting  # type: ignore[method-assign]
-    hits = keyword_search(vault.store, "maps gardening shared word", k=2)
+    vault.store.documents.get_chunks = counting  # type: ignore[method-assign]
+    hits = vault.corpus.search("maps gardening shared word", k=2, mode="keyword")
     assert len(hits) == 2 and sorted(asked) == sorted(h.chunk_id for h in hits)
 
 

@@ -11,6 +11,7 @@ from vrom.errors import NotFoundError, StorageError
 from vrom.store import ChunkRecord, Condition, DocumentRecord, KeywordQuery, LinkRecord, Where
 from vrom.store.schema import SCHEMA_VERSION
 from vrom.store.sqlite import SQLiteStore
+from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_query import match_expression
 
 
@@ -52,11 +53,11 @@ def test_new_store_is_migrated_and_in_wal_mode(store: SQLiteStore) -> None:
 def test_reopening_keeps_data_and_does_not_remigrate(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     first = SQLiteStore(path)
-    first.put_document(_doc("a.md"), _chunks("alpha"), [], ["t"])
+    first.documents.put(_doc("a.md"), _chunks("alpha"), [], ["t"])
     created = first.get_meta("created_unix")
     first.close()
     second = SQLiteStore(path, create=False)
-    assert list(second.document_states()) == ["a.md"]
+    assert list(second.documents.states()) == ["a.md"]
     assert second.get_meta("created_unix") == created
     second.close()
 
@@ -66,10 +67,10 @@ def test_a_new_store_appears_only_once_its_schema_is_committed(
 ) -> None:
     path = tmp_path / "store.db"
 
-    def crash(self: SQLiteStore) -> None:
+    def crash(self: Database) -> None:
         raise StorageError("simulated crash while creating the schema")
 
-    monkeypatch.setattr(SQLiteStore, "_migrate", crash)
+    monkeypatch.setattr(Database, "_migrate", crash)
     with pytest.raises(StorageError, match="simulated"):
         SQLiteStore(path)
     assert list(tmp_path.iterdir()) == [], "no store file and no temporary left behind"
@@ -94,19 +95,19 @@ def test_an_empty_or_foreign_database_is_refused_untouched(tmp_path: Path) -> No
 def test_put_document_survives_another_writer_adding_or_removing_the_note(
     store: SQLiteStore,
 ) -> None:
-    first = store.put_document(_doc("a.md"), _chunks("one"), [], [])
+    first = store.documents.put(_doc("a.md"), _chunks("one"), [], [])
     # a writer that did not see a.md yet adds it again: the stored note is replaced, not doubled
-    assert store.put_document(_doc("a.md"), _chunks("two"), [], []) == first
-    assert [c.text for c in store.chunks_of(first)] == ["two"]
+    assert store.documents.put(_doc("a.md"), _chunks("two"), [], []) == first
+    assert [c.text for c in store.documents.chunks_of(first)] == ["two"]
     # a writer that saw a.md updates it after another writer deleted it: it is added anew
-    store.delete_document(first)
-    again = store.put_document(_doc("a.md"), _chunks("three"), [], [], first)
-    assert [c.text for c in store.chunks_of(again)] == ["three"]
+    store.documents.delete(first)
+    again = store.documents.put(_doc("a.md"), _chunks("three"), [], [], first)
+    assert [c.text for c in store.documents.chunks_of(again)] == ["three"]
     # a rename onto a path another note still holds: the path's old note gives way
-    other = store.put_document(_doc("b.md"), _chunks("bee"), [], [])
-    assert store.put_document(_doc("b.md"), _chunks("moved"), [], [], again) == again
-    assert store.get_document(other) is None
-    assert list(store.document_states()) == ["b.md"]
+    other = store.documents.put(_doc("b.md"), _chunks("bee"), [], [])
+    assert store.documents.put(_doc("b.md"), _chunks("moved"), [], [], again) == again
+    assert store.documents.get(other) is None
+    assert list(store.documents.states()) == ["b.md"]
     assert store.integrity_problems() == []
 
 
@@ -132,34 +133,34 @@ def test_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_put_links_chunks_and_replacing_removes_old_rows(store: SQLiteStore) -> None:
-    doc_id = store.put_document(
+    doc_id = store.documents.put(
         _doc("a.md"),
         _chunks("one", "two", "three"),
         [LinkRecord("wikilink", "B", "b", None, None, 3)],
         ["x", "y"],
     )
-    chunks = store.chunks_of(doc_id)
+    chunks = store.documents.chunks_of(doc_id)
     assert [c.text for c in chunks] == ["one", "two", "three"]
     assert [c.prev_id for c in chunks] == [None, chunks[0].chunk_id, chunks[1].chunk_id]
     assert [c.next_id for c in chunks] == [chunks[1].chunk_id, chunks[2].chunk_id, None]
     old_ids = {c.chunk_id for c in chunks}
 
-    assert store.put_document(_doc("a.md"), _chunks("four"), [], ["z"], doc_id) == doc_id
-    new = store.chunks_of(doc_id)
+    assert store.documents.put(_doc("a.md"), _chunks("four"), [], ["z"], doc_id) == doc_id
+    new = store.documents.chunks_of(doc_id)
     assert [c.text for c in new] == ["four"]
     assert not old_ids & {c.chunk_id for c in new}, "chunk ids are never reused"
-    assert store.links_of(doc_id) == []
-    assert store.tags_of(doc_id) == ["z"]
-    assert store.keyword_search(KeywordQuery(terms=("one",)), 10) == []
-    assert len(store.keyword_search(KeywordQuery(terms=("four",)), 10)) == 1
+    assert store.documents.links_of(doc_id) == []
+    assert store.documents.tags_of(doc_id) == ["z"]
+    assert store.documents.keyword_search(KeywordQuery(terms=("one",)), 10) == []
+    assert len(store.documents.keyword_search(KeywordQuery(terms=("four",)), 10)) == 1
     assert store.integrity_problems() == []
 
 
 def test_delete_removes_everything_derived(store: SQLiteStore) -> None:
-    doc_id = store.put_document(_doc("a.md"), _chunks("alpha beta"), [], ["t"])
-    store.delete_document(doc_id)
-    assert store.document_states() == {}
-    assert store.keyword_search(KeywordQuery(terms=("alpha",)), 10) == []
+    doc_id = store.documents.put(_doc("a.md"), _chunks("alpha beta"), [], ["t"])
+    store.documents.delete(doc_id)
+    assert store.documents.states() == {}
+    assert store.documents.keyword_search(KeywordQuery(terms=("alpha",)), 10) == []
     counts = store.counts()
     assert (counts.documents, counts.chunks, counts.links, counts.tags) == (0, 0, 0, 0)
     assert store.integrity_problems() == []
@@ -167,14 +168,14 @@ def test_delete_removes_everything_derived(store: SQLiteStore) -> None:
 
 def test_a_failed_transaction_writes_nothing(store: SQLiteStore) -> None:
     with pytest.raises(RuntimeError), store.transaction():
-        store.put_document(_doc("a.md"), _chunks("alpha"), [], [])
+        store.documents.put(_doc("a.md"), _chunks("alpha"), [], [])
         raise RuntimeError("crash in the middle")
-    assert store.document_states() == {}
+    assert store.documents.states() == {}
     assert store.integrity_problems() == []
 
 
 def test_integrity_problems_detects_damage(store: SQLiteStore, tmp_path: Path) -> None:
-    doc_id = store.put_document(_doc("a.md"), _chunks("one", "two"), [], [])
+    doc_id = store.documents.put(_doc("a.md"), _chunks("one", "two"), [], [])
     with sqlite3.connect(store.path) as conn:
         conn.execute("DELETE FROM chunks WHERE document_id = ? AND position = 1", (doc_id,))
     problems = store.integrity_problems()
@@ -183,43 +184,54 @@ def test_integrity_problems_detects_damage(store: SQLiteStore, tmp_path: Path) -
 
 
 def test_find_documents_prefers_exact_path_then_shortest(store: SQLiteStore) -> None:
-    store.put_document(_doc("deep/folder/note.md"), [], [], [])
-    store.put_document(_doc("folder/note.md"), [], [], [])
-    store.put_document(_doc("note.md"), [], [], [])
-    assert [d.path for d in store.find_documents("note")] == [
+    store.documents.put(_doc("deep/folder/note.md"), [], [], [])
+    store.documents.put(_doc("folder/note.md"), [], [], [])
+    store.documents.put(_doc("note.md"), [], [], [])
+    assert [d.path for d in store.documents.find("note")] == [
         "note.md",
         "folder/note.md",
         "deep/folder/note.md",
     ]
-    assert [d.path for d in store.find_documents("folder/note")] == [
+    assert [d.path for d in store.documents.find("folder/note")] == [
         "folder/note.md",
         "deep/folder/note.md",
     ]
-    assert store.find_documents("older/note") == [], "a path suffix matches whole segments"
+    assert store.documents.find("older/note") == [], "a path suffix matches whole segments"
 
 
 def test_where_filters_apply_inside_the_query(store: SQLiteStore) -> None:
     for i in range(30):
-        store.put_document(
+        store.documents.put(
             _doc(f"f{i % 3}/n{i}.md", status="done" if i % 2 else "open", aliases=[f"al{i}"]),
             _chunks(f"common word {i}"),
             [],
             ["project/atlas" if i % 5 == 0 else "other"],
         )
     query = KeywordQuery(terms=("common",))
-    assert len(store.keyword_search(query, 5, Where(path_prefix="f1/"))) == 5
-    rows = store.keyword_search(query, 50, Where(path_prefix="f1/"))
-    assert all(c.path.startswith("f1/") for c in store.get_chunks([r.chunk_id for r in rows]))
-    tagged = store.keyword_search(query, 50, Where(tags=("project",)))
+    assert len(store.documents.keyword_search(query, 5, Where(path_prefix="f1/"))) == 5
+    rows = store.documents.keyword_search(query, 50, Where(path_prefix="f1/"))
+    assert all(
+        c.path.startswith("f1/") for c in store.documents.get_chunks([r.chunk_id for r in rows])
+    )
+    tagged = store.documents.keyword_search(query, 50, Where(tags=("project",)))
     assert len(tagged) == 6
-    done = store.keyword_search(query, 50, Where(conditions=(Condition("status", "eq", "done"),)))
+    done = store.documents.keyword_search(
+        query, 50, Where(conditions=(Condition("status", "eq", "done"),))
+    )
     assert len(done) == 15
     assert (
-        len(store.keyword_search(query, 50, Where(conditions=(Condition("aliases", "eq", "al7"),))))
+        len(
+            store.documents.keyword_search(
+                query, 50, Where(conditions=(Condition("aliases", "eq", "al7"),))
+            )
+        )
         == 1
     )
     assert (
-        store.keyword_search(query, 50, Where(conditions=(Condition('we"ird', "eq", "x"),))) == []
+        store.documents.keyword_search(
+            query, 50, Where(conditions=(Condition('we"ird', "eq", "x"),))
+        )
+        == []
     )
 
 
@@ -235,7 +247,7 @@ def test_match_expression_quotes_every_user_string() -> None:
 def test_closed_store_raises_storage_error(store: SQLiteStore) -> None:
     store.close()
     with pytest.raises(StorageError, match="closed"):
-        store.document_states()
+        store.documents.states()
 
 
 def test_an_older_store_is_migrated_and_its_field_index_filled(tmp_path: Path) -> None:
@@ -243,7 +255,7 @@ def test_an_older_store_is_migrated_and_its_field_index_filled(tmp_path: Path) -
     import sqlite3
 
     from vrom.store.schema import MIGRATIONS
-    from vrom.store.sqlite import _statements
+    from vrom.store.sqlite_connect import _statements
     from vrom.store.sqlite_query import where_sql
 
     path = tmp_path / "old.db"
@@ -274,6 +286,6 @@ def test_an_older_store_is_migrated_and_its_field_index_filled(tmp_path: Path) -
         (Condition("status", "ne", "done"), False),
     ]:
         sql, params = where_sql(Where(conditions=(condition,)))
-        rows = store._conn.execute(f"SELECT count(*) FROM documents d WHERE 1{sql}", params)
+        rows = store._db.conn.execute(f"SELECT count(*) FROM documents d WHERE 1{sql}", params)
         assert bool(rows.fetchone()[0]) is matches, condition
     store.close()

@@ -153,7 +153,7 @@ def test_expand_context_joins_neighbours_without_repeating_overlaps(
         root, tmp_path / "state", embedder=None, chunk_chars=300, chunk_overlap=60
     ) as vault:
         vault.index()
-        chunks = vault.store.chunks_of(vault.get_note("Long").note_id)
+        chunks = vault.store.documents.chunks_of(vault.get_note("Long").note_id)
         assert len(chunks) > 4
         hit = vault.search("topic5", k=1, expand_context=True, context_window=1)[0]
         middle = next(c for c in chunks if c.chunk_id == hit.chunk_id)
@@ -215,7 +215,7 @@ def test_text_quality_prefers_prose() -> None:
 
 def test_default_mode_falls_back_to_keyword_when_vectors_are_gone(vault: Vault) -> None:
     assert "rrf" in vault.search("cat")[0].scores
-    vault.store.clear_vectors()
+    vault.store.vectors.clear()
     assert vault.search("cat")[0].scores.keys() == {"bm25", "prior"}
 
 
@@ -228,7 +228,7 @@ def test_vector_options_reach_the_index(write_vault, tmp_path: Path) -> None:
         hits = vault.search("warm windowsill cat", mode="vector", k=3, ef_search=16)
         assert hits[0].path == "Cats.md"
         assert all(h.score <= 0 for h in hits), "euclidean scores are negated distances"
-        assert type(vault._vector_searcher().index).__name__ == "HnswIndex"
+        assert type(vault.corpus.index.current).__name__ == "HnswIndex"
         with pytest.raises(ValidationError, match="ef_search"):
             vault.search("cat", mode="vector", k=5, ef_search=2)
     with pytest.raises(ValidationError, match="metric"):
@@ -245,7 +245,7 @@ def test_int8_vectors_take_a_quarter_of_the_space_and_rank_alike(
         state = tmp_path / encoding
         with Vault.open(root, state, embedder=Embedder.fake(), vector_encoding=encoding) as vault:
             vault.index()
-            blob = vault.store.vector_rows()[0][1]
+            blob = vault.store.vectors.rows()[0][1]
             assert len(blob) == (64 * 4 if encoding == "float32" else 64 + 4)
             hits = vault.search("warm windowsill cat", mode="vector", k=5)
             rankings[encoding] = [h.path for h in hits]
@@ -261,7 +261,7 @@ def test_int8_vectors_take_a_quarter_of_the_space_and_rank_alike(
         with pytest.raises(ModelError, match=r"int8 vectors but float32.*--rebuild"):
             switched.index()
         assert switched.embed(rebuild=True) == 5
-        assert len(switched.store.vector_rows()[0][1]) == 64 * 4
+        assert len(switched.store.vectors.rows()[0][1]) == 64 * 4
 
 
 def test_codec_round_trip() -> None:

@@ -20,16 +20,17 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from vrom.embed import Embedder, Fingerprint
+from vrom.corpus import Corpus
+from vrom.embed import Embedder, EmbedderBinding, Fingerprint
 from vrom.embed.default import DEFAULT_MODEL_ID
 from vrom.errors import ModelError, PackError, StorageError, ValidationError
 from vrom.index.hnsw import HnswIndex
 from vrom.packs.cache import CachedPack, PullProgress, StorageEstimate, VromCache
 from vrom.packs.manifest import PackManifest, RegistryEntry
-from vrom.results import MountStatus, SearchResult
-from vrom.search.context import check_context_window, chunks_around, estimate_tokens
-from vrom.store import StoredChunk
-from vrom.store.sqlite import SQLiteStore
+from vrom.results import Hit, MountStatus, SearchResult
+from vrom.search.context import check_context_window, estimate_tokens, expand_hits
+from vrom.search.vector import VectorIndex
+from vrom.store import open_store
 
 logger = logging.getLogger("vrom.agent_memory")
 
@@ -37,12 +38,13 @@ ModelProgress = Callable[[Mapping[str, Any]], None]
 """Called with ``{"phase": "model", "model": id, "status": "loading" | "ready"}``."""
 
 
+AGENT_MEMORY_MODES = ("vector", "keyword", "hybrid", "rerank")
+
+
 @dataclass
 class _Mounted:
     pack: CachedPack
-    store: SQLiteStore
-    index: HnswIndex
-    embedder: Embedder
+    corpus: Corpus
 
     @property
     def manifest(self) -> PackManifest:
@@ -76,7 +78,8 @@ class AgentMemory:
         self._extra_embedder = embedder
         self._cache: VromCache | None = None
         self._mounted: _Mounted | None = None
-        self._embedder: Embedder | None = None
+        self._embedder: Embedder | None = None  # the model loaded for the mounted pack
+        self._owns_embedder = False  # False for the caller's ``embedder``: never closed here
         self._listeners: list[ModelProgress] = []
         self._destroyed = False
         self.model_loads = 0
@@ -96,9 +99,7 @@ class AgentMemory:
     def destroy(self) -> None:
         """Unmount, release the model, and make this object unusable."""
         self.unmount()
-        if self._embedder is not None:
-            self._embedder.close()
-            self._embedder = None
+        self._release_model()
         self._cache = None
         self._destroyed = True
 
@@ -143,30 +144,34 @@ class AgentMemory:
             pack = cache.load_index(entry.id)
         embedder = self._embedder_for(pack.manifest)
         try:
-            store = SQLiteStore(pack.store_path, read_only=True)
+            store = open_store(pack.store_path, read_only=True)
         except StorageError as exc:
             raise PackError(
                 f"pack {entry.id} {pack.version}: its store is unreadable: {exc}"
             ) from exc
         try:
             ef = int(pack.manifest.hnsw_config.get("ef_search", 64))
-            index = HnswIndex.open_file(store, pack.index_path, expansion_search=max(ef, 1))
+            graph = HnswIndex.open_file(store.vectors, pack.index_path, expansion_search=max(ef, 1))
         except StorageError as exc:
             store.close()
             raise PackError(
                 f"pack {entry.id} {pack.version}: the index is unreadable after download: {exc}"
             ) from exc
+        corpus = Corpus(
+            store,
+            EmbedderBinding.of(embedder),
+            vector_index=VectorIndex.opened(graph, store.vectors),
+        )
         self.unmount()
-        self._mounted = _Mounted(pack, store, index, embedder)
-        logger.info("mounted %s %s (%d vectors)", entry.id, pack.version, len(index))
+        self._mounted = _Mounted(pack, corpus)
+        logger.info("mounted %s %s (%d vectors)", entry.id, pack.version, len(graph))
         return self.get_mount_status()
 
     def unmount(self) -> None:
         """Let the mounted pack go (it stays in the cache; the model stays loaded)."""
         mounted, self._mounted = self._mounted, None
         if mounted is not None:
-            mounted.index.close()
-            mounted.store.close()
+            mounted.corpus.close()  # the index and the store; the model stays loaded
 
     def get_mount_status(self) -> MountStatus:
         """Return what is mounted (``ready`` is False when nothing is)."""
@@ -196,12 +201,18 @@ class AgentMemory:
         expand_context: bool = False,
         context_window: int = 1,
         ef_search: int | None = None,
+        *,
+        mode: str = "vector",
     ) -> list[SearchResult]:
-        """Return the ``top_k`` chunks nearest to ``query``, nearest first (cosine distance).
+        """Return the ``top_k`` best chunks for ``query``, best first.
 
-        ``expand_context`` joins each chunk with up to ``context_window`` neighbours on each
-        side (in document order, blank lines between). ``ef_search`` (at least ``top_k``)
-        widens the graph search for this query.
+        ``mode``: ``vector`` (the default: nearest in meaning; ``distance`` is the cosine
+        distance in [0, 2]), ``keyword`` (BM25 over the pack's keyword index; no model needed),
+        ``hybrid`` (both, fused by reciprocal rank) or ``rerank``. Outside vector mode,
+        ``distance`` is ``1 - score / best score`` (0 for the best hit) and ``metadata`` carries
+        ``score`` and its parts in ``scores``. ``expand_context`` joins each chunk with up to
+        ``context_window`` neighbours on each side. ``ef_search`` (at least ``top_k``) widens
+        the graph search for this query.
         """
         mounted = self._require_mounted()
         if not isinstance(query, str) or not query.strip():
@@ -214,26 +225,17 @@ class AgentMemory:
             raise ValidationError(
                 f"ef_search must be an integer of at least top_k={top_k}, not {ef_search!r}"
             )
+        if mode not in AGENT_MEMORY_MODES:
+            raise ValidationError(
+                f"mode must be one of {', '.join(AGENT_MEMORY_MODES)}, not {mode!r}"
+            )
         check_context_window(context_window)
-        vector = mounted.embedder.embed_query(query)
-        nearest = mounted.index.search(vector, top_k, None, ef_search)
-        chunks = {c.chunk_id: c for c in mounted.store.get_chunks([i for i, _ in nearest])}
-        results = []
-        for chunk_id, score in nearest:
-            chunk = chunks.get(chunk_id)
-            if chunk is None:
-                continue
-            metadata = self._metadata(mounted, chunk)
-            text = chunk.text
-            if expand_context and context_window:
-                note = mounted.store.chunks_of(chunk.document_id)
-                around = chunks_around(note, chunk.chunk_id, chunk.position, context_window)
-                text = "\n\n".join(c.text for c in around)
-                metadata["_expanded"] = True
-                metadata["_context_chunks"] = [c.chunk_id for c in around]
-            distance = min(2.0, max(0.0, 1.0 - score))
-            results.append(SearchResult(text, metadata, round(distance, 6), chunk_id))
-        return results
+        hits = mounted.corpus.search(query, top_k, None, mode, ef_search=ef_search)
+        if expand_context and context_window:
+            hits = expand_hits(mounted.corpus.store, hits, context_window)
+        best = hits[0].score if hits else 0.0
+        url_base = mounted.manifest.source.get("url_base")
+        return [search_result(hit, mode, best, url_base) for hit in hits]
 
     @staticmethod
     def format_context(
@@ -309,9 +311,9 @@ class AgentMemory:
                 f"pack {manifest.vrom_id} was embedded with {wanted.describe()} "
                 f"but the local model is {embedder.fingerprint.describe()}"
             )
-        if self._embedder is not None:
-            self._embedder.close()
+        self._release_model()
         self._embedder = embedder
+        self._owns_embedder = embedder is not self._extra_embedder
         self.model_loads += 1
         for listener in self._listeners:
             listener({"phase": "model", "model": wanted.model, "status": "ready"})
@@ -332,24 +334,52 @@ class AgentMemory:
             "AgentMemory(embedder=...)"
         )
 
-    @staticmethod
-    def _metadata(mounted: _Mounted, chunk: StoredChunk) -> dict[str, Any]:
-        fields = chunk.metadata
-        url = fields.get("url")
-        if not isinstance(url, str):
-            base = mounted.manifest.source.get("url_base")
-            url = f"{base.rstrip('/')}/{chunk.path.rsplit('.', 1)[0]}" if base else None
-        title = fields.get("title") if isinstance(fields.get("title"), str) else chunk.title
-        return {
-            "chunk_id": chunk.chunk_id,
-            "source_file": chunk.path,
-            "section_heading": chunk.heading_path,
-            "prev_chunk_id": chunk.prev_id,
-            "next_chunk_id": chunk.next_id,
-            "url": url,
-            "doc_title": title or chunk.path,
-            "content_hash": chunk.content_hash,
-        }
+    def _release_model(self) -> None:
+        if self._embedder is not None and self._owns_embedder:
+            self._embedder.close()
+        self._embedder, self._owns_embedder = None, False
+
+
+def search_result(hit: Hit, mode: str, best: float, url_base: object = None) -> SearchResult:
+    """Return the seed's `SearchResult` view of a `Hit` from a pack.
+
+    ``distance`` is the cosine distance in vector mode, else ``1 - score / best`` (``best``:
+    the first hit's score). ``url`` is the chunk's frontmatter ``url``, else ``url_base`` joined
+    with the note's path. An expanded hit's text is its context, ``metadata["text"]`` the chunk
+    alone, and ``_context_chunks`` how many chunks were joined.
+    """
+    fields = hit.metadata
+    url = fields.get("url")
+    if not isinstance(url, str):
+        url = (
+            f"{url_base.rstrip('/')}/{hit.path.rsplit('.', 1)[0]}"
+            if isinstance(url_base, str) and url_base
+            else None
+        )
+    title = fields.get("title") if isinstance(fields.get("title"), str) else hit.title
+    metadata: dict[str, Any] = {
+        "chunk_id": hit.chunk_id,
+        "source_file": hit.path,
+        "section_heading": hit.heading_path,
+        "prev_chunk_id": hit.prev_chunk_id,
+        "next_chunk_id": hit.next_chunk_id,
+        "url": url,
+        "doc_title": title or hit.path,
+        "content_hash": hit.content_hash,
+        "text": hit.text,
+    }
+    if mode == "vector":
+        distance = 1.0 - hit.score
+    else:
+        distance = 1.0 - hit.score / best if best > 0 else 1.0
+        metadata["score"] = hit.score
+        metadata["scores"] = dict(hit.scores)
+    text = hit.text
+    if hit.context_text is not None:
+        text = hit.context_text
+        metadata["_expanded"] = True
+        metadata["_context_chunks"] = len(hit.context_chunk_ids)
+    return SearchResult(text, metadata, round(min(2.0, max(0.0, distance)), 6), hit.chunk_id)
 
 
 def _fingerprint(manifest: PackManifest) -> Fingerprint:

@@ -22,7 +22,6 @@ from vrom.cli_memory import add_memory_command
 from vrom.cli_pack import add_pack_commands, search_pack
 from vrom.cli_setup import add_setup_commands
 from vrom.cli_shared import add_vault_options, print_json
-from vrom.embed import EMBEDDER_ENV
 from vrom.errors import ValidationError, VromError
 from vrom.index import ENCODINGS
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
@@ -36,6 +35,7 @@ from vrom.results import (
     VaultStats,
 )
 from vrom.search.vector import MODES
+from vrom.settings import EMBEDDER_ENV
 from vrom.state import STATE_DIR_ENV
 from vrom.vault import AUTO, Vault
 

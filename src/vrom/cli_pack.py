@@ -8,8 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from vrom import settings
 from vrom.cli_shared import print_json
-from vrom.embed import Embedder
+from vrom.embed import Embedder, resolve_embedder
 from vrom.errors import ValidationError
 
 REGISTRY_HELP = "the registry: a URL, file:// URL or path (default: $VROM_REGISTRY_URL)"
@@ -72,14 +73,14 @@ def add_pack_commands(commands: Any) -> None:
 
 
 def _embedder(args: argparse.Namespace) -> Embedder:
-    embedder = Embedder.from_spec(None if args.embedder == "auto" else args.embedder)
+    embedder, _ = resolve_embedder(args.embedder, settings.embedder_spec())
     if embedder is None:
         raise ValidationError("a pack needs an embedding model: not --embedder none")
     return embedder
 
 
 def _build(args: argparse.Namespace, out: TextIO) -> int:
-    from vrom.packs.build import build_pack
+    from vrom.pack_builder import build_pack
 
     target = Path(args.out or f"{args.pack_id}-{args.pack_version}")
 
@@ -113,7 +114,7 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _publish(args: argparse.Namespace, out: TextIO) -> int:
-    from vrom.packs.build import publish_pack
+    from vrom.pack_builder import publish_pack
 
     entry = publish_pack(
         args.pack_dir, args.registry_dir, base_url=args.base_url, official=args.official

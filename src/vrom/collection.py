@@ -27,6 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from vrom import settings
+from vrom.corpus import Corpus
 from vrom.documents import (
     MAX_ID_BYTES,
     MAX_METADATA_BYTES,
@@ -34,18 +36,16 @@ from vrom.documents import (
     Document,
     validated_batch,
 )
-from vrom.embed import Embedder
+from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import ModelError, StorageError, ValidationError, VromError
-from vrom.index import stored_encoding
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
 from vrom.ingest.embedding import bind_embedder
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.results import Hit
-from vrom.search.keyword import check_k, keyword_search
+from vrom.search.keyword import check_k
 from vrom.search.query import parse_metadata_where
-from vrom.search.vector import INDEX_KINDS, VectorSearcher, check_ef_search
-from vrom.store import ChunkRecord, DocumentRecord, Store
-from vrom.store.sqlite import SQLiteStore
+from vrom.search.vector import INDEX_KINDS, check_ef_search
+from vrom.store import ChunkRecord, DocumentRecord, Store, open_store, sqlite_path
 from vrom.tools import SearchTool
 
 __all__ = [  # the limits and Document live in vrom.documents; they are named here too
@@ -57,10 +57,9 @@ __all__ = [  # the limits and Document live in vrom.documents; they are named he
     "Document",
     "storage_path",
 ]
-SEARCH_MODES = ("vector", "hybrid", "keyword")
-KEY_ENV = "VROM_STORAGE_KEY"
+SEARCH_MODES = ("vector", "hybrid", "keyword", "rerank")
+KEY_ENV = settings.STORAGE_KEY_ENV
 """The environment variable an encrypted collection's key is read from when none is given."""
-AUTO = "auto"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KIND_META_KEY = "collection_name"
@@ -69,34 +68,15 @@ _KIND_META_KEY = "collection_name"
 class Collection:
     """Documents searched by meaning (and keywords); open one with `Collection.open`."""
 
-    def __init__(
-        self,
-        name: str,
-        store: Store,
-        embedder: Embedder | None,
-        index: str,
-        ef_search: int | None,
-        strategy: ChunkStrategy,
-        owns_embedder: bool,
-    ) -> None:
+    def __init__(self, name: str, corpus: Corpus, strategy: ChunkStrategy) -> None:
         self._name = name
-        self._store = store
-        self._embedder = embedder
-        self._owns_embedder = owns_embedder
+        self._corpus = corpus
+        self._store = corpus.store
+        self._embedder = corpus.embedder
         self._strategy = strategy
         self._strategy_id = _strategy_id(strategy)
         self._lock = threading.RLock()
         self._closed = False
-        self._searcher = (
-            None
-            if embedder is None
-            else VectorSearcher(
-                store,
-                embedder,
-                ef_search=ef_search,
-                index=index,
-            )
-        )
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -104,7 +84,7 @@ class Collection:
     def open(
         cls,
         name: str,
-        embedder: Embedder | str | None = AUTO,
+        embedder: EmbedderChoice = AUTO,
         storage: str | os.PathLike[str] | None = None,
         index: str = "auto",
         ef_search: int | None = None,
@@ -145,14 +125,15 @@ class Collection:
             if key is not None:
                 raise ValidationError("a key encrypts a file: give storage a path as well")
         elif key is None:
-            key = os.environ.get(KEY_ENV) or None
-        resolved, owns = _resolve_embedder(embedder)
+            key = settings.storage_key()
+        binding = EmbedderBinding(embedder, settings.embedder_spec())
+        resolved = binding.get()
         try:
-            store = SQLiteStore(path, key=key)
+            store = open_store(path, key=key)
         except BaseException:
-            if owns and resolved is not None:
-                resolved.close()
+            binding.close()
             raise
+        corpus = Corpus(store, binding, index=index, ef_search=ef_search)
         try:
             _claim_store(store, name)
             if resolved is not None:
@@ -165,11 +146,9 @@ class Collection:
                         f"built with ({exc})"
                     ) from exc
         except BaseException:
-            store.close()
-            if owns and resolved is not None:
-                resolved.close()
+            corpus.close()
             raise
-        return cls(name, store, resolved, index, ef_search, strategy, owns)
+        return cls(name, corpus, strategy)
 
     # -- properties ------------------------------------------------------------------------
 
@@ -208,13 +187,13 @@ class Collection:
             with self._store.transaction():
                 rows: list[tuple[int, bytes]] = []
                 for doc, chunks in prepared:
-                    document_id = self._store.put_document(self._record(doc, now), chunks, [], [])
+                    document_id = self._store.documents.put(self._record(doc, now), chunks, [], [])
                     if vectors:
-                        stored = self._store.chunks_of(document_id)
+                        stored = self._store.documents.chunks_of(document_id)
                         rows += [(c.chunk_id, vectors[c.content_hash]) for c in stored]
                 if rows:  # one write (and one change-log prune) for the batch, not per document
-                    self._store.put_vectors(rows)
-            return self._store.document_count()
+                    self._store.vectors.put(rows)
+            return self._store.documents.count()
 
     def remove(self, id: str) -> bool:
         """Remove a document by id; return True if it was there."""
@@ -223,10 +202,10 @@ class Collection:
             if not isinstance(id, str):
                 raise ValidationError(f"id must be a string, not {type(id).__name__}")
             with self._store.transaction():
-                state = self._store.document_state(id)
+                state = self._store.documents.state(id)
                 if state is None:
                     return False
-                self._store.delete_document(state.document_id)
+                self._store.documents.delete(state.document_id)
             return True
 
     # -- reading ---------------------------------------------------------------------------
@@ -257,29 +236,24 @@ class Collection:
                 raise ValidationError("query must be a non-empty string")
             check_k(k)
             mode = self._mode(mode)
-            check_ef_search(ef_search, k)
             where_filter = parse_metadata_where(where)
-            if mode == "keyword":
-                return keyword_search(self._store, query, k, where_filter, per_document=True)
-            assert self._searcher is not None
-            search = (
-                self._searcher.vector_search if mode == "vector" else self._searcher.hybrid_search
+            return self._corpus.search(
+                query, k, where_filter, mode, per_document=True, ef_search=ef_search
             )
-            return search(query, k, where_filter, ef_search, per_document=True)
 
     def count(self) -> int:
         """Return how many documents the collection holds."""
         with self._lock:
             self._check_open()
-            return self._store.document_count()
+            return self._store.documents.count()
 
     def reload(self) -> int:
         """Bring the index up to date with the storage (another process wrote); return count()."""
         with self._lock:
             self._check_open()
-            if self._searcher is not None:
-                self._searcher.index.refresh()
-            return self._store.document_count()
+            if self._embedder is not None:
+                self._corpus.refresh()
+            return self._store.documents.count()
 
     def as_tool(self, name: str, description: str) -> SearchTool:
         """Return a read-only search tool for an agent (JSON Schema, OpenAI/Anthropic/MCP)."""
@@ -293,13 +267,7 @@ class Collection:
             if self._closed:
                 return
             self._closed = True
-            try:
-                if self._searcher is not None:
-                    self._searcher.close()
-            finally:
-                if self._owns_embedder and self._embedder is not None:
-                    self._embedder.close()
-                self._store.close()
+            self._corpus.close()
 
     def __enter__(self) -> Collection:
         return self
@@ -324,10 +292,10 @@ class Collection:
 
     def _mode(self, mode: str | None) -> str:
         if mode is None:
-            return "keyword" if self._searcher is None else "vector"
+            return "keyword" if self._embedder is None else "vector"
         if mode not in SEARCH_MODES:
             raise ValidationError(f"mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}")
-        if mode != "keyword" and self._searcher is None:
+        if mode != "keyword" and self._embedder is None:
             raise ValidationError(
                 f"collection {self._name!r} has no embedder: only mode='keyword' is possible"
             )
@@ -361,7 +329,7 @@ class Collection:
             return {}
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
-        vectors = self._store.vectors_for_hashes([c.content_hash for c in chunks])
+        vectors = self._store.vectors.for_hashes([c.content_hash for c in chunks])
         missing = {c.content_hash: c.text for c in chunks if c.content_hash not in vectors}
         if missing:
             try:
@@ -370,7 +338,7 @@ class Collection:
                 raise
             except Exception as exc:  # a third-party embedder's own failure
                 raise ModelError(f"embedding documents failed: {exc}") from exc
-            blobs = encode(matrix, stored_encoding(self._store))
+            blobs = encode(matrix, self._store.vectors.encoding())
             vectors.update(zip(missing, blobs, strict=True))
         return vectors
 
@@ -470,30 +438,9 @@ def storage_path(name: str, storage: str | os.PathLike[str] | None) -> Path | No
     is the file itself; ``sqlite:///relative/path`` and ``sqlite:////absolute/path`` are URL
     forms of a file, ``sqlite://`` and ``sqlite:///:memory:`` of memory.
     """
-    if storage is None:
+    path = sqlite_path(storage)
+    if path is None:
         return None
-    if not isinstance(storage, (str, os.PathLike)):
-        raise ValidationError(
-            f"storage must be None, a path or a sqlite:/// URL, not {type(storage).__name__}"
-        )
-    text = os.fspath(storage)
-    if not isinstance(text, str):
-        raise ValidationError("storage must be a text path, not bytes")
-    if text.startswith("sqlite:"):
-        rest = text.removeprefix("sqlite:")
-        if rest in ("//", "///:memory:"):
-            return None
-        if not rest.startswith("///") or rest == "///":
-            raise ValidationError(f"storage URL {text!r} must look like sqlite:///path/to/file.db")
-        text = rest[3:]
-    elif "://" in text:
-        scheme = text.split("://", 1)[0]
-        raise ValidationError(
-            f"storage scheme {scheme!r} is not supported: give a path or a sqlite:/// URL"
-        )
-    if not text.strip():
-        raise ValidationError("storage must not be an empty path")
-    path = Path(text).expanduser()
     if path.is_dir() or (not path.exists() and not path.suffix):
         return path / f"{name}.db"
     return path
@@ -512,17 +459,6 @@ def _claim_store(store: Store, name: str) -> None:
                 f"{store.location} holds collection {holder!r}, not {name!r}: give a folder as "
                 "storage to keep several collections"
             )
-
-
-def _resolve_embedder(choice: Embedder | str | None) -> tuple[Embedder | None, bool]:
-    """Return the embedder a choice names, and whether the collection owns (closes) it."""
-    if choice is None or isinstance(choice, Embedder):
-        return choice, False
-    if not isinstance(choice, str):
-        raise ValidationError(
-            f"embedder must be an Embedder, a spec string or None, not {type(choice).__name__}"
-        )
-    return Embedder.from_spec(None if choice == AUTO else choice), True
 
 
 def _strategy_id(strategy: ChunkStrategy) -> str:

@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vrom import settings
 from vrom.collection import Collection
 from vrom.documents import MAX_TEXT_CHARS, Document
-from vrom.embed import Embedder, Fingerprint
+from vrom.embed import Embedder, Fingerprint, resolve_embedder
 from vrom.errors import NotFoundError, ValidationError
-from vrom.search.keyword import MAX_K
+from vrom.search.fusion import MAX_K
 
 if TYPE_CHECKING:
     from vrom.embed import Matrix
@@ -480,11 +481,8 @@ def evaluate(
     dataset = load_beir(folder, split, limit_queries)
     if wanted == ["keyword"]:
         embedder = None  # keyword search alone: nothing to embed, no model to load
-    if isinstance(embedder, str):
-        model = Embedder.from_spec(None if embedder == "auto" else embedder)
-        owned = model
-    else:
-        model, owned = embedder, None
+    model, owns = resolve_embedder(embedder, settings.embedder_spec())
+    owned = model if owns else None
     try:
         notes = _plan_notes(dataset, wanted, model)
         if model is None:

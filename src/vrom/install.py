@@ -49,9 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vrom import state
-from vrom.embed import EMBEDDER_ENV
+from vrom import settings, state
 from vrom.errors import NotFoundError, ValidationError, VromError
+from vrom.settings import EMBEDDER_ENV
 from vrom.vault import AUTO, Vault
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor", "opencode")
@@ -196,7 +196,7 @@ def server_launch(
     else:
         command, args = str(_vrom_script()), served
     env = {state.STATE_DIR_ENV: str(state.state_dir(state_dir))}
-    spec = embedder if embedder not in (None, AUTO) else os.environ.get(EMBEDDER_ENV)
+    spec = embedder if embedder not in (None, AUTO) else settings.get(EMBEDDER_ENV)
     if spec:
         env[EMBEDDER_ENV] = spec
     return ServerLaunch(command, args, env)

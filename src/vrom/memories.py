@@ -24,13 +24,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from vrom.embed import Embedder
-from vrom.errors import ModelError, NotFoundError, ValidationError
-from vrom.search.keyword import CANDIDATE_FACTOR, MAX_K, check_k
-from vrom.search.query import parse_query
-from vrom.search.vector import RRF_K
-from vrom.store import MEMORY_STATUSES, MemoryFilter, MemoryRecord, MemoryStore, Store
-from vrom.store.memory_store import memory_store_for
+from vrom.corpus import Corpus
+from vrom.embed import Embedder, EmbedderBinding
+from vrom.errors import NotFoundError, ValidationError
+from vrom.ingest.embedding import (
+    MEMORY_FINGERPRINT_META_KEY,
+    bind_memory_embedder,
+    embed_missing_memories,
+    memory_text,
+)
+from vrom.search.fusion import MAX_K
+from vrom.search.keyword import check_k
+from vrom.store import MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
 
 MEMORY_TYPES = ("note", "decision", "fact", "preference", "todo", "observation")
 """The documented memory types; any other lower-case word of up to 40 characters is allowed."""
@@ -47,9 +52,8 @@ MAX_TAG_CHARS = 100
 MAX_RELATED = 100
 MAX_RELATED_CHARS = 1_000
 MAX_SOURCE_CHARS = 1_000
-FINGERPRINT_META_KEY = "memory_embedding_fingerprint"
+FINGERPRINT_META_KEY = MEMORY_FINGERPRINT_META_KEY
 """The meta key of the fingerprint of the embedder every stored memory vector comes from."""
-EMBED_BATCH = 64
 
 _TYPE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -149,12 +153,11 @@ def _new_id(now: float) -> str:
     return f"mem_{milliseconds:012x}{counter:08x}"
 
 
-def _encode(embedder: Embedder, memories: list[MemoryRecord]) -> list[bytes]:
-    """Return the float32 vector bytes of each memory's title and content."""
+def _encode(embedder: Embedder, memory: MemoryRecord) -> bytes:
+    """Return the float32 vector bytes of a memory's title and content."""
     from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
-    texts = [f"{memory.title}\n\n{memory.content}" for memory in memories]
-    return encode(embedder.embed_documents(texts), "float32")
+    return encode(embedder.embed_documents([memory_text(memory)]), "float32")[0]
 
 
 def _text(name: str, value: object, limit: int, *, one_line: bool = False) -> str:
@@ -233,32 +236,35 @@ def _memory_id(value: object) -> str:
 
 
 class Memories:
-    """The memories kept in one store; recall uses ``embedder`` when given, else keywords only.
+    """The memories kept in one store, recalled through the search core (`vrom.corpus.Corpus`).
 
-    ``embedder`` may also be a function returning the embedder (or None), called once when a
-    model is first needed, so listing or archiving memories never loads one. Memory vectors
-    always come from the embedder in use: memories remembered without one (or with another
-    model) are embedded when next recalled with this one.
+    ``source`` is a `Corpus` (a vault's, sharing its store and model) or a store. With a store,
+    ``embedder`` is an `Embedder`, a function returning one (or None), called once when a model
+    is first needed so listing or archiving loads none, or None for keyword recall only.
+    Memories remembered without a model are embedded when next recalled with one; memories
+    embedded with another model are refused (`ModelError`) until `embed` rebuilds them.
     """
 
     def __init__(
         self,
-        store: Store,
+        source: Corpus | Store,
         embedder: Embedder | Callable[[], Embedder | None] | None = None,
     ) -> None:
-        self._store: MemoryStore = memory_store_for(store)
-        self._embedder_choice = embedder
-        self._embedder: Embedder | None = None
-        self._embedder_resolved = False
+        if isinstance(source, Corpus):
+            self._corpus = source
+        else:
+            binding = (
+                EmbedderBinding.of(embedder)
+                if embedder is None or isinstance(embedder, Embedder)
+                else EmbedderBinding.lazy(embedder)
+            )
+            self._corpus = Corpus(source, binding)
+        self._store = self._corpus.store
 
     @property
     def embedder(self) -> Embedder | None:
         """The embedder memories and queries are embedded with (None: keyword recall only)."""
-        if not self._embedder_resolved:
-            choice = self._embedder_choice
-            self._embedder = choice if choice is None or isinstance(choice, Embedder) else choice()
-            self._embedder_resolved = True
-        return self._embedder
+        return self._corpus.embedder
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -296,12 +302,13 @@ class Memories:
             source=_optional_text("source", source, MAX_SOURCE_CHARS),
         )
         embedder = self.embedder
-        blob = None if embedder is None else _encode(embedder, [record])[0]
+        blob = None if embedder is None else _encode(embedder, record)
         with self._store.transaction():
-            self._store.put(record)
-            if embedder is not None and blob is not None:
-                self._bind_embedder(embedder)
-                self._store.put_vectors([(record.id, blob)])
+            if embedder is not None:
+                bind_memory_embedder(self._store, embedder)  # refuses another model's vectors
+            self._store.memories.put(record)
+            if blob is not None:
+                self._store.memories.vectors.put([(record.id, blob)])
         return _memory(record)
 
     def archive(
@@ -323,9 +330,9 @@ class Memories:
         elif superseded_by is not None:
             raise ValidationError("superseded_by goes with status='superseded', not 'archived'")
         with self._store.transaction():
-            if superseded_by is not None and self._store.get(superseded_by) is None:
+            if superseded_by is not None and self._store.memories.get(superseded_by) is None:
                 raise NotFoundError(f"no memory {superseded_by!r} to supersede {memory_id!r} with")
-            if not self._store.set_status(memory_id, status, superseded_by, time.time()):
+            if not self._store.memories.set_status(memory_id, status, superseded_by, time.time()):
                 raise NotFoundError(f"no memory {memory_id!r}: see 'vrom memory list'")
         return self.get(memory_id)
 
@@ -334,7 +341,7 @@ class Memories:
     def get(self, memory_id: str) -> Memory:
         """Return the memory with this id; `NotFoundError` if there is none."""
         memory_id = _memory_id(memory_id)
-        record = self._store.get(memory_id)
+        record = self._store.memories.get(memory_id)
         if record is None:
             raise NotFoundError(f"no memory {memory_id!r}: see 'vrom memory list'")
         return _memory(record)
@@ -359,40 +366,18 @@ class Memories:
             raise ValidationError("a recall query must be a non-blank string")
         check_k(k)
         where = _memory_filter(project, type, status)
-        pool = max(50, k * CANDIDATE_FACTOR)
-        keyword_rows = self._store.keyword_search(parse_query(query), pool, where)
-        records = {row.memory.id: row.memory for row in keyword_rows}
-        embedder = self.embedder
-        if embedder is None:
-            ranked = [(row.bm25, row.memory.id, {"bm25": row.bm25}) for row in keyword_rows]
-        else:
-            fused: dict[str, dict[str, float]] = {}
-            for rank, row in enumerate(keyword_rows, start=1):
-                fused[row.memory.id] = {"bm25": row.bm25, "rrf": 1.0 / (RRF_K + rank)}
-            for rank, (memory_id, cosine) in enumerate(
-                self._nearest(embedder, query, pool, where), 1
-            ):
-                parts = fused.setdefault(memory_id, {})
-                parts["vector"] = cosine
-                parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
-            for memory_id in fused.keys() - records.keys():
-                record = self._store.get(memory_id)
-                if record is not None:  # None: deleted by another process meanwhile
-                    records[memory_id] = record
-            ranked = [(p["rrf"], i, p) for i, p in fused.items() if i in records]
-        ranked.sort(key=lambda item: (-item[0], -records[item[1]].created_unix, item[1]))
         return [
             MemoryHit(
-                _memory(records[memory_id]),
+                _memory(record),
                 round(score, 6),
                 {name: round(value, 6) for name, value in parts.items()},
             )
-            for score, memory_id, parts in ranked[:k]
+            for record, score, parts in self._corpus.recall(query, k, where)
         ]
 
     def stats(self) -> MemoryStats:
         """Return how many memories there are: in all, by status, type and project."""
-        counts = self._store.counts()
+        counts = self._store.memories.counts()
         return MemoryStats(
             total=counts.total,
             by_status=dict(counts.by_status),
@@ -412,47 +397,17 @@ class Memories:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_K:
             raise ValidationError(f"limit must be an integer from 1 to {MAX_K}, not {limit!r}")
         where = _memory_filter(project, type, status)
-        return [_memory(record) for record in self._store.list(where, limit)]
+        return [_memory(record) for record in self._store.memories.list(where, limit)]
 
     # -- vectors ---------------------------------------------------------------------------
 
-    def _bind_embedder(self, embedder: Embedder) -> None:
-        """Make ``embedder`` the one memory vectors come from, dropping another model's."""
-        current = embedder.fingerprint.to_json()
-        if self._store.get_meta(FINGERPRINT_META_KEY) != current:
-            with self._store.transaction():
-                self._store.clear_vectors()
-                self._store.set_meta(FINGERPRINT_META_KEY, current)
+    def embed(self, *, rebuild: bool = False) -> int:
+        """Embed every memory without a vector; return how many were embedded.
 
-    def _embed_missing(self, embedder: Embedder) -> None:
-        """Embed the memories that have no vector from ``embedder``, a batch at a time."""
-        self._bind_embedder(embedder)
-        after = ""
-        while batch := self._store.missing_vectors(EMBED_BATCH, after):
-            after = batch[-1].id
-            blobs = _encode(embedder, batch)
-            with self._store.transaction():
-                self._bind_embedder(embedder)  # another process may have switched models since
-                self._store.put_vectors([(r.id, b) for r, b in zip(batch, blobs, strict=True)])
-
-    def _nearest(
-        self, embedder: Embedder, query: str, limit: int, where: MemoryFilter
-    ) -> builtins.list[tuple[str, float]]:
-        """Return up to ``limit`` (memory id, cosine) pairs nearest the query, best first."""
-        import numpy as np  # loaded already by any embedder
-
-        from vrom.index.codec import decode
-
-        self._embed_missing(embedder)
-        rows = self._store.vectors(where)
-        if not rows:
-            return []
-        matrix = decode([data for _, data in rows], "float32")
-        if matrix.shape[1] != embedder.dim:
-            raise ModelError(
-                f"the memory vectors in {self._store.location} changed to another model while "
-                "recalling: try again"
-            )
-        scores = matrix @ embedder.embed_query(query)
-        best = np.argsort(-scores, kind="stable")[:limit]
-        return [(rows[i][0], float(scores[i])) for i in best]
+        ``rebuild`` first drops every memory vector: the way to switch memories to another
+        model (without it, another model's vectors are refused with `ModelError`).
+        """
+        embedder = self._corpus.require_embedder("embedding memories")
+        if rebuild:
+            bind_memory_embedder(self._store, embedder, rebuild=True)
+        return embed_missing_memories(self._store, embedder)

@@ -34,6 +34,8 @@ class Hit:
         scores: the parts of ``score`` (``bm25``, ``vector``, ``rrf``, ``prior``).
         context_text: with ``expand_context``, the chunk joined with its neighbours in the note.
         context_chunk_ids: the ids of the chunks ``context_text`` spans, in order.
+        prev_chunk_id, next_chunk_id: the chunks before and after this one in its note (None
+            at either end): the links context expansion follows.
         id: the document's id: its path in a vault, the id it was added with in a collection.
         metadata: the document's metadata: a note's frontmatter, a collection document's
             ``metadata``.
@@ -66,6 +68,8 @@ class Hit:
     vector_score: float | None = None
     text_quality_score: float | None = None
     ranking_runtime: float | None = None
+    prev_chunk_id: int | None = None
+    next_chunk_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from vrom import __version__
-from vrom.embed import EMBEDDER_ENV, Embedder
+from vrom import __version__, settings
+from vrom.embed import Embedder
 from vrom.errors import VromError
 from vrom.ingest.embedding import stored_fingerprint
 from vrom.install import (
@@ -32,6 +32,7 @@ from vrom.install import (
     parse_config,
     resolve_vault,
 )
+from vrom.settings import EMBEDDER_ENV
 from vrom.vault import AUTO, Vault
 
 OK, FAIL, WARN, SKIP = "ok", "fail", "warn", "skip"
@@ -91,10 +92,10 @@ def _mcp() -> Check:
 
 
 def _first_title(vault: Vault) -> str | None:
-    states = vault.store.document_states()
+    states = vault.store.documents.states()
     if not states:
         return None
-    doc = vault.store.get_document(states[min(states)].document_id)
+    doc = vault.store.documents.get(states[min(states)].document_id)
     return None if doc is None else doc.title
 
 
@@ -147,7 +148,7 @@ def _vault_checks(
 def _embedder_check(spec: str | None, stored: str | None) -> tuple[Check, Embedder | None]:
     """Return the embedder check and the loaded embedder (None when keyword-only or broken)."""
     try:
-        embedder = Embedder.from_spec(spec)
+        embedder = Embedder.from_spec(spec or settings.embedder_spec())
     except VromError as exc:
         return Check("embedder", FAIL, str(exc), f"fix --embedder or ${EMBEDDER_ENV}"), None
     if embedder is None:

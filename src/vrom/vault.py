@@ -11,13 +11,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from vrom import state
-from vrom.embed import Embedder
+from vrom import settings, state
+from vrom.corpus import Corpus
+from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import NotFoundError, ValidationError
 from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.confine import note_ref_in_vault, resolve_in_vault
-from vrom.ingest.embedding import EmbedProgress, bind_embedder, embed_missing, stored_fingerprint
+from vrom.ingest.embedding import EmbedProgress, stored_fingerprint
 from vrom.ingest.indexer import (
     STRATEGY_META_KEY,
     Indexer,
@@ -45,17 +46,13 @@ from vrom.results import (
     WriteResult,
 )
 from vrom.search.context import expand_hits, format_context
-from vrom.search.keyword import keyword_search
 from vrom.search.links import backlink_sources, resolve_link
-from vrom.search.vector import HNSW_THRESHOLD, VectorSearcher, check_mode
-from vrom.store import Store, StoredDocument
-from vrom.store.sqlite import SQLiteStore
+from vrom.search.vector import HNSW_THRESHOLD
+from vrom.store import StoredDocument, open_store
 from vrom.vault_files import VaultFiles
 
-VAULT_ENV = "VROM_VAULT"
-AUTO = "auto"
-EmbedderChoice = Embedder | str | None
-"""An `Embedder`, a spec string (`Embedder.from_spec`), None (keyword only) or ``"auto"``."""
+VAULT_ENV = settings.VAULT_ENV
+__all__ = ["AUTO", "VAULT_ENV", "EmbedderChoice", "Vault"]
 
 
 def _ref(doc: StoredDocument) -> NoteRef:
@@ -68,26 +65,20 @@ class Vault:
     def __init__(
         self,
         root: Path,
-        store: Store,
+        corpus: Corpus,
         options: IndexOptions,
         state_base: Path | None = None,
-        embedder: EmbedderChoice = AUTO,
-        vector_options: Mapping[str, Any] | None = None,
-        encoding: str | None = None,
     ) -> None:
         self.root = root
-        self.store = store
+        self.corpus = corpus
+        """The search core: this vault's store, model and vector indexes."""
+        self.store = corpus.store
         self._options = options
         self._state_base = state_base
-        self._indexer = Indexer(store, root, options)
-        self._embedder_choice = embedder
-        self._vector_options = dict(vector_options or {})
-        self._encoding = encoding
-        self._searcher: VectorSearcher | None = None
-        self._embedder_resolved = False
+        self._indexer = Indexer(self.store, root, options)
         # through the public method, so a caller's wrapper of reindex_paths applies to writes too
         self._files = VaultFiles(
-            root, store, options.max_file_bytes, lambda paths: self.reindex_paths(paths)
+            root, self.store, options.max_file_bytes, lambda paths: self.reindex_paths(paths)
         )
 
     # -- opening ---------------------------------------------------------------------------
@@ -137,16 +128,15 @@ class Vault:
         path_of_store = state.store_path(root, base)
         if not create and not path_of_store.exists():
             raise NotFoundError(f"vault {str(root)!r} is not indexed yet: run 'vrom index {root}'")
-        store = SQLiteStore(path_of_store, create=create)
-        return cls(
-            root,
+        store = open_store(path_of_store, create=create)
+        corpus = Corpus(
             store,
-            IndexOptions(max_file_bytes, strategy),
-            base,
-            embedder,
-            {"metric": metric, "hnsw_threshold": hnsw_threshold},
-            vector_encoding,
+            EmbedderBinding(embedder, settings.embedder_spec()),
+            metric=metric,
+            hnsw_threshold=hnsw_threshold,
+            encoding=vector_encoding,
         )
+        return cls(root, corpus, IndexOptions(max_file_bytes, strategy), base)
 
     @classmethod
     def open_store(
@@ -160,7 +150,7 @@ class Vault:
 
         Re-indexing through it keeps the chunk strategy the store was last indexed with.
         """
-        store = SQLiteStore(Path(db_path).expanduser(), create=False)
+        store = open_store(Path(db_path).expanduser(), create=False)
         root = store.get_meta("vault_root")
         if root is None:
             store.close()
@@ -170,13 +160,12 @@ class Vault:
             target_chars=recorded.get("target_chars", ChunkStrategy.target_chars),
             overlap_chars=recorded.get("overlap_chars", ChunkStrategy.overlap_chars),
         )
-        return cls(
-            Path(root),
+        corpus = Corpus(
             store,
-            IndexOptions(strategy=strategy),
-            embedder=embedder,
+            EmbedderBinding(embedder, settings.embedder_spec()),
             encoding=vector_encoding,
         )
+        return cls(Path(root), corpus, IndexOptions(strategy=strategy))
 
     @classmethod
     def open_default(
@@ -192,7 +181,7 @@ class Vault:
         In order: ``VROM_VAULT``; the nearest indexed vault at or above the current directory;
         the vault indexed last.
         """
-        env = os.environ.get(VAULT_ENV)
+        env = settings.vault()
         if env:
             return cls.open(
                 env, state_dir, create=False, embedder=embedder, vector_encoding=vector_encoding
@@ -209,11 +198,9 @@ class Vault:
         )
 
     def close(self) -> None:
-        """Close the store (and the model); later calls raise `StorageError`."""
-        if self._searcher is not None:
-            self._searcher.close()
-            self._searcher.embedder.close()
-        self.store.close()
+        """Close the store (and a model vrom loaded; never one the caller passed in); later
+        calls raise `StorageError`."""
+        self.corpus.close()
 
     def __enter__(self) -> Vault:
         return self
@@ -245,15 +232,14 @@ class Vault:
         for each file. With an embedder, new and changed chunks are then embedded in batches
         (``embed_progress(embedded, total)``); unchanged text keeps its vector.
         """
-        searcher = self._vector_searcher()
-        if searcher is not None:
-            # refuse another model (or encoding) before writing anything
-            bind_embedder(self.store, searcher.embedder, encoding=self._encoding)
+        embedding = self.corpus.embedder is not None
+        if embedding:  # refuse another model (or encoding) before writing anything
+            self.corpus.bind()
         summary = self._indexer.index(progress, force=force)
         if self._state_base is not None:
             state.remember_last_vault(self._state_base, self.root)
-        if searcher is not None:
-            embedded = embed_missing(self.store, searcher.embedder, embed_progress)
+        if embedding:
+            embedded = self.corpus.embed_missing(embed_progress)
             summary = dataclasses.replace(summary, embedded=embedded)
         return summary
 
@@ -262,28 +248,13 @@ class Vault:
 
         ``rebuild`` drops all vectors first: the way to switch the store to another model.
         """
-        searcher = self._vector_searcher()
-        if searcher is None:
+        if self.corpus.embedder is None:
             raise ValidationError("no embedder is configured (embedder=None)")
-        bind_embedder(self.store, searcher.embedder, rebuild=rebuild, encoding=self._encoding)
-        return embed_missing(self.store, searcher.embedder, progress)
-
-    def _vector_searcher(self) -> VectorSearcher | None:
-        """Return the vector searcher, loading the embedder on first use; None without one."""
-        if not self._embedder_resolved:
-            choice = self._embedder_choice
-            embedder = (
-                Embedder.from_spec(None if choice == AUTO else choice)
-                if isinstance(choice, str)
-                else choice
-            )
-            self._searcher = (
-                None
-                if embedder is None
-                else VectorSearcher(self.store, embedder, **self._vector_options)
-            )
-            self._embedder_resolved = True
-        return self._searcher
+        self.corpus.bind(rebuild=rebuild)
+        embedded = self.corpus.embed_missing(progress)
+        if rebuild:
+            embedded += self.memories.embed()
+        return embedded
 
     @property
     def embedder(self) -> Embedder | None:
@@ -291,13 +262,12 @@ class Vault:
 
         It loads on first use.
         """
-        searcher = self._vector_searcher()
-        return None if searcher is None else searcher.embedder
+        return self.corpus.embedder
 
     @functools.cached_property
     def memories(self) -> Memories:
         """The agent's memories, kept in this vault's store (see `vrom.memories.Memories`)."""
-        return Memories(self.store, lambda: self.embedder)
+        return Memories(self.corpus)
 
     def reindex_paths(self, paths: Iterable[str | os.PathLike[str]]) -> IndexSummary:
         """Re-index just these notes (vault-relative or absolute paths inside the vault).
@@ -307,12 +277,12 @@ class Vault:
         """
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
-        searcher = self._vector_searcher()
-        if searcher is not None:
-            bind_embedder(self.store, searcher.embedder, encoding=self._encoding)
+        embedding = self.corpus.embedder is not None
+        if embedding:
+            self.corpus.bind()
         summary = self._indexer.reindex_paths(paths)
-        if searcher is not None:
-            embedded = embed_missing(self.store, searcher.embedder)
+        if embedding:
+            embedded = self.corpus.embed_missing()
             summary = dataclasses.replace(summary, embedded=embedded)
         return summary
 
@@ -345,43 +315,8 @@ class Vault:
         ["project"], "status": "done"}`` (path prefix, required tags, frontmatter values). See
         `vrom.search.query` for the keyword query syntax.
         """
-        hits = self._ranked(query, k, where, mode, ef_search)
+        hits = self.corpus.search(query, k, where, mode, ef_search=ef_search)
         return expand_hits(self.store, hits, context_window) if expand_context else hits
-
-    def _ranked(
-        self,
-        query: str,
-        k: int,
-        where: Mapping[str, Any] | None,
-        mode: str | None,
-        ef_search: int | None,
-    ) -> list[Hit]:
-        if mode is None:
-            mode = "hybrid" if self._has_vectors() else "keyword"
-        if check_mode(mode) == "keyword":
-            return keyword_search(self.store, query, k, where)
-        searcher = self._vector_searcher()
-        if searcher is None:
-            raise ValidationError(f"{mode} search needs an embedder (this vault has none)")
-        stored = stored_fingerprint(self.store)
-        if stored is None or not self.store.has_vectors():
-            raise NotFoundError(f"{mode} search needs vectors: run 'vrom embed' first")
-        if stored != searcher.embedder.fingerprint:
-            bind_embedder(self.store, searcher.embedder)  # raises with the fix in its message
-        if mode == "vector":
-            return searcher.vector_search(query, k, where, ef_search)
-        if mode == "rerank":
-            from vrom.search.rerank import rerank_search  # numpy: only with vectors
-
-            return rerank_search(self.store, searcher.embedder, query, k, where)
-        return searcher.hybrid_search(query, k, where, ef_search)
-
-    def _has_vectors(self) -> bool:
-        return (
-            self._embedder_choice is not None
-            and stored_fingerprint(self.store) is not None
-            and self.store.has_vectors()
-        )
 
     def context(
         self,
@@ -415,7 +350,7 @@ class Vault:
 
     def _document(self, path_or_id: str | int) -> StoredDocument:
         if isinstance(path_or_id, int) and not isinstance(path_or_id, bool):
-            doc = self.store.get_document(path_or_id)
+            doc = self.store.documents.get(path_or_id)
             if doc is None:
                 raise NotFoundError(f"no note with id {path_or_id} in vault {self.root}")
             return doc
@@ -423,18 +358,18 @@ class Vault:
             raise ValidationError("a note is named by its path, its name or its id")
         ref = note_ref_in_vault(self.root, path_or_id.strip())
         key = note_key(ref)
-        matches = self.store.find_documents(key)
+        matches = self.store.documents.find(key)
         if matches:
             return matches[0]
         if ref.isdigit():
-            doc = self.store.get_document(int(ref))
+            doc = self.store.documents.get(int(ref))
             if doc is not None:
                 return doc
         raise NotFoundError(f"no note {path_or_id!r} in vault {self.root}")
 
     def _links(self, doc: StoredDocument) -> list[Link]:
         links = []
-        for link in self.store.links_of(doc.document_id):
+        for link in self.store.documents.links_of(doc.document_id):
             target = resolve_link(self.store, link, doc)
             links.append(
                 Link(
@@ -461,7 +396,7 @@ class Vault:
         except OSError:
             text = None
         if text is None:  # gone from disk since indexing: rebuild the body from its chunks
-            chunks = self.store.chunks_of(doc.document_id)
+            chunks = self.store.documents.chunks_of(doc.document_id)
             text = "\n\n".join(c.text for c in chunks)
             headings = list(dict.fromkeys(c.heading_path for c in chunks if c.heading_path))
             body = text
@@ -475,7 +410,7 @@ class Vault:
             title=doc.title,
             frontmatter=doc.frontmatter,
             headings=headings,
-            tags=self.store.tags_of(doc.document_id),
+            tags=self.store.documents.tags_of(doc.document_id),
             links=self._links(doc),
             content_hash=doc.content_hash,
             modified_unix=doc.mtime,
@@ -492,16 +427,16 @@ class Vault:
         """
         doc = self._document(path_or_id)
         shared = []
-        for other_id, tags in self.store.notes_sharing_tags(doc.document_id, k):
-            other = self.store.get_document(other_id)
+        for other_id, tags in self.store.documents.sharing_tags(doc.document_id, k):
+            other = self.store.documents.get(other_id)
             if other is not None:
                 shared.append(SharedTags(_ref(other), tags))
         similar = []
-        if self._has_vectors():
+        if self.corpus.has_vectors():
             from vrom.search.similar import similar_notes  # numpy: only with vectors
 
             for other_id, score in similar_notes(self.store, doc.document_id, k):
-                other = self.store.get_document(other_id)
+                other = self.store.documents.get(other_id)
                 if other is not None:
                     similar.append(SimilarNote(_ref(other), round(score, 6)))
         return Related(
@@ -523,7 +458,7 @@ class Vault:
             notes=counts.documents,
             chunks=counts.chunks,
             links=counts.links,
-            unresolved_links=self.store.unresolved_link_count(),
+            unresolved_links=self.store.documents.unresolved_link_count(),
             tags=counts.tags,
             store_bytes=counts.bytes,
             last_indexed_unix=None if last is None else float(last),

@@ -89,13 +89,13 @@ class VaultFiles:
         ]
         notes = [
             NoteRef(doc.document_id, doc.path, doc.title)
-            for doc in self._store.documents_in_folder(rel)
+            for doc in self._store.documents.in_folder(rel)
         ]
         return FolderListing(folder=rel, folders=folders, notes=notes)
 
     def tags(self) -> list[TagCount]:
         """Return every tag with the number of notes that have it, most used first."""
-        return [TagCount(tag, count) for tag, count in self._store.tag_counts()]
+        return [TagCount(tag, count) for tag, count in self._store.documents.tag_counts()]
 
     def notes_with_tag(self, tag: str) -> list[NoteRef]:
         """Return the notes tagged ``tag`` or a tag nested under it, sorted by path."""
@@ -104,7 +104,7 @@ class VaultFiles:
         wanted = tag.strip().lstrip("#").strip("/").lower()
         return [
             NoteRef(doc.document_id, doc.path, doc.title)
-            for doc in self._store.documents_with_tag(wanted)
+            for doc in self._store.documents.with_tag(wanted)
         ]
 
     # -- writing ---------------------------------------------------------------------------
@@ -186,7 +186,7 @@ class VaultFiles:
         _fsync_folder(absolute.parent)
         try:
             self._reindex([rel])
-            gone = self._store.document_state(rel) is None
+            gone = self._store.documents.state(rel) is None
             warning = None if gone else "the store still holds it: run 'vrom index'"
         except Exception as exc:  # the file is gone either way; say so instead of raising
             gone, warning = False, f"could not remove it from the store ({exc})"
@@ -269,7 +269,7 @@ class VaultFiles:
         except Exception as exc:  # the file is written either way: report it, do not raise
             failure = f"re-indexing failed ({type(exc).__name__}: {exc})"
         try:
-            state = self._store.document_state(rel)
+            state = self._store.documents.state(rel)
         except VromError:
             state = None
         if state is not None and state.content_hash == hashlib.sha256(data).hexdigest():

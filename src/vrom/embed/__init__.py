@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     Matrix = npt.NDArray[np.float32]
-
-EMBEDDER_ENV = "VROM_EMBEDDER"
 
 
 @dataclass(frozen=True)
@@ -136,13 +134,15 @@ class Embedder(abc.ABC):
         return FakeEmbedder(dims)
 
     @staticmethod
-    def from_spec(spec: str | None = None) -> Embedder | None:
-        """Return the embedder a short spec names (``VROM_EMBEDDER`` when not given).
+    def from_spec(spec: str) -> Embedder | None:
+        """Return the embedder a short spec names.
 
         ``default``; ``none`` (keyword search only); ``fake`` or ``fake:DIMS``;
         ``onnx:/path/to/model-dir``; ``openai:MODEL`` or ``openai:MODEL@BASE_URL``.
         """
-        spec = (spec if spec is not None else os.environ.get(EMBEDDER_ENV, "default")).strip()
+        if not isinstance(spec, str):
+            raise ValidationError(f"an embedder spec must be a string, not {type(spec).__name__}")
+        spec = spec.strip()
         kind, _, argument = spec.partition(":")
         if kind == "default" and not argument:
             return Embedder.default()
@@ -163,6 +163,81 @@ class Embedder(abc.ABC):
             f"unknown embedder {spec!r}: use 'default', 'none', 'fake[:DIMS]', 'onnx:DIR' "
             "or 'openai:MODEL[@URL]'"
         )
+
+
+EmbedderChoice = Embedder | str | None
+"""What a user may pass as ``embedder=``: an `Embedder` (theirs: vrom never closes it), a spec
+string (see `Embedder.from_spec`), ``"auto"`` (``$VROM_EMBEDDER``, else the default model), or
+None (keyword search only)."""
+AUTO = "auto"
+
+
+def resolve_embedder(choice: EmbedderChoice, auto_spec: str) -> tuple[Embedder | None, bool]:
+    """Return the embedder a user's choice names, and whether vrom owns it (and closes it).
+
+    ``auto_spec`` is the spec ``"auto"`` stands for (the faces read it from the environment).
+    An `Embedder` instance is the caller's: vrom uses it and never closes it.
+    """
+    if choice is None:
+        return None, False
+    if isinstance(choice, Embedder):
+        return choice, False
+    if not isinstance(choice, str):
+        raise ValidationError(
+            f"embedder must be an Embedder, a spec string or None, not {type(choice).__name__}"
+        )
+    return Embedder.from_spec(auto_spec if choice == AUTO else choice), True
+
+
+class EmbedderBinding:
+    """A user's embedder choice, resolved when first needed (so keyword-only work loads no
+    model), closed only if vrom made it."""
+
+    def __init__(
+        self,
+        choice: EmbedderChoice,
+        auto_spec: str,
+        *,
+        load: Callable[[], Embedder | None] | None = None,
+    ) -> None:
+        self._choice = choice
+        self._auto_spec = auto_spec
+        self._load = load
+        self._embedder: Embedder | None = None
+        self._owned = False
+        self._resolved = False
+
+    @classmethod
+    def of(cls, embedder: Embedder | None) -> EmbedderBinding:
+        """Return a binding to an embedder already made (the caller's: never closed)."""
+        return cls(embedder, "none")
+
+    @classmethod
+    def lazy(cls, load: Callable[[], Embedder | None]) -> EmbedderBinding:
+        """Return a binding that calls ``load`` for the embedder when first needed (the
+        caller's: never closed)."""
+        return cls(AUTO, "none", load=load)
+
+    @property
+    def configured(self) -> bool:
+        """False when the choice was None: keyword search only (known without resolving)."""
+        return self._choice is not None and not (self._resolved and self._embedder is None)
+
+    def get(self) -> Embedder | None:
+        """Return the embedder, resolving the choice on the first call."""
+        if not self._resolved:
+            if self._load is not None:
+                self._embedder, self._owned = self._load(), False
+            else:
+                self._embedder, self._owned = resolve_embedder(self._choice, self._auto_spec)
+            self._resolved = True
+        return self._embedder
+
+    def close(self) -> None:
+        """Close the embedder if vrom made it; a caller's embedder stays open."""
+        if self._owned and self._embedder is not None:
+            self._embedder.close()
+        self._embedder, self._owned, self._resolved = None, False, False
 
 
 def _checked(texts: Sequence[str]) -> Sequence[str]:

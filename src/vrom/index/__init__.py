@@ -9,19 +9,20 @@ results.
 
 from __future__ import annotations
 
-from vrom.store import Store
+from vrom.store import VECTOR_ENCODING_META_KEY
 
 METRICS = ("cosine", "dot", "euclidean")
 """Similarity measures the indexes support (vectors are L2-normalised, so cosine is a dot)."""
 
 ENCODINGS = ("float32", "int8")
 """How vectors can be stored: float32, or int8 with a per-vector scale (see `codec`)."""
-ENCODING_META_KEY = "vector_encoding"
+ENCODING_META_KEY = VECTOR_ENCODING_META_KEY
 
 
-def stored_encoding(store: Store) -> str:
-    """Return how the store's vectors are encoded: ``float32`` (the default) or ``int8``."""
-    return store.get_meta(ENCODING_META_KEY) or "float32"
+GRAPH_SUFFIX = ".hnsw.usearch"
+"""A store's chunk graph is cached at ``<database file>.hnsw.usearch``."""
+MEMORY_GRAPH_SUFFIX = ".memories.hnsw.usearch"
+"""A store's memory graph is cached at ``<database file>.memories.hnsw.usearch``."""
 
 
 def replay_limit(size: int) -> int:

@@ -1,4 +1,4 @@
-"""Exact vector search over an in-memory float32 matrix (numpy), optionally over a subset."""
+"""Exact vector search over an in-memory float32 matrix (numpy), optionally over a subset of keys."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ import numpy as np
 import numpy.typing as npt
 
 from vrom.errors import ValidationError
-from vrom.index import METRICS, replay_limit, stored_encoding
+from vrom.index import METRICS, replay_limit
 from vrom.index.codec import decode
-from vrom.store import Store, VectorChanges
+from vrom.store import VectorChanges, VectorSource
 
 
 class ExactIndex:
-    """All vectors of a store in one matrix; scores are cosine/dot similarity or -distance."""
+    """All vectors of a source in one matrix; scores are cosine/dot similarity or -distance."""
 
-    def __init__(self, store: Store, metric: str = "cosine") -> None:
+    def __init__(self, vectors: VectorSource, metric: str = "cosine") -> None:
         if metric not in METRICS:
             raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
-        self._store = store
+        self._vectors = vectors
         self._metric = metric
         self._generation = -1
         self._change_number: int | None = None  # the store change the vectors reflect
@@ -33,13 +33,13 @@ class ExactIndex:
 
     def refresh(self) -> bool:
         """Catch up with the store's vectors if they changed since; True if anything was read."""
-        generation = self._store.vector_generation()
+        generation = self._vectors.generation()
         if generation == self._generation:
             return False
         changes = (
-            None if self._change_number is None else self._store.vector_changes(self._change_number)
+            None if self._change_number is None else self._vectors.changes(self._change_number)
         )
-        if changes is not None and len(changes.chunk_ids) <= replay_limit(len(self._ids)):
+        if changes is not None and len(changes.keys) <= replay_limit(len(self._ids)):
             self._replay(changes)
         else:
             self._load()
@@ -55,23 +55,23 @@ class ExactIndex:
 
     def _load(self) -> None:
         # the change number is read before the rows: a change in between is replayed later
-        change_number = self._store.vector_change_number()
-        rows = self._store.vector_rows()
+        change_number = self._vectors.change_number()
+        rows = self._vectors.rows()
         self._ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-        self._matrix = decode([row[1] for row in rows], stored_encoding(self._store))
+        self._matrix = decode([row[1] for row in rows], self._vectors.encoding())
         self._change_number = change_number  # vector_rows() come in chunk id order
 
     def _replay(self, changes: VectorChanges) -> None:
         """Drop each changed chunk's row and append its current vector, if it has one."""
-        current = self._store.vectors_of(changes.chunk_ids)
-        changed = np.asarray(changes.chunk_ids, dtype=np.int64)
+        current = self._vectors.of(changes.keys)
+        changed = np.asarray(changes.keys, dtype=np.int64)
         ids, matrix = self._ids, self._matrix
         if len(ids) and len(changed):
             keep = ~np.isin(ids, changed)
             ids, matrix = ids[keep], matrix[keep]
         if current:
             added = np.fromiter(current, dtype=np.int64, count=len(current))
-            vectors = decode(list(current.values()), stored_encoding(self._store))
+            vectors = decode(list(current.values()), self._vectors.encoding())
             if len(ids):
                 ids, matrix = np.concatenate([ids, added]), np.concatenate([matrix, vectors])
                 order = np.argsort(ids, kind="stable")

@@ -1,7 +1,8 @@
 """Approximate vector search with an HNSW graph (usearch), for stores too large for exact search.
 
 The graph is a cache of what the store holds, never the truth: it is saved beside the database
-(``<db>.hnsw.usearch`` plus a ``<db>.hnsw.json`` sidecar naming the store change it reflects).
+(``<db>.hnsw.usearch`` plus a ``<db>.hnsw.json`` sidecar naming the store change it reflects;
+the memories' graph likewise under ``<db>.memories.hnsw.usearch``).
 Opening reads the sidecar: a graph that reflects the latest change is memory-mapped as it is; one
 a few changes behind is loaded and caught up by replaying the store's vector change log (each
 changed chunk is removed and its current vector added back); one too far behind, unreadable or
@@ -22,7 +23,6 @@ import json
 import math
 import mmap
 import os
-import stat
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -34,11 +34,10 @@ import numpy.typing as npt
 from usearch.index import Index
 
 from vrom.errors import StorageError, ValidationError
-from vrom.index import METRICS, replay_limit, stored_encoding
+from vrom.index import GRAPH_SUFFIX, METRICS, replay_limit
 from vrom.index.codec import decode
 from vrom.index.exact import nearest_rows
-from vrom.store import Store, VectorChanges
-from vrom.store.sqlite import SQLiteStore
+from vrom.store import Sidecar, Store, VectorChanges, VectorSource
 
 FORMAT_VERSION = 2
 CONNECTIVITY = 16
@@ -59,43 +58,24 @@ EXACT_FILTER_COST = 2.0
 _USEARCH_METRICS = {"cosine": "ip", "dot": "ip", "euclidean": "l2sq"}
 
 
-def cache_path(store: Store) -> Path | None:
-    """Return where the graph of ``store`` is cached (beside its database file), or None."""
-    database = _database_file(store)
-    return None if database is None else database.with_name(database.name + ".hnsw.usearch")
-
-
-def _database_file(store: Store) -> Path | None:
-    # An encrypted store's vectors stay inside it: a graph file beside it would leak them.
-    if isinstance(store, SQLiteStore) and not store.encrypted:
-        return store.path
-    return None
-
-
-def _sidecar_path(path: Path) -> Path:
-    return path.with_suffix(".json")
-
-
-def _store_identity(store: Store) -> str:
-    # The generation counter restarts in a re-created store; its creation time tells them apart.
-    return store.get_meta("created_unix") or ""
-
-
 def _file_identity(info: os.stat_result) -> list[int]:
     # A sidecar describes exactly one graph file: two writers racing can't pair it with another.
     return [info.st_size, info.st_mtime_ns, info.st_ino]
 
 
-def cached_vector_count(store: Store) -> int | None:
-    """Return how many vectors the cached graph of ``store`` holds if it is current, else None."""
-    path = cache_path(store)
-    meta = None if path is None else _read_sidecar(path)
-    if meta is None or not _sidecar_matches(meta, store):
+def cached_vector_count(vectors: VectorSource, cache: Sidecar | None) -> int | None:
+    """Return how many vectors the cached graph holds if it is current, else None."""
+    meta = None if cache is None else _read_sidecar(cache.path)
+    if meta is None or not _sidecar_matches(meta, vectors):
         return None
-    if meta.get("changes") != store.vector_change_number():
+    if meta.get("changes") != vectors.change_number():
         return None
     count = meta.get("count")
     return count if isinstance(count, int) else None
+
+
+def _sidecar_path(path: Path) -> Path:
+    return path.with_suffix(".json")
 
 
 def _read_sidecar(path: Path) -> dict[str, Any] | None:
@@ -106,10 +86,12 @@ def _read_sidecar(path: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def _sidecar_matches(meta: dict[str, Any], store: Store, metric: str | None = None) -> bool:
+def _sidecar_matches(
+    meta: dict[str, Any], vectors: VectorSource, metric: str | None = None
+) -> bool:
     expected: dict[str, Any] = {
         "format": FORMAT_VERSION,
-        "store": _store_identity(store),
+        "store": vectors.identity(),
         "dtype": "f16",
         "connectivity": CONNECTIVITY,
     }
@@ -141,17 +123,19 @@ class HnswIndex:
 
     def __init__(
         self,
-        store: Store,
+        vectors: VectorSource,
         metric: str = "cosine",
         *,
+        cache: Sidecar | None = None,
         expansion_search: int = EXPANSION_SEARCH,
     ) -> None:
         if metric not in METRICS:
             raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
-        self._store = store
+        self._vectors = vectors
         self._metric = metric
         self._expansion_search = _check_ef(expansion_search)
-        self.path = cache_path(store)
+        self._cache = cache
+        self.path = None if cache is None else cache.path
         self.build_count = 0
         self._generation = -1
         self._change_number: int | None = None  # the store change the graph reflects
@@ -159,9 +143,21 @@ class HnswIndex:
         self._graph: _Graph | None = None
 
     @classmethod
+    def for_chunks(
+        cls, store: Store, metric: str = "cosine", *, expansion_search: int = EXPANSION_SEARCH
+    ) -> HnswIndex:
+        """Return the graph over a store's chunk vectors, cached beside it when it can be."""
+        return cls(
+            store.vectors,
+            metric,
+            cache=store.sidecar(GRAPH_SUFFIX),
+            expansion_search=expansion_search,
+        )
+
+    @classmethod
     def open_file(
         cls,
-        store: Store,
+        vectors: VectorSource,
         path: Path,
         metric: str = "cosine",
         *,
@@ -172,8 +168,7 @@ class HnswIndex:
         The graph is taken as it is (a pack's files were verified against its manifest); it
         must hold as many vectors as the store. It is never rebuilt or saved.
         """
-        index = cls(store, metric, expansion_search=expansion_search)
-        index.path = None
+        index = cls(vectors, metric, expansion_search=expansion_search)
         try:
             with open(path, "rb") as file:
                 mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
@@ -190,7 +185,7 @@ class HnswIndex:
         if problem is not None:
             mapping.close()
             raise StorageError(f"the vector index {path} is unreadable: {problem}") from problem
-        expected = store.counts().vectors
+        expected = vectors.count()
         if graph is None or len(graph) != expected:
             found = 0 if graph is None else len(graph)
             del graph
@@ -199,8 +194,8 @@ class HnswIndex:
                 f"the vector index {path} holds {found} vectors but its store {expected}"
             )
         index._graph = _Graph(graph, mapping)
-        index._generation = store.vector_generation()
-        index._change_number = store.vector_change_number()
+        index._generation = vectors.generation()
+        index._change_number = vectors.change_number()
         return index
 
     def __len__(self) -> int:
@@ -211,7 +206,7 @@ class HnswIndex:
         """Bring the graph up to the store's vectors if they changed since; True if it did."""
         # Read the generation before the rows: a write in between makes the graph look older
         # than it is (one needless catch-up later), never newer.
-        generation = self._store.vector_generation()
+        generation = self._vectors.generation()
         if generation == self._generation:
             return False
         if not (self._replay_current() or self._open_cached()):
@@ -299,15 +294,15 @@ class HnswIndex:
         graph = self._graph
         if graph is None or graph.index is None or self._change_number is None:
             return False
-        changes = self._store.vector_changes(self._change_number)
-        if changes is None or len(changes.chunk_ids) > replay_limit(len(graph.index)):
+        changes = self._vectors.changes(self._change_number)
+        if changes is None or len(changes.keys) > replay_limit(len(graph.index)):
             return False
         self._replay(graph, changes)
         return True
 
     def _replay(self, graph: _Graph, changes: VectorChanges) -> None:
         """Remove each changed chunk from the graph and add back its current vector."""
-        if changes.chunk_ids:
+        if changes.keys:
             index: Index | None = graph.index
             assert index is not None
             if graph.mapping is not None:  # a memory-mapped graph is read-only: copy it first
@@ -315,21 +310,21 @@ class HnswIndex:
                 index = Index.restore(memoryview(graph.mapping), view=False)
                 assert index is not None
                 graph = self._graph = _Graph(index)
-            keys = np.asarray(changes.chunk_ids, dtype=np.uint64)
+            keys = np.asarray(changes.keys, dtype=np.uint64)
             present = keys[index.contains(keys)]
             if len(present):
                 index.remove(present)
-            current = self._store.vectors_of(changes.chunk_ids)
+            current = self._vectors.of(changes.keys)
             if current:
                 added = np.fromiter(current, dtype=np.uint64, count=len(current))
-                matrix = decode(list(current.values()), stored_encoding(self._store))
+                matrix = decode(list(current.values()), self._vectors.encoding())
                 if matrix.shape[1] != index.ndim:
                     raise ValidationError(
                         f"the store's vectors have {matrix.shape[1]} dimensions, the index "
                         f"{index.ndim}: rebuild the index"
                     )
                 index.add(added, matrix, threads=0)
-            self._unsaved += len(changes.chunk_ids)
+            self._unsaved += len(changes.keys)
         self._change_number = changes.latest
         saved = graph.index
         if saved is not None and self._unsaved and self._unsaved >= max(1_000, len(saved) // 10):
@@ -342,13 +337,13 @@ class HnswIndex:
         if self.path is None:
             return False
         meta = _read_sidecar(self.path)
-        if meta is None or not _sidecar_matches(meta, self._store, self._metric):
+        if meta is None or not _sidecar_matches(meta, self._vectors, self._metric):
             return False
-        changes = self._store.vector_changes(meta["changes"])
+        changes = self._vectors.changes(meta["changes"])
         count = meta.get("count")
         if changes is None or not isinstance(count, int):
             return False
-        if len(changes.chunk_ids) > replay_limit(count):
+        if len(changes.keys) > replay_limit(count):
             return False
         try:
             with open(self.path, "rb") as file:
@@ -377,15 +372,15 @@ class HnswIndex:
     def _build(self) -> None:
         """Build the graph from the store's vectors and cache it (an empty store has none)."""
         # the change number is read before the rows: a change in between is replayed later
-        change_number = self._store.vector_change_number()
-        rows = self._store.vector_rows()
+        change_number = self._vectors.change_number()
+        rows = self._vectors.rows()
         self._change_number = change_number
         self._unsaved = 0
         if not rows:
             self._graph = None
             return
         ids = np.fromiter((row[0] for row in rows), dtype=np.uint64, count=len(rows))
-        matrix = decode([row[1] for row in rows], stored_encoding(self._store))
+        matrix = decode([row[1] for row in rows], self._vectors.encoding())
         del rows
         index = Index(
             ndim=matrix.shape[1],
@@ -407,14 +402,14 @@ class HnswIndex:
         sidecar = _sidecar_path(self.path)
         temporaries: list[str] = []
         try:
-            graph_tmp = _temporary(self.path, temporaries, self._store)
+            graph_tmp = _temporary(self.path, temporaries, self._cache)
             index.save(graph_tmp)
             with open(graph_tmp, "rb") as file:
                 os.fsync(file.fileno())
                 identity = _file_identity(os.fstat(file.fileno()))
             meta = {
                 "format": FORMAT_VERSION,
-                "store": _store_identity(self._store),
+                "store": self._vectors.identity(),
                 "changes": self._change_number,
                 "count": len(index),
                 "dims": index.ndim,
@@ -423,7 +418,7 @@ class HnswIndex:
                 "connectivity": CONNECTIVITY,
                 "file": identity,
             }
-            sidecar_tmp = _temporary(sidecar, temporaries, self._store)
+            sidecar_tmp = _temporary(sidecar, temporaries, self._cache)
             Path(sidecar_tmp).write_text(json.dumps(meta, indent=1), encoding="utf-8")
             os.replace(graph_tmp, self.path)
             os.replace(sidecar_tmp, sidecar)
@@ -440,14 +435,13 @@ class HnswIndex:
                 Path(leftover).unlink(missing_ok=True)
 
 
-def _temporary(beside: Path, temporaries: list[str], store: Store) -> str:
+def _temporary(beside: Path, temporaries: list[str], cache: Sidecar | None) -> str:
     """Return a new temporary file beside ``beside``, as private as the store's database."""
     fd, name = tempfile.mkstemp(prefix=beside.name + ".", suffix=".tmp", dir=beside.parent)
     os.close(fd)
     temporaries.append(name)
-    database = _database_file(store)
-    if database is not None:  # mkstemp makes it 0600; a shared store shares its cache
-        os.chmod(name, stat.S_IMODE(database.stat().st_mode))
+    if cache is not None:  # mkstemp makes it 0600; a shared store shares its cache
+        os.chmod(name, cache.mode)
     return name
 
 

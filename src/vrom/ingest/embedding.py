@@ -1,7 +1,9 @@
-"""Give every chunk in a store a vector from one embedder, and keep models from mixing.
+"""Give chunks and memories vectors from one embedder, and keep models from mixing.
 
-The store remembers the fingerprint of the embedder that wrote its vectors; opening it with a
-different one is refused unless the caller asks to rebuild (which clears the old vectors).
+A store remembers the fingerprint of the embedder that wrote its chunk vectors, and separately
+of the one that wrote its memory vectors. Using it with a different embedder is refused, with a
+message naming both models, while vectors of the other exist; only an explicit rebuild drops
+them (to be embedded again). Nothing is ever deleted silently.
 """
 
 from __future__ import annotations
@@ -10,52 +12,78 @@ from collections.abc import Callable
 
 from vrom.embed import Embedder, Fingerprint
 from vrom.errors import ModelError, ValidationError
-from vrom.index import ENCODING_META_KEY, ENCODINGS, stored_encoding
-from vrom.store import Store, StoredChunk
+from vrom.index import ENCODING_META_KEY, ENCODINGS
+from vrom.store import MemoryRecord, Store, StoredChunk
 
 FINGERPRINT_META_KEY = "embedding_fingerprint"
+MEMORY_FINGERPRINT_META_KEY = "memory_embedding_fingerprint"
+"""The fingerprint of the embedder every stored memory vector comes from."""
 EMBED_BATCH = 64
 
 EmbedProgress = Callable[[int, int], None]
 """Called as ``progress(embedded, total)`` while embedding."""
 
 
-def stored_fingerprint(store: Store) -> Fingerprint | None:
+def stored_fingerprint(store: Store, key: str = FINGERPRINT_META_KEY) -> Fingerprint | None:
     """Return the fingerprint of the embedder whose vectors the store holds, if any."""
-    text = store.get_meta(FINGERPRINT_META_KEY)
+    text = store.get_meta(key)
     return None if text is None else Fingerprint.from_json(text)
+
+
+def _refuse_other_model(store: Store, what: str, stored: Fingerprint, current: Fingerprint) -> None:
+    raise ModelError(
+        f"store {store.location} holds {what} of {stored.describe()} but {current.describe()} is "
+        f"configured: run 'vrom embed --rebuild' to re-embed with it, or configure "
+        f"{stored.model} again"
+    )
 
 
 def bind_embedder(
     store: Store, embedder: Embedder, *, rebuild: bool = False, encoding: str | None = None
 ) -> None:
-    """Make ``embedder`` the store's model, or refuse if the store holds another model's vectors.
+    """Make ``embedder`` the model of the store's chunk vectors, or refuse another model's.
 
     ``encoding`` (``float32`` or ``int8``; None keeps the store's) must also match the stored
     vectors. With ``rebuild`` the old vectors are dropped (to be re-embedded).
     """
     current = embedder.fingerprint
     stored = stored_fingerprint(store)
-    encoding = encoding or stored_encoding(store)
+    have = store.vectors.encoding()
+    encoding = encoding or have
     if encoding not in ENCODINGS:
         raise ValidationError(f"vector encoding must be one of {', '.join(ENCODINGS)}")
-    if stored == current and encoding == stored_encoding(store) and not rebuild:
+    if stored == current and encoding == have and not rebuild:
         return
-    if stored is not None and not rebuild and store.has_vectors():
+    if stored is not None and not rebuild and store.vectors.has_any():
         if stored != current:
-            raise ModelError(
-                f"store {store.location} holds vectors of {stored.describe()} but "
-                f"{current.describe()} is configured: run 'vrom embed --rebuild' to re-embed "
-                f"with it, or configure {stored.model} again"
-            )
+            _refuse_other_model(store, "vectors", stored, current)
         raise ModelError(
-            f"store {store.location} holds {stored_encoding(store)} vectors but {encoding} is "
+            f"store {store.location} holds {have} vectors but {encoding} is "
             "configured: run 'vrom embed --rebuild' to re-encode them"
         )
     with store.transaction():
-        store.clear_vectors()
+        store.vectors.clear()
         store.set_meta(FINGERPRINT_META_KEY, current.to_json())
         store.set_meta(ENCODING_META_KEY, encoding)
+
+
+def bind_memory_embedder(store: Store, embedder: Embedder, *, rebuild: bool = False) -> None:
+    """Make ``embedder`` the model of the store's memory vectors, or refuse another model's.
+
+    With ``rebuild`` the old memory vectors are dropped (to be re-embedded).
+    """
+    current = embedder.fingerprint
+    stored = stored_fingerprint(store, MEMORY_FINGERPRINT_META_KEY)
+    if stored == current and not rebuild:
+        return
+    with store.transaction():  # checked and switched at once: another process may embed too
+        stored = stored_fingerprint(store, MEMORY_FINGERPRINT_META_KEY)
+        if stored == current and not rebuild:
+            return
+        if stored is not None and not rebuild and store.memories.vectors.count():
+            _refuse_other_model(store, "memory vectors", stored, current)
+        store.memories.vectors.clear()
+        store.set_meta(MEMORY_FINGERPRINT_META_KEY, current.to_json())
 
 
 def embedding_text(chunk: StoredChunk) -> str:
@@ -63,6 +91,11 @@ def embedding_text(chunk: StoredChunk) -> str:
     if chunk.text.lstrip("# ").startswith(chunk.title):
         return chunk.text
     return f"{chunk.title}\n\n{chunk.text}"
+
+
+def memory_text(memory: MemoryRecord) -> str:
+    """Return the text embedded for a memory: its title, then its content."""
+    return f"{memory.title}\n\n{memory.content}"
 
 
 def embed_missing(
@@ -79,18 +112,36 @@ def embed_missing(
     if progress is not None:  # counting costs a pass over the store: only for a progress bar
         counts = store.counts()
         total = counts.chunks - counts.vectors
-    encoding = stored_encoding(store)
+    encoding = store.vectors.encoding()
     done = after = 0
     while True:
         # a cursor, so each batch starts where the last ended instead of rescanning the store
-        chunks = store.chunks_missing_vectors(batch, after)
+        chunks = store.vectors.missing(batch, after)
         if not chunks:
             return done
         after = chunks[-1].chunk_id
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
         blobs = encode(embedder.embed_documents([embedding_text(c) for c in chunks]), encoding)
-        store.put_vectors([(c.chunk_id, blob) for c, blob in zip(chunks, blobs, strict=True)])
+        store.vectors.put([(c.chunk_id, blob) for c, blob in zip(chunks, blobs, strict=True)])
         done += len(chunks)
         if progress is not None:
             progress(done, max(total, done))
+
+
+def embed_missing_memories(store: Store, embedder: Embedder, batch: int = EMBED_BATCH) -> int:
+    """Embed every memory that has no vector yet, in batches; return how many were embedded."""
+    bind_memory_embedder(store, embedder)
+    done, after = 0, ""
+    while memories := store.memories.vectors.missing(batch, after):
+        after = memories[-1].id
+        from vrom.index.codec import encode  # numpy: loaded already by any embedder
+
+        blobs = encode(embedder.embed_documents([memory_text(m) for m in memories]), "float32")
+        with store.transaction():
+            bind_memory_embedder(store, embedder)  # another process may have switched models
+            store.memories.vectors.put(
+                [(m.id, blob) for m, blob in zip(memories, blobs, strict=True)]
+            )
+        done += len(memories)
+    return done

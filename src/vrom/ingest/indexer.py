@@ -106,7 +106,7 @@ class Indexer:
         tally = _Tally()
         for warning in walk_warnings:
             tally.skip(warning.path, warning.reason)
-        states = self._store.document_states()
+        states = self._store.documents.states()
         rewrite_all = force
         walked = {f.path for f in files}
         vanished = {path: state for path, state in states.items() if path not in walked}
@@ -132,7 +132,7 @@ class Indexer:
         batch.flush()
         with self._store.transaction():
             for gone in vanished.values():
-                self._store.delete_document(gone.document_id)
+                self._store.documents.delete(gone.document_id)
                 tally.removed += 1
             self._store.set_meta(STRATEGY_META_KEY, self._strategy_json)
             self._store.set_meta("vault_root", str(self._root))
@@ -147,7 +147,7 @@ class Indexer:
         for raw in paths:
             rel = vault_relative(self._root, raw)
             absolute = self._root / rel
-            state = self._store.document_state(rel)
+            state = self._store.documents.state(rel)
             if is_ignored_path(rel) or not is_note_name(absolute.name):
                 tally.skip(
                     rel, "skipped: not a note vrom indexes (hidden, ignored or not Markdown)"
@@ -290,13 +290,13 @@ class _Batch:
         tags: list[str],
         document_id: int | None,
     ) -> None:
-        self._add(lambda: self._store.put_document(record, chunks, links, tags, document_id))
+        self._add(lambda: self._store.documents.put(record, chunks, links, tags, document_id))
 
     def touch(self, document_id: int, mtime: float, size: int) -> None:
-        self._add(lambda: self._store.touch_document(document_id, mtime, size))
+        self._add(lambda: self._store.documents.touch(document_id, mtime, size))
 
     def delete(self, document_id: int) -> None:
-        self._add(lambda: self._store.delete_document(document_id))
+        self._add(lambda: self._store.documents.delete(document_id))
 
     def _add(self, op: Callable[[], object]) -> None:
         if not self._ops:

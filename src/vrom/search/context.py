@@ -74,7 +74,7 @@ def expand_hits(store: Store, hits: Sequence[Hit], window: int = 1) -> list[Hit]
     expanded = []
     for hit in hits:
         if hit.note_id not in notes:
-            notes[hit.note_id] = store.chunks_of(hit.note_id)
+            notes[hit.note_id] = store.documents.chunks_of(hit.note_id)
         around = chunks_around(notes[hit.note_id], hit.chunk_id, hit.position, window)
         if not around:  # the note changed since the search: keep the hit as it was
             expanded.append(hit)

@@ -1,42 +1,17 @@
-"""Keyword search: BM25 over the store's full-text index, with the human-relevance prior."""
+"""Keyword ranking: BM25 over the store's full-text index, with the human-relevance prior; hits."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
 
 from vrom.errors import ValidationError
 from vrom.results import Hit
 from vrom.search.excerpt import excerpt
-from vrom.search.query import as_filter, parse_query, query_words
-from vrom.store import Store, StoredChunk, Where
+from vrom.search.fusion import MAX_K, first_k, first_pool, widen
+from vrom.store import KeywordQuery, KeywordRow, Store, StoredChunk, Where
 
-MAX_K = 1000
 # the prior scales BM25 by 0.75 (system notes) .. 1.25 (notes written for people); 0.5 → 1.0
 PRIOR_SPREAD = 0.5
-# candidates fetched per requested hit, so the prior can reorder within a wider pool
-CANDIDATE_FACTOR = 4
-# one hit per document: a pool crowded by one document's chunks widens 4x, up to this many
-MAX_POOL = MAX_K * CANDIDATE_FACTOR
-
-
-T = TypeVar("T")
-
-
-def first_k(ranked: Iterable[T], k: int, document_of: Callable[[T], int] | None) -> list[T]:
-    """Return the first ``k`` of ``ranked``; with ``document_of``, only each document's first."""
-    kept: list[T] = []
-    seen: set[int] = set()
-    for item in ranked:
-        if len(kept) == k:
-            break
-        if document_of is not None:
-            document = document_of(item)
-            if document in seen:
-                continue
-            seen.add(document)
-        kept.append(item)
-    return kept
 
 
 def check_k(k: object) -> None:
@@ -72,51 +47,31 @@ def make_hit(
         scores={k: round(v, 6) for k, v in scores.items()},
         id=chunk.path,
         metadata=chunk.metadata,
+        prev_chunk_id=chunk.prev_id,
+        next_chunk_id=chunk.next_id,
     )
 
 
-def keyword_search(
-    store: Store,
-    query: str,
-    k: int = 10,
-    where: Mapping[str, Any] | Where | None = None,
-    *,
-    per_document: bool = False,
-) -> list[Hit]:
-    """Return the best ``k`` chunks for a keyword query, best first.
+def rank_keyword(
+    store: Store, query: KeywordQuery, k: int, where: Where | None, *, per_document: bool
+) -> list[tuple[float, KeywordRow]]:
+    """Return the ``k`` best (score, row) keyword matches: BM25 scaled by the prior, best first.
 
-    ``per_document`` returns each document's best chunk only (``k`` documents).
+    ``per_document`` keeps each document's best chunk only, widening the pool as needed. Call
+    it inside a store snapshot when whole chunks are read afterwards.
     """
-    if not isinstance(query, str):
-        raise ValidationError(f"query must be a string, not {type(query).__name__}")
-    check_k(k)
-    parsed = parse_query(query)
-    document_of = (lambda pair: pair[1].document_id) if per_document else None
-    where_filter = as_filter(where)
-    pool = max(50, k * CANDIDATE_FACTOR)
-    with store.snapshot():  # the chunks read last are the ones ranked first
-        while True:
-            rows = store.keyword_search(parsed, pool, where_filter)
-            ranked = first_k(
-                sorted(
-                    ((row.bm25 * prior_factor(row.human_relevance_score), row) for row in rows),
-                    key=lambda pair: (-pair[0], pair[1].chunk_id),
-                ),
-                k,
-                document_of,
-            )
-            if len(ranked) == k or len(rows) < pool or pool >= MAX_POOL:
-                break
-            pool = min(pool * 4, MAX_POOL)  # a few long documents filled the pool
-        # whole chunks are read only for the hits returned
-        chunks = {c.chunk_id: c for c in store.get_chunks([row.chunk_id for _, row in ranked])}
-    words = query_words(parsed)
-    return [
-        make_hit(
-            chunks[row.chunk_id],
-            score,
-            {"bm25": row.bm25, "prior": prior_factor(row.human_relevance_score)},
-            words,
+
+    def rank(pool: int) -> tuple[list[tuple[float, KeywordRow]], bool]:
+        rows = store.documents.keyword_search(query, pool, where)
+        scored = sorted(
+            ((row.bm25 * prior_factor(row.human_relevance_score), row) for row in rows),
+            key=lambda pair: (-pair[0], pair[1].chunk_id),
         )
-        for score, row in ranked
-    ]
+        return first_k(scored, k, document_of if per_document else None), len(rows) == pool
+
+    return widen(rank, k, first_pool(k))
+
+
+def document_of(pair: tuple[float, KeywordRow]) -> int:
+    """Return the document of a (score, keyword row) pair."""
+    return pair[1].document_id

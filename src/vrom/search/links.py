@@ -15,7 +15,7 @@ def resolve_link(store: Store, link: LinkRecord, source: StoredDocument) -> Stor
     """
     if not link.target_key:
         return source
-    candidates = store.find_documents(link.target_key)
+    candidates = store.documents.find(link.target_key)
     if not candidates:
         return None
     exact = [c for c in candidates if c.path_key == link.target_key]
@@ -34,11 +34,11 @@ def backlink_sources(store: Store, target: StoredDocument) -> list[StoredDocumen
     keys = ["/".join(parts[i:]) for i in range(len(parts))]
     sources: dict[int, StoredDocument] = {}
     cache: dict[int, StoredDocument | None] = {}
-    for source_id, link in store.links_to_keys(keys):
+    for source_id, link in store.documents.links_to_keys(keys):
         if source_id in sources or source_id == target.document_id:
             continue
         if source_id not in cache:
-            cache[source_id] = store.get_document(source_id)
+            cache[source_id] = store.documents.get(source_id)
         source = cache[source_id]
         if source is None:
             continue

@@ -11,16 +11,16 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Mapping
-from typing import Any
 
-from vrom.embed import Embedder
-from vrom.index import stored_encoding
+import numpy as np
+import numpy.typing as npt
+
 from vrom.index.codec import decode
 from vrom.results import Hit
-from vrom.search.keyword import CANDIDATE_FACTOR, check_k, make_hit
-from vrom.search.query import parse_query, parse_where, query_words
-from vrom.store import Store
+from vrom.search.fusion import first_k, first_pool
+from vrom.search.keyword import make_hit
+from vrom.search.query import query_words
+from vrom.store import KeywordQuery, Store, Where
 
 WEIGHTS = {"fts": 0.45, "vector": 0.35, "human": 0.10, "quality": 0.10}
 _LINKISH = re.compile(r"\[\[[^\]]*\]\]|\]\([^)]*\)|https?://\S+")
@@ -45,28 +45,32 @@ def text_quality(text: str) -> float:
 
 def rerank_search(
     store: Store,
-    embedder: Embedder,
-    query: str,
-    k: int = 10,
-    where: Mapping[str, Any] | None = None,
+    query_vector: npt.NDArray[np.float32],
+    query: KeywordQuery,
+    k: int,
+    where: Where | None,
+    per_document: bool = False,
 ) -> list[Hit]:
-    """Return the ``k`` best keyword candidates after reranking them (see the module docstring)."""
-    check_k(k)
+    """Return the ``k`` best keyword candidates after reranking them (see the module docstring).
+
+    ``per_document`` keeps each document's best candidate only.
+    """
     started = time.perf_counter()
-    parsed = parse_query(query)
     with store.snapshot():  # the chunks and vectors of the rows ranked, as they were
-        rows = store.keyword_search(parsed, max(50, k * CANDIDATE_FACTOR), parse_where(where))
-        chunks = {c.chunk_id: c for c in store.get_chunks([row.chunk_id for row in rows])}
-        stored = store.vectors_of([row.chunk_id for row in rows])
+        rows = store.documents.keyword_search(query, first_pool(k), where)
+        chunks = {c.chunk_id: c for c in store.documents.get_chunks([row.chunk_id for row in rows])}
+        stored = store.vectors.of([row.chunk_id for row in rows])
     if not rows:
         return []
     top_bm25 = max(row.bm25 for row in rows) or 1.0
     with_vectors = [row.chunk_id for row in rows if row.chunk_id in stored]
-    matrix = decode([stored[i] for i in with_vectors], stored_encoding(store))
-    cosines = dict(zip(with_vectors, (matrix @ embedder.embed_query(query)).tolist(), strict=True))
+    matrix = decode([stored[i] for i in with_vectors], store.vectors.encoding())
+    cosines = dict(zip(with_vectors, (matrix @ query_vector).tolist(), strict=True))
     scored = []
     for row in rows:
-        chunk = chunks[row.chunk_id]
+        chunk = chunks.get(row.chunk_id)
+        if chunk is None:
+            continue
         parts = {
             "fts": row.bm25 / top_bm25,
             "vector": cosines.get(row.chunk_id, 0.0),
@@ -76,10 +80,11 @@ def rerank_search(
         score = sum(WEIGHTS[name] * value for name, value in parts.items())
         scored.append((score, row.chunk_id, row, parts))
     scored.sort(key=lambda item: (-item[0], item[1]))
+    kept = first_k(scored, k, (lambda item: item[2].document_id) if per_document else None)
     runtime = round((time.perf_counter() - started) * 1000, 3)
-    words = query_words(parsed)
+    words = query_words(query)
     hits = []
-    for score, _, row, parts in scored[:k]:
+    for score, _, row, parts in kept:
         hit = make_hit(chunks[row.chunk_id], score, {"bm25": row.bm25, **parts}, words)
         hits.append(
             dataclasses.replace(

@@ -171,9 +171,41 @@ MIGRATIONS: tuple[str, ...] = (
         data      BLOB NOT NULL
     );
     """,
+    # 6: memory vectors are searched by the same vector indexes as chunk vectors, which key
+    # rows by integer and catch up by replaying a change log: each memory gets an integer
+    # ``key`` (unique, never reused while the memory exists), its vector is stored under it,
+    # and triggers log every change as for chunks. ``chunks.metadata`` goes: it was always
+    # '{}' (a collection document's metadata lives on the document).
+    """
+    ALTER TABLE chunks DROP COLUMN metadata;
+    ALTER TABLE memories ADD COLUMN key INTEGER;
+    UPDATE memories SET key = rowid;
+    CREATE UNIQUE INDEX memories_key ON memories(key);
+    CREATE TABLE memory_vectors_by_key (
+        key  INTEGER PRIMARY KEY REFERENCES memories(key) ON DELETE CASCADE,
+        data BLOB NOT NULL
+    );
+    INSERT INTO memory_vectors_by_key(key, data)
+        SELECT m.key, v.data FROM memory_vectors v JOIN memories m ON m.id = v.memory_id;
+    DROP TABLE memory_vectors;
+    ALTER TABLE memory_vectors_by_key RENAME TO memory_vectors;
+    CREATE TABLE memory_vector_changes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        key INTEGER NOT NULL
+    );
+    CREATE TRIGGER memory_vectors_added AFTER INSERT ON memory_vectors
+        BEGIN INSERT INTO memory_vector_changes(key) VALUES (new.key); END;
+    CREATE TRIGGER memory_vectors_removed AFTER DELETE ON memory_vectors
+        BEGIN INSERT INTO memory_vector_changes(key) VALUES (old.key); END;
+    CREATE TRIGGER memory_vectors_replaced AFTER UPDATE ON memory_vectors
+        BEGIN INSERT INTO memory_vector_changes(key) VALUES (new.key); END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+READABLE_SCHEMAS = range(5, SCHEMA_VERSION + 1)
+"""Schemas a store opened read-only (a knowledge pack) may have: 6 only dropped what packs never
+read (an always-empty chunk column) and changed memory tables, which packs do not use."""
 
 # What a sound store satisfies beyond PRAGMA integrity_check: label -> SQL counting violations.
 CONSISTENCY_CHECKS: dict[str, str] = {
@@ -207,7 +239,8 @@ CONSISTENCY_CHECKS: dict[str, str] = {
     "memories indexed more than once": "SELECT count(*) - count(DISTINCT memory_id)"
     " FROM memories_fts",
     "memory vectors without a memory": "SELECT count(*) FROM memory_vectors"
-    " WHERE memory_id NOT IN (SELECT id FROM memories)",
+    " WHERE key NOT IN (SELECT key FROM memories WHERE key IS NOT NULL)",
+    "memories without a key": "SELECT count(*) FROM memories WHERE key IS NULL",
     "superseded memories whose successor is missing": "SELECT count(*) FROM memories"
     " WHERE superseded_by IS NOT NULL AND superseded_by NOT IN (SELECT id FROM memories)",
 }

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vrom.store import Condition, KeywordQuery, Scalar, Where
 from vrom.store.fts_text import segment_query_term
+from vrom.store.records import Condition, KeywordQuery, Scalar, Where
 
 
 def _quote(text: str) -> str:

@@ -1,189 +1,267 @@
-"""The vector side of `SQLiteStore`: vectors by chunk, their generation and change log.
+"""Vectors in SQLite: one table of (integer key, bytes) per kind, with a generation and a change log.
 
-A vector belongs to a chunk and goes when the chunk goes. Triggers number every change in the
-``vector_changes`` log so an ANN index (a cache, rebuildable from these rows) can catch up by
-replaying it; the log is pruned once replaying would cost more than a rebuild.
+Chunk vectors are keyed by chunk id and go with their chunk; memory vectors are keyed by each
+memory's integer key and go with their memory. Triggers number every change in a log table so a
+vector index (a cache, rebuildable from these rows) can catch up by replaying it; the log is
+pruned once replaying would cost more than a rebuild. Both kinds share this code: only table
+names and the owning rows differ.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from vrom.store import ChunkRecord, StoredChunk, VectorChanges
-from vrom.store.sqlite_reading import _CHUNK_COLUMNS, _chunk
+from vrom.store.records import VECTOR_ENCODING_META_KEY, MemoryRecord, StoredChunk, VectorChanges
+from vrom.store.sqlite_database import Database
+from vrom.store.sqlite_rows import CHUNK_COLUMNS, MEMORY_COLUMNS, chunk_from_row, memory_from_row
 
 VECTOR_CHANGES_KEPT = 10_000
-"""The vector change log keeps at least this many entries (more when there are more vectors)."""
+"""A change log keeps at least this many entries (more when there are more vectors)."""
 
 
-class SQLiteVectorsMixin:
-    """Vector reads and writes of `SQLiteStore`, over the connection and helpers it provides."""
+@dataclass(frozen=True)
+class _Tables:
+    vectors: str  # (key column, data)
+    key: str
+    changes: str  # (seq, key column): filled by triggers
+    generation_meta: str
+    largest_owner_sql: str  # an upper bound on the number of vectors, from one index lookup
 
-    _conn: sqlite3.Connection
 
-    if TYPE_CHECKING:
+_CHUNKS = _Tables(
+    "vectors", "chunk_id", "vector_changes", "vector_generation", "SELECT max(id) FROM chunks"
+)
+_MEMORIES = _Tables(
+    "memory_vectors",
+    "key",
+    "memory_vector_changes",
+    "memory_vector_generation",
+    "SELECT max(key) FROM memories",
+)
 
-        def transaction(self) -> AbstractContextManager[None]: ...
-        def _guard(self, action: str) -> AbstractContextManager[None]: ...
-        def _snapshot(self) -> AbstractContextManager[None]: ...
-        def _get_meta(self, key: str) -> str | None: ...
-        def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
-        def _select_in(self, sql: str, ids: Sequence[Any]) -> Iterator[Sequence[Any]]: ...
 
-    def chunks_missing_vectors(self, limit: int, after: int = 0) -> list[StoredChunk]:
-        """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
-        with self._guard("reading chunks to embed"):
-            rows = self._conn.execute(
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                " WHERE c.id > ? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)"
-                " ORDER BY c.id LIMIT ?",
-                (after, limit),
-            )
-            return [_chunk(row) for row in rows]
+class _VectorTable:
+    """The reads, change log and generation shared by chunk and memory vectors."""
 
-    def put_vectors(self, vectors: Sequence[tuple[int, bytes]]) -> int:
-        """Store vectors by chunk id; chunks deleted meanwhile are skipped. Returns how many."""
-        with self._guard("writing vectors"), self.transaction():
-            before = self._conn.total_changes
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO vectors(chunk_id, data)"
-                " SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?1)",
-                vectors,
-            )
-            written = self._conn.total_changes - before
-            if written:
-                self._bump_vector_generation()
-                self._prune_vector_changes()
-            return written
+    def __init__(self, db: Database, tables: _Tables) -> None:
+        self._db = db
+        self._t = tables
 
-    def clear_vectors(self) -> None:
-        """Remove every vector (before re-embedding with another model)."""
-        with self._guard("clearing vectors"), self.transaction():
-            self._conn.execute("DELETE FROM vectors")
-            self._bump_vector_generation()
-            self._prune_vector_changes()
+    def identity(self) -> str:
+        """Return the store's creation stamp (a re-created store's counters start again)."""
+        return self._db.get_meta("created_unix") or ""
 
-    def _prune_vector_changes(self) -> None:
-        # Past as many changes as there are vectors, rebuilding an index is as cheap as
-        # replaying the log, so older entries are of no use. The highest chunk id bounds the
-        # vector count from above and, unlike count(*), costs one index lookup.
-        keep = max(VECTOR_CHANGES_KEPT, self._scalar("SELECT coalesce(max(id), 0) FROM chunks"))
-        horizon = self._latest_vector_change() - keep
-        oldest = self._scalar("SELECT min(seq) FROM vector_changes")
-        if oldest is not None and oldest <= horizon:
-            self._conn.execute("DELETE FROM vector_changes WHERE seq <= ?", (horizon,))
+    def encoding(self) -> str:
+        """Return how the vectors are encoded: ``float32`` or ``int8``."""
+        return "float32"
 
-    def vector_change_number(self) -> int:
+    def rows(self) -> list[tuple[int, bytes]]:
+        """Return (key, vector bytes) for every vector, by key."""
+        t = self._t
+        with self._db.guard("reading vectors"):
+            return self._db.conn.execute(
+                f"SELECT {t.key}, data FROM {t.vectors} ORDER BY {t.key}"
+            ).fetchall()
+
+    def of(self, keys: Sequence[int]) -> dict[int, bytes]:
+        """Return the vector bytes of these keys, where they exist."""
+        t = self._t
+        with self._db.guard("reading vectors"):
+            sql = f"SELECT {t.key}, data FROM {t.vectors} WHERE {t.key} IN ({{marks}})"
+            return {row[0]: row[1] for row in self._db.select_in(sql, keys)}
+
+    def count(self) -> int:
+        """Return how many vectors there are."""
+        with self._db.guard("counting vectors"):
+            return int(self._db.scalar(f"SELECT count(*) FROM {self._t.vectors}"))
+
+    def generation(self) -> int:
+        """Return a number that changes whenever any vector is added or removed."""
+        with self._db.guard("reading meta"):
+            return int(self._db.meta_value(self._t.generation_meta) or 0)
+
+    def change_number(self) -> int:
         """Return the number of the latest vector change (0 before any)."""
-        with self._guard("reading vector changes"):
-            return self._latest_vector_change()
+        with self._db.guard("reading vector changes"):
+            return self._latest_change()
 
-    def _latest_vector_change(self) -> int:
-        row = self._conn.execute(
-            "SELECT seq FROM sqlite_sequence WHERE name = 'vector_changes'"
-        ).fetchone()
-        return 0 if row is None else int(row[0])
-
-    def vector_changes(self, after: int) -> VectorChanges | None:
-        """Return the chunks whose vector changed after ``after``; None if that is forgotten."""
-        with self._guard("reading vector changes"), self._snapshot():
-            latest = self._latest_vector_change()
+    def changes(self, after: int) -> VectorChanges | None:
+        """Return the keys whose vector changed after ``after``; None if that is forgotten."""
+        t = self._t
+        with self._db.guard("reading vector changes"), self._db.read_snapshot():
+            latest = self._latest_change()
             if after >= latest:
                 return VectorChanges(latest, ())
-            oldest = self._scalar("SELECT min(seq) FROM vector_changes")
+            oldest = self._db.scalar(f"SELECT min(seq) FROM {t.changes}")
             if oldest is None or oldest > after + 1:
                 return None
-            rows = self._conn.execute(
-                "SELECT DISTINCT chunk_id FROM vector_changes WHERE seq > ? AND seq <= ?"
-                " ORDER BY chunk_id",
+            rows = self._db.conn.execute(
+                f"SELECT DISTINCT {t.key} FROM {t.changes} WHERE seq > ? AND seq <= ?"
+                f" ORDER BY {t.key}",
                 (after, latest),
             )
             return VectorChanges(latest, tuple(row[0] for row in rows))
 
-    def vectors_for_hashes(self, content_hashes: Sequence[str]) -> dict[str, bytes]:
+    def _latest_change(self) -> int:
+        row = self._db.conn.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = ?", (self._t.changes,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def bump_generation(self) -> None:
+        """Count one more change of the vectors (inside the caller's transaction)."""
+        self._db.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key)"
+            " DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+            (self._t.generation_meta,),
+        )
+
+    def _after_write(self) -> None:
+        self.bump_generation()
+        # Past as many changes as there are vectors, rebuilding an index is as cheap as
+        # replaying the log, so older entries are of no use.
+        t = self._t
+        keep = max(VECTOR_CHANGES_KEPT, self._db.scalar(t.largest_owner_sql) or 0)
+        horizon = self._latest_change() - keep
+        oldest = self._db.scalar(f"SELECT min(seq) FROM {t.changes}")
+        if oldest is not None and oldest <= horizon:
+            self._db.conn.execute(f"DELETE FROM {t.changes} WHERE seq <= ?", (horizon,))
+
+    def _put(self, sql: str, rows: Sequence[tuple[object, bytes]]) -> int:
+        with self._db.guard("writing vectors"), self._db.transaction():
+            before = self._db.conn.total_changes
+            self._db.conn.executemany(sql, rows)
+            written = self._db.conn.total_changes - before
+            if written:
+                self._after_write()
+            return written
+
+    def clear(self) -> None:
+        """Remove every vector of this kind."""
+        with self._db.guard("clearing vectors"), self._db.transaction():
+            self._db.conn.execute(f"DELETE FROM {self._t.vectors}")
+            self._after_write()
+
+
+class SQLiteChunkVectors(_VectorTable):
+    """The chunks' vectors (`vrom.store.VectorStore`)."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db, _CHUNKS)
+
+    def encoding(self) -> str:
+        """Return how the vectors are encoded: ``float32`` (the default) or ``int8``."""
+        return self._db.get_meta(VECTOR_ENCODING_META_KEY) or "float32"
+
+    def put(self, vectors: Sequence[tuple[int, bytes]]) -> int:
+        """Store vectors by chunk id; chunks deleted meanwhile are skipped. Returns how many."""
+        return self._put(
+            "INSERT OR REPLACE INTO vectors(chunk_id, data)"
+            " SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?1)",
+            vectors,
+        )
+
+    def missing(self, limit: int, after: int = 0) -> list[StoredChunk]:
+        """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
+        with self._db.guard("reading chunks to embed"):
+            rows = self._db.conn.execute(
+                f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+                " WHERE c.id > ? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)"
+                " ORDER BY c.id LIMIT ?",
+                (after, limit),
+            )
+            return [chunk_from_row(row) for row in rows]
+
+    def for_hashes(self, content_hashes: Sequence[str]) -> dict[str, bytes]:
         """Return a stored vector for each of these chunk text hashes that has one."""
-        with self._guard("reading vectors"):
+        with self._db.guard("reading vectors"):
             found: dict[str, bytes] = {}
             sql = (
                 "SELECT c.content_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
                 " WHERE c.content_hash IN ({marks})"
             )
-            for content_hash, data in self._select_in(sql, list(dict.fromkeys(content_hashes))):
+            for content_hash, data in self._db.select_in(sql, list(dict.fromkeys(content_hashes))):
                 found.setdefault(content_hash, data)
             return found
 
-    def vector_rows(self) -> list[tuple[int, bytes]]:
-        """Return (chunk id, vector bytes) for every stored vector, by chunk id."""
-        with self._guard("reading vectors"):
-            return self._conn.execute(
-                "SELECT chunk_id, data FROM vectors ORDER BY chunk_id"
-            ).fetchall()
-
-    def has_vectors(self) -> bool:
+    def has_any(self) -> bool:
         """Return True when at least one chunk has a vector."""
-        with self._guard("reading vectors"):
-            return bool(self._scalar("SELECT EXISTS (SELECT 1 FROM vectors)"))
+        with self._db.guard("reading vectors"):
+            return bool(self._db.scalar("SELECT EXISTS (SELECT 1 FROM vectors)"))
 
-    def vector_generation(self) -> int:
-        """Return a number that changes whenever any vector is added or removed."""
-        with self._guard("reading meta"):
-            return int(self._get_meta("vector_generation") or 0)
-
-    def vectors_of(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
-        """Return the stored vector bytes of these chunks, by chunk id, where they exist."""
-        with self._guard("reading vectors"):
-            sql = "SELECT chunk_id, data FROM vectors WHERE chunk_id IN ({marks})"
-            return {row[0]: row[1] for row in self._select_in(sql, chunk_ids)}
-
-    def chunk_document_ids(self) -> list[tuple[int, int]]:
-        """Return (chunk id, note id) for every chunk that has a vector, by chunk id."""
-        with self._guard("reading chunks"):
-            return self._conn.execute(
+    def document_ids(self) -> list[tuple[int, int]]:
+        """Return (chunk id, document id) for every chunk that has a vector, by chunk id."""
+        with self._db.guard("reading chunks"):
+            return self._db.conn.execute(
                 "SELECT c.id, c.document_id FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
                 " ORDER BY c.id"
             ).fetchall()
 
-    # -- vectors kept across a note's rewrite ----------------------------------------------
+    # -- vectors kept across a document's rewrite (inside the writer's transaction) ----------
 
-    def _vectors_by_hash(self, document_id: int | None) -> dict[str, bytes]:
-        """Return the vectors a note holds now, by chunk text hash (kept across a rewrite)."""
+    def by_hash_of(self, document_id: int | None) -> dict[str, bytes]:
+        """Return the vectors a document holds now, by chunk text hash."""
         if document_id is None:
             return {}
-        rows = self._conn.execute(
+        rows = self._db.conn.execute(
             "SELECT c.content_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
             " WHERE c.document_id = ?",
             (document_id,),
         )
         return dict(rows.fetchall())
 
-    def _reuse_vectors(
-        self, new_chunks: Iterator[tuple[int, ChunkRecord]], reusable: dict[str, bytes]
-    ) -> None:
-        """Give new chunks the vectors of identical text this or another note already has."""
-        any_vectors = self._scalar("SELECT EXISTS (SELECT 1 FROM vectors)")
+    def reuse(self, new_chunks: Sequence[tuple[int, str]], reusable: dict[str, bytes]) -> None:
+        """Give new chunks (id, content hash) the vector of identical text already stored."""
+        any_vectors = self._db.scalar("SELECT EXISTS (SELECT 1 FROM vectors)")
         if not any_vectors and not reusable:
             return
         rows = []
-        for chunk_id, chunk in new_chunks:
-            data = reusable.get(chunk.content_hash)
+        for chunk_id, content_hash in new_chunks:
+            data = reusable.get(content_hash)
             if data is None and any_vectors:
-                row = self._conn.execute(
+                row = self._db.conn.execute(
                     "SELECT v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
                     " WHERE c.content_hash = ? LIMIT 1",
-                    (chunk.content_hash,),
+                    (content_hash,),
                 ).fetchone()
                 data = None if row is None else row[0]
             if data is not None:
                 rows.append((chunk_id, data))
         if rows:
-            self._conn.executemany("INSERT INTO vectors(chunk_id, data) VALUES (?, ?)", rows)
-            self._bump_vector_generation()
+            self._db.conn.executemany("INSERT INTO vectors(chunk_id, data) VALUES (?, ?)", rows)
+            self.bump_generation()
 
-    def _bump_vector_generation(self) -> None:
-        self._conn.execute(
-            "INSERT INTO meta(key, value) VALUES ('vector_generation', '1') ON CONFLICT(key)"
-            " DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+    def delete_of(self, document_id: int) -> None:
+        """Remove a document's chunk vectors (inside the writer's transaction)."""
+        gone = self._db.conn.execute(
+            "DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE document_id = ?)",
+            (document_id,),
+        ).rowcount
+        if gone:
+            self.bump_generation()
+
+
+class SQLiteMemoryVectors(_VectorTable):
+    """The memories' vectors (`vrom.store.MemoryVectors`), float32, keyed by memory key."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db, _MEMORIES)
+
+    def put(self, vectors: Sequence[tuple[str, bytes]]) -> int:
+        """Store vectors by memory id (memories gone meanwhile are skipped); return how many."""
+        return self._put(
+            "INSERT OR REPLACE INTO memory_vectors(key, data)"
+            " SELECT m.key, ?2 FROM memories m WHERE m.id = ?1",
+            vectors,
         )
+
+    def missing(self, limit: int, after: str = "") -> list[MemoryRecord]:
+        """Return up to ``limit`` memories with ids above ``after`` that have no vector, by id."""
+        with self._db.guard("reading memories to embed"):
+            rows = self._db.conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id > ? AND NOT EXISTS"
+                " (SELECT 1 FROM memory_vectors v WHERE v.key = m.key) ORDER BY m.id LIMIT ?",
+                (after, limit),
+            )
+            return [memory_from_row(row) for row in rows]

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import shutil
-import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +25,7 @@ from typing import Any
 from vrom.collection import Collection
 from vrom.embed import Embedder
 from vrom.embed.default import DEFAULT_MODEL_ID
-from vrom.errors import PackError, ValidationError
+from vrom.errors import PackError, StorageError, ValidationError
 from vrom.index.hnsw import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH, HnswIndex
 from vrom.packs.manifest import (
     INDEX_NAME,
@@ -39,7 +38,7 @@ from vrom.packs.manifest import (
     RegistryEntry,
     file_sha256,
 )
-from vrom.store import Store
+from vrom.store import Store, open_store
 from vrom.vault import Vault
 
 REGISTRY_NAME = "registry.json"
@@ -197,9 +196,7 @@ def _write_pack(
     progress: Progress | None,
 ) -> PackManifest:
     """Build the graph, copy the store compactly, hash both, write the manifest."""
-    from vrom.store.sqlite import SQLiteStore
-
-    store = SQLiteStore(store_file, create=False)
+    store = open_store(store_file, create=False)
     try:
         counts = store.counts()
         if counts.vectors == 0 or counts.vectors != counts.chunks:
@@ -209,7 +206,7 @@ def _write_pack(
             )
         if progress is not None:
             progress("graph", 0, counts.vectors)
-        graph = HnswIndex(store)
+        graph = HnswIndex.for_chunks(store)
         graph.refresh()  # builds the graph and saves it beside the store
         graph.close()
         if graph.path is None or not graph.path.exists():
@@ -217,9 +214,12 @@ def _write_pack(
         shutil.copyfile(graph.path, staging / INDEX_NAME)
         tokens, corpus_hash = _corpus_facts(store)
         strategy = json.loads(store.get_meta("chunk_strategy") or "{}")
+        try:
+            store.compact_copy(staging / STORE_NAME)
+        except StorageError as exc:
+            raise PackError(f"cannot copy the store into the pack: {exc}") from exc
     finally:
         store.close()
-    _compact_copy(store_file, staging / STORE_NAME)
     fingerprint = embedder.fingerprint
     manifest = PackManifest(
         vrom_id=pack_id,
@@ -273,31 +273,15 @@ def _corpus_facts(store: Store) -> tuple[int, str]:
     """Return (estimated tokens, corpus hash) over every chunk, in path and position order."""
     digest = hashlib.sha256()
     tokens = 0
-    for path in sorted(store.document_states()):
-        state = store.document_state(path)
+    for path in sorted(store.documents.states()):
+        state = store.documents.state(path)
         if state is None:
             continue
-        for chunk in store.chunks_of(state.document_id):
+        for chunk in store.documents.chunks_of(state.document_id):
             tokens += math.ceil(len(chunk.text) / 4)
             digest.update(path.encode("utf-8", "surrogatepass") + b"\0")
             digest.update(chunk.text.encode("utf-8", "surrogatepass") + b"\0")
     return tokens, "sha256:" + digest.hexdigest()[:16]
-
-
-def _compact_copy(store_file: Path, target: Path) -> None:
-    """Write a compact, self-contained copy of the store (no WAL, no free pages)."""
-    conn = sqlite3.connect(store_file)
-    try:
-        conn.execute("VACUUM INTO ?", (str(target),))
-    except sqlite3.Error as exc:
-        raise PackError(f"cannot copy the store into the pack: {exc}") from exc
-    finally:
-        conn.close()
-    conn = sqlite3.connect(target)
-    try:
-        conn.execute("PRAGMA journal_mode = DELETE")  # a pack is read as an immutable file
-    finally:
-        conn.close()
 
 
 def _pack_file(path: Path) -> PackFile:

@@ -1,0 +1,321 @@
+"""`Corpus`: the search core every facade stands on.
+
+A corpus is one store, one embedder binding and the vector indexes over the store's chunk and
+memory vectors. `Corpus.search` is the only ranking path for chunks (keyword, vector, hybrid,
+rerank), and `Corpus.recall` the only one for memories; `Vault`, `Collection`, `AgentMemory`
+and `Memories` add their own words (notes and links; add/remove; mount/evict; remember/archive)
+around them and never rank by themselves.
+
+    corpus = Corpus(store, EmbedderBinding.of(Embedder.fake()))
+    corpus.embed_missing()
+    corpus.search("network switch", k=5, mode="hybrid")
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+from vrom.embed import Embedder, EmbedderBinding
+from vrom.errors import NotFoundError, ValidationError
+from vrom.index import GRAPH_SUFFIX, MEMORY_GRAPH_SUFFIX
+from vrom.ingest.embedding import (
+    EmbedProgress,
+    bind_embedder,
+    bind_memory_embedder,
+    embed_missing,
+    embed_missing_memories,
+    stored_fingerprint,
+)
+from vrom.results import Hit
+from vrom.search.fusion import first_k, first_pool, reciprocal_rank_fusion, widen
+from vrom.search.keyword import check_k, make_hit, prior_factor, rank_keyword
+from vrom.search.query import as_filter, parse_query, query_words
+from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
+from vrom.store import KeywordQuery, MemoryFilter, MemoryRecord, Store, StoredChunk, Where
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+Parts = dict[str, float]
+"""A hit's score parts: ``bm25``, ``vector``, ``rrf``, ``prior`` (whichever took part)."""
+
+
+class Corpus:
+    """A store searched by meaning and keyword through one embedder; see the module docstring.
+
+    ``index`` (``auto``, ``flat``, ``hnsw``), ``metric``, ``hnsw_threshold`` and ``ef_search``
+    configure the vector indexes, or ``vector_index`` is one opened already (a pack's graph);
+    ``encoding`` (``float32``, ``int8``, None: the store's) the vectors written. The embedder
+    loads when first needed.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: EmbedderBinding,
+        *,
+        index: str = "auto",
+        metric: str = "cosine",
+        hnsw_threshold: int = HNSW_THRESHOLD,
+        ef_search: int | None = None,
+        encoding: str | None = None,
+        vector_index: VectorIndex | None = None,
+    ) -> None:
+        self.store = store
+        self._binding = embedder
+        self._encoding = encoding
+        options: dict[str, Any] = {
+            "metric": metric,
+            "kind": index,
+            "hnsw_threshold": hnsw_threshold,
+            "ef_search": ef_search,
+        }
+        self.index = vector_index or VectorIndex(
+            store.vectors, store.sidecar(GRAPH_SUFFIX), **options
+        )
+        self._memory_index = VectorIndex(
+            store.memories.vectors, store.sidecar(MEMORY_GRAPH_SUFFIX), **options
+        )
+
+    # -- the model -------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder of documents, memories and queries (None: keyword only); loads lazily."""
+        return self._binding.get()
+
+    def require_embedder(self, what: str) -> Embedder:
+        """Return the embedder, or raise `ValidationError` saying ``what`` needs one."""
+        embedder = self.embedder
+        if embedder is None:
+            raise ValidationError(f"{what} needs an embedder, and none is configured")
+        return embedder
+
+    def bind(self, *, rebuild: bool = False) -> None:
+        """Make the embedder the store's model; refuse another model's vectors unless rebuilding.
+
+        ``rebuild`` drops every chunk and memory vector, to be embedded again.
+        """
+        embedder = self.require_embedder("embedding")
+        bind_embedder(self.store, embedder, rebuild=rebuild, encoding=self._encoding)
+        if rebuild:
+            bind_memory_embedder(self.store, embedder, rebuild=True)
+
+    def embed_missing(self, progress: EmbedProgress | None = None) -> int:
+        """Embed every chunk without a vector (after `bind`); return how many were embedded."""
+        embedder = self.require_embedder("embedding")
+        bind_embedder(self.store, embedder, encoding=self._encoding)
+        return embed_missing(self.store, embedder, progress)
+
+    def has_vectors(self) -> bool:
+        """True when an embedder is configured and the store holds chunk vectors."""
+        return (
+            self._binding.configured
+            and stored_fingerprint(self.store) is not None
+            and self.store.vectors.has_any()
+        )
+
+    def default_mode(self) -> str:
+        """Return ``hybrid`` when the store holds vectors of the configured model, else keyword."""
+        return "hybrid" if self.has_vectors() else "keyword"
+
+    def _query_vector(self, query: str, mode: str) -> npt.NDArray[np.float32]:
+        embedder = self.embedder
+        if embedder is None:
+            raise ValidationError(f"{mode} search needs an embedder, and none is configured")
+        stored = stored_fingerprint(self.store)
+        if stored is None or not self.store.vectors.has_any():
+            raise NotFoundError(f"{mode} search needs vectors: run 'vrom embed' first")
+        if stored != embedder.fingerprint:
+            bind_embedder(self.store, embedder)  # raises, naming both models and the fix
+        return embedder.embed_query(query)
+
+    # -- chunks ----------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        where: Mapping[str, Any] | Where | None = None,
+        mode: str | None = None,
+        *,
+        per_document: bool = False,
+        ef_search: int | None = None,
+    ) -> list[Hit]:
+        """Return the ``k`` best chunks for ``query``, best first.
+
+        ``mode``: ``keyword`` (BM25 with the human-relevance prior), ``vector`` (nearest in
+        meaning; ``score`` is the cosine similarity), ``hybrid`` (reciprocal rank fusion of
+        both, times the prior), ``rerank`` (keyword candidates rescored by meaning, prior and
+        text quality); None is `default_mode`. ``where`` filters inside every retriever, so
+        ``k`` hits come back whenever ``k`` chunks pass it. ``per_document`` keeps each
+        document's best chunk (``k`` documents). ``ef_search`` widens an HNSW search.
+        """
+        if not isinstance(query, str):
+            raise ValidationError(f"query must be a string, not {type(query).__name__}")
+        check_k(k)
+        check_ef_search(ef_search, k)
+        mode = check_mode(self.default_mode() if mode is None else mode)
+        parsed, where_filter = parse_query(query), as_filter(where)
+        if mode == "keyword":
+            return self._keyword(parsed, k, where_filter, per_document)
+        if not self.store.vectors.has_any() and not self.store.documents.count():
+            return []  # nothing added yet: nothing to find, nothing to embed
+        vector = self._query_vector(query, mode)
+        if mode == "rerank":
+            from vrom.search.rerank import rerank_search  # numpy: only with vectors
+
+            return rerank_search(self.store, vector, parsed, k, where_filter, per_document)
+        allowed = (
+            None if where_filter is None else self.store.documents.chunk_ids_matching(where_filter)
+        )
+        if mode == "vector":
+            return self._vector(parsed, vector, k, allowed, ef_search, per_document)
+        return self._hybrid(parsed, vector, k, where_filter, allowed, ef_search, per_document)
+
+    def _keyword(
+        self, parsed: KeywordQuery, k: int, where: Where | None, per_document: bool
+    ) -> list[Hit]:
+        with self.store.snapshot():  # the chunks read last are the ones ranked first
+            ranked = rank_keyword(self.store, parsed, k, where, per_document=per_document)
+            # whole chunks are read only for the hits returned
+            chunks = self._chunks([row.chunk_id for _, row in ranked])
+        words = query_words(parsed)
+        return [
+            make_hit(
+                chunks[row.chunk_id],
+                score,
+                {"bm25": row.bm25, "prior": prior_factor(row.human_relevance_score)},
+                words,
+            )
+            for score, row in ranked
+            if row.chunk_id in chunks
+        ]
+
+    def _vector(
+        self,
+        parsed: KeywordQuery,
+        vector: npt.NDArray[np.float32],
+        k: int,
+        allowed: list[int] | None,
+        ef_search: int | None,
+        per_document: bool,
+    ) -> list[Hit]:
+        chunks: dict[int, StoredChunk] = {}
+
+        def rank(pool: int) -> tuple[list[tuple[int, float, int]], bool]:
+            ef = None if ef_search is None else max(ef_search, pool)
+            nearest = self.index.nearest(vector, pool, allowed, ef)
+            chunks.update(self._chunks([i for i, _ in nearest if i not in chunks]))
+            kept = first_k(
+                ((i, score, chunks[i].document_id) for i, score in nearest if i in chunks),
+                k,
+                itemgetter(2) if per_document else None,
+            )
+            return kept, len(nearest) == pool
+
+        kept = widen(rank, k, 2 * k if per_document else k)
+        words = query_words(parsed)
+        return [make_hit(chunks[i], score, {"vector": score}, words) for i, score, _ in kept]
+
+    def _hybrid(
+        self,
+        parsed: KeywordQuery,
+        vector: npt.NDArray[np.float32],
+        k: int,
+        where: Where | None,
+        allowed: list[int] | None,
+        ef_search: int | None,
+        per_document: bool,
+    ) -> list[Hit]:
+        chunks: dict[int, StoredChunk] = {}
+
+        def rank(pool: int) -> tuple[list[tuple[float, int, Parts, int]], bool]:
+            keyword_rows = self.store.documents.keyword_search(parsed, pool, where)
+            ef = None if ef_search is None else max(ef_search, pool)
+            nearest = self.index.nearest(vector, pool, allowed, ef)
+            fused = reciprocal_rank_fusion(
+                [("bm25", [(row.chunk_id, row.bm25) for row in keyword_rows]), ("vector", nearest)]
+            )
+            priors = {row.chunk_id: row.human_relevance_score for row in keyword_rows}
+            documents = {row.chunk_id: row.document_id for row in keyword_rows}
+            # vector-only candidates: their chunk tells their document's prior
+            chunks.update(self._chunks([i for i in fused if i not in priors and i not in chunks]))
+            for chunk_id in fused:
+                if chunk_id not in priors and chunk_id in chunks:
+                    priors[chunk_id] = chunks[chunk_id].human_relevance_score
+                    documents[chunk_id] = chunks[chunk_id].document_id
+            scored = []
+            for chunk_id, parts in fused.items():
+                if chunk_id not in priors:
+                    continue  # deleted between the two retrievals
+                parts["prior"] = prior_factor(priors[chunk_id])
+                scored.append((parts["rrf"] * parts["prior"], chunk_id, parts, documents[chunk_id]))
+            scored.sort(key=lambda item: (-item[0], item[1]))
+            kept = first_k(scored, k, itemgetter(3) if per_document else None)
+            return kept, len(keyword_rows) == pool or len(nearest) == pool
+
+        with self.store.snapshot():  # chunks are read from the state the ranks came from
+            scored = widen(rank, k, first_pool(k))
+            chunks.update(self._chunks([i for _, i, _, _ in scored if i not in chunks]))
+        words = query_words(parsed)
+        return [
+            make_hit(chunks[i], score, parts, words) for score, i, parts, _ in scored if i in chunks
+        ]
+
+    def _chunks(self, chunk_ids: list[int]) -> dict[int, StoredChunk]:
+        return {c.chunk_id: c for c in self.store.documents.get_chunks(chunk_ids)}
+
+    # -- memories --------------------------------------------------------------------------
+
+    def recall(
+        self, query: str, k: int, where: MemoryFilter
+    ) -> builtins.list[tuple[MemoryRecord, float, Parts]]:
+        """Return the ``k`` memories best matching ``query`` with their score and its parts.
+
+        With an embedder: reciprocal rank fusion of BM25 and cosine similarity (memories not
+        embedded yet are embedded first); without one: BM25 alone. Ties go to the newer memory.
+        """
+        check_k(k)
+        pool = first_pool(k)
+        parsed = parse_query(query)
+        keyword_rows = self.store.memories.keyword_search(parsed, pool, where)
+        records = {row.memory.id: row.memory for row in keyword_rows}
+        embedder = self.embedder
+        ranked: list[tuple[float, str, Parts]]
+        if embedder is None:
+            ranked = [(row.bm25, row.memory.id, {"bm25": row.bm25}) for row in keyword_rows]
+        else:
+            embed_missing_memories(self.store, embedder)
+            allowed = self.store.memories.keys_matching(where)
+            nearest = self._memory_index.nearest(embedder.embed_query(query), pool, allowed)
+            by_key = self.store.memories.by_keys([key for key, _ in nearest])
+            records.update((memory.id, memory) for memory in by_key.values())
+            fused = reciprocal_rank_fusion(
+                [
+                    ("bm25", [(row.memory.id, row.bm25) for row in keyword_rows]),
+                    ("vector", [(by_key[key].id, s) for key, s in nearest if key in by_key]),
+                ]
+            )
+            ranked = [(parts["rrf"], memory_id, parts) for memory_id, parts in fused.items()]
+        ranked.sort(key=lambda item: (-item[0], -records[item[1]].created_unix, item[1]))
+        return [(records[memory_id], score, parts) for score, memory_id, parts in ranked[:k]]
+
+    # -- life ------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Catch the vector index up with what other processes wrote."""
+        self.index.refresh()
+
+    def close(self) -> None:
+        """Save and let go of the indexes, close a model vrom made, and close the store."""
+        try:
+            self.index.close()
+            self._memory_index.close()
+        finally:
+            self._binding.close()
+            self.store.close()

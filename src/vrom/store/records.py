@@ -1,0 +1,261 @@
+"""The records a store writes and reads back: plain frozen dataclasses, no behaviour.
+
+Every backend speaks in these; nothing here knows SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    """A note as it is written to the store (``path_key``/``name_key`` resolve links to it)."""
+
+    path: str
+    path_key: str
+    name_key: str
+    title: str
+    frontmatter: Mapping[str, Any]
+    content_hash: str
+    mtime: float
+    size: int
+    human_relevance_score: float
+    chunk_strategy: str
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """A chunk as it is written to the store; ``text == note_text[char_start:char_end]``."""
+
+    position: int
+    heading_path: str
+    text: str
+    char_start: int
+    char_end: int
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class LinkRecord:
+    """A link as written in a note, with the key used to resolve its target."""
+
+    kind: str
+    target: str
+    target_key: str
+    heading: str | None
+    alias: str | None
+    position: int
+
+
+@dataclass(frozen=True)
+class DocumentState:
+    """What incremental indexing needs to know about a stored note.
+
+    ``chunk_strategy`` identifies how the note was chunked, so a note is re-chunked when the
+    strategy changes even if an earlier run that changed it was interrupted.
+    """
+
+    document_id: int
+    content_hash: str
+    mtime: float
+    size: int
+    chunk_strategy: str
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A note row read back from the store."""
+
+    document_id: int
+    path: str
+    path_key: str
+    name_key: str
+    title: str
+    frontmatter: Mapping[str, Any]
+    content_hash: str
+    mtime: float
+    size: int
+    human_relevance_score: float
+    chunk_count: int
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk row read back from the store, with the fields of its note that hits cite.
+
+    ``metadata`` is the note's frontmatter (a collection document's metadata).
+    """
+
+    chunk_id: int
+    document_id: int
+    position: int
+    heading_path: str
+    text: str
+    char_start: int
+    char_end: int
+    prev_id: int | None
+    next_id: int | None
+    content_hash: str
+    path: str
+    title: str
+    mtime: float
+    human_relevance_score: float
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KeywordQuery:
+    """A parsed keyword query: any of ``terms``/``phrases`` may match; ``excluded`` must not.
+
+    A term ending in ``*`` is a prefix. The store turns this into its own query dialect, so no
+    user text ever reaches the database's query parser unescaped.
+    """
+
+    terms: tuple[str, ...] = ()
+    phrases: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        """True when there is nothing positive to match."""
+        return not (self.terms or self.phrases)
+
+
+Scalar = str | int | float | bool
+
+CONDITION_OPS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A test of one metadata field.
+
+    ``eq``: the field equals ``value`` or is a list holding it; ``in``: the same for any of the
+    values (``value`` is a tuple); ``ne``/``nin``: the negations (a missing field passes);
+    ``gt``/``gte``/``lt``/``lte``: the field is a number and compares so with ``value``.
+    """
+
+    field: str
+    op: str
+    value: Scalar | tuple[Scalar, ...]
+
+
+@dataclass(frozen=True)
+class Where:
+    """A metadata filter: a path prefix, required tags (nested tags match), field conditions.
+
+    All parts must hold.
+    """
+
+    path_prefix: str | None = None
+    tags: tuple[str, ...] = ()
+    conditions: tuple[Condition, ...] = ()
+
+
+@dataclass(frozen=True)
+class KeywordRow:
+    """A keyword match: the chunk's id, its note's id and prior, and its BM25 (higher is better).
+
+    Rows are light on purpose: a search ranks many candidates and reads whole chunks
+    (`DocumentStore.get_chunks`) only for the few it returns.
+    """
+
+    chunk_id: int
+    document_id: int
+    human_relevance_score: float
+    bm25: float
+
+
+@dataclass(frozen=True)
+class VectorChanges:
+    """The keys (chunk ids, memory keys) whose vector was added, replaced or removed after some
+    change number.
+
+    ``latest`` is the change number the list is complete up to; pass it as ``after`` next time.
+    """
+
+    latest: int
+    keys: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """Where a derived file (an ANN graph) is cached beside a store, and the permission bits
+    it should get (the store's own, so a shared store shares its caches)."""
+
+    path: Path
+    mode: int
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    """Row counts of a store."""
+
+    documents: int
+    chunks: int
+    links: int
+    vectors: int
+    tags: int
+    bytes: int
+
+
+MEMORY_STATUSES = ("active", "archived", "superseded")
+VECTOR_ENCODING_META_KEY = "vector_encoding"
+"""The metadata key recording how chunk vectors are encoded (``float32`` when absent)."""
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """An agent memory as written to and read back from the store.
+
+    ``tags`` and ``related`` (note paths) are kept in order; ``superseded_by`` is set exactly
+    when ``status`` is ``superseded``.
+    """
+
+    id: str
+    created_unix: float
+    updated_unix: float
+    project: str | None
+    type: str
+    title: str
+    content: str
+    tags: tuple[str, ...] = ()
+    related: tuple[str, ...] = ()
+    source: str | None = None
+    status: str = "active"
+    superseded_by: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Which memories a read sees: every given part must hold (None: any)."""
+
+    project: str | None = None
+    type: str | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryKeywordRow:
+    """A keyword match among memories: the memory and its BM25 score (higher is better)."""
+
+    memory: MemoryRecord
+    bm25: float
+
+
+@dataclass(frozen=True)
+class MemoryCounts:
+    """How many memories a store holds: in all, by status, type and project, and with a vector.
+
+    Memories without a project are not in ``by_project``.
+    """
+
+    total: int
+    by_status: Mapping[str, int]
+    by_type: Mapping[str, int]
+    by_project: Mapping[str, int]
+    embedded: int

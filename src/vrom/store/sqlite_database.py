@@ -1,0 +1,332 @@
+"""One SQLite database file and its connection: opening, creating, migrating, transactions.
+
+`Database` is what every role of `SQLiteStore` works through: a connection opened in WAL mode
+with a busy timeout (readers and one writer at once; a second writer waits), the store's
+``meta`` table, numbered schema migrations, and re-entrant transactions. A new file is built
+under a temporary name and appears at its path only once its schema is committed, so no process
+ever sees a half-made store.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from vrom.errors import NotFoundError, StorageError
+from vrom.store.schema import MIGRATIONS, READABLE_SCHEMAS, SCHEMA_VERSION
+from vrom.store.sqlite_connect import _checked_key, _driver, _statements
+
+BUSY_TIMEOUT_SECONDS = 60.0
+STALE_CREATION_SECONDS = 3600.0
+
+
+class Database:
+    """A connection to one store file (or an in-memory store); see the module docstring."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        create: bool = True,
+        key: str | None = None,
+        read_only: bool = False,
+    ) -> None:
+        """Open the store at ``path``; a missing file is created unless ``create`` is False.
+
+        A new store is built under a temporary name and appears at ``path`` only once its schema
+        is committed, so no process ever sees a half-made store. An existing file must hold a
+        vrom schema: another program's database is refused before anything is written to it.
+        ``path=None`` keeps the store in memory (gone when closed). With ``key`` the file is
+        encrypted with SQLCipher (the ``encrypted`` extra): every page, the WAL included, is
+        unreadable without the key, and a wrong key is a `StorageError`. ``read_only`` opens an
+        existing file as immutable (a verified pack: nothing, not even a WAL switch, is written;
+        its schema must be this vrom's).
+        """
+        self._path = None if path is None else Path(path)
+        self._depth = 0
+        self._closed = False
+        self._key = _checked_key(key)
+        self.driver = _driver(self._key is not None)
+        if self._path is None:
+            self._connect(None, require_schema=False)
+            return
+        if read_only:
+            self._connect_read_only(self._path)
+            return
+        if not self._path.exists():
+            if not create:
+                raise NotFoundError(
+                    f"no store at {self._path}: index the vault first ('vrom index')"
+                )
+            self._create_file(self._path)
+        self._connect(self._path, require_schema=True)
+
+    def _connect(self, path: Path | None, *, require_schema: bool) -> None:
+        try:
+            self.conn: sqlite3.Connection = self.driver.connect(
+                ":memory:" if path is None else str(path),
+                timeout=BUSY_TIMEOUT_SECONDS,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except self.driver.Error as exc:
+            raise StorageError(f"cannot open store {self.location}: {exc}") from exc
+        try:
+            if self._key is not None:
+                # PRAGMA takes no bound parameters: the key is quoted as an SQL string literal
+                self.conn.execute("PRAGMA key = '" + self._key.replace("'", "''") + "'")
+            self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+            if require_schema and self.stored_version() == 0:
+                raise StorageError(f"{self.location} is not a vrom store (it has no vrom schema)")
+            self._configure()
+            self._migrate()
+        except self.driver.Error as exc:
+            self.conn.close()
+            raise self.error("opening", exc) from exc
+        except StorageError:
+            self.conn.close()
+            raise
+
+    def _connect_read_only(self, path: Path) -> None:
+        if not path.is_file():
+            raise NotFoundError(f"no store at {path}")
+        uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
+        try:
+            self.conn = self.driver.connect(
+                uri, uri=True, isolation_level=None, check_same_thread=False
+            )
+            version = self.stored_version()
+        except self.driver.Error as exc:
+            raise self.error("opening", exc) from exc
+        if version not in READABLE_SCHEMAS:
+            self.conn.close()
+            raise StorageError(
+                f"{path} has store schema {version} but this vrom reads schemas "
+                f"{READABLE_SCHEMAS[0]}-{READABLE_SCHEMAS[-1]} read-only: rebuild it with this "
+                "vrom (or upgrade vrom)"
+            )
+
+    def _create_file(self, path: Path) -> None:
+        folder, name = path.parent, path.name
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for stale in folder.glob(f"{name}.creating-*"):  # left by a process killed meanwhile
+                try:
+                    if time.time() - stale.stat().st_mtime > STALE_CREATION_SECONDS:
+                        stale.unlink()
+                except FileNotFoundError:
+                    continue  # another process cleaned it up first
+        except OSError as exc:
+            raise StorageError(f"cannot create store {path}: {exc}") from exc
+        temporary = folder / f"{name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            self._connect(temporary, require_schema=False)
+            self.conn.close()  # the last connection folds the WAL into the file
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                pass  # another process published its store first: use that one
+            except OSError:  # a filesystem without hard links
+                if not path.exists():
+                    os.replace(temporary, path)
+        except OSError as exc:
+            raise StorageError(f"cannot create store {path}: {exc}") from exc
+        finally:
+            for leftover in (temporary, Path(f"{temporary}-wal"), Path(f"{temporary}-shm")):
+                leftover.unlink(missing_ok=True)
+
+    # -- connection ------------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The database file's path (``:memory:`` for a store in memory)."""
+        return ":memory:" if self._path is None else str(self._path)
+
+    @property
+    def path(self) -> Path | None:
+        """The database file, or None for a store in memory."""
+        return self._path
+
+    @property
+    def encrypted(self) -> bool:
+        """True when the database file is encrypted (opened with a key)."""
+        return self._key is not None
+
+    def error(self, action: str, exc: Exception) -> StorageError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StorageError(
+                f"store {self.location} is busy while {action} (another process holds it "
+                "for writing): try again"
+            )
+        if isinstance(exc, self.driver.DatabaseError) and "not a database" in text:
+            if self._key is not None:
+                return StorageError(
+                    f"cannot open store {self.location}: the key is wrong, or the file is not "
+                    "an encrypted vrom store"
+                )
+            return StorageError(
+                f"{self.location} is not a vrom store (not a SQLite database; if it is an "
+                "encrypted store, give its key)"
+            )
+        return StorageError(f"store {self.location} failed while {action}: {text}")
+
+    def _configure(self) -> None:
+        if (
+            self._path is not None
+            and self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
+        ):
+            self._enable_wal()
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        self.conn.execute("PRAGMA foreign_keys = ON")
+
+    def _enable_wal(self) -> None:
+        """Switch to WAL, waiting out another process's lock (the pragma does not wait by itself).
+
+        A filesystem without WAL support keeps the rollback journal: slower, still correct.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        while True:
+            try:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except self.driver.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stored_version(self) -> int:
+        has_meta = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        if not has_meta:
+            return 0
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        version = self.stored_version()
+        if version > SCHEMA_VERSION:
+            raise StorageError(
+                f"store {self.location} has schema version {version}, newer than this vrom "
+                f"understands ({SCHEMA_VERSION}): upgrade vrom"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        with self.transaction():
+            version = self.stored_version()  # another process may have migrated meanwhile
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _statements(MIGRATIONS[number - 1]):
+                    self.conn.execute(statement)
+                self.put_meta("schema_version", str(number))
+            if self.meta_value("created_unix") is None:
+                self.put_meta("created_unix", repr(time.time()))
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Run the block's writes as one transaction (re-entrant: inner blocks join the outer)."""
+        self.check_open()
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except self.driver.Error as exc:
+            raise self.error("starting a write", exc) from exc
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
+            self._depth = 0
+            self.conn.rollback()
+            raise
+        self._depth = 0
+        try:
+            self.conn.commit()
+        except self.driver.Error as exc:
+            self.conn.rollback()
+            raise self.error("committing", exc) from exc
+
+    @contextmanager
+    def guard(self, action: str) -> Iterator[None]:
+        """Convert sqlite3 errors raised inside the block into `StorageError`."""
+        self.check_open()
+        try:
+            yield
+        except self.driver.Error as exc:
+            raise self.error(action, exc) from exc
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside the block see one state of the store: a search that reads twice (rank
+        first, whole chunks after) never finds a chunk gone that another process rewrote."""
+        with self.guard("reading"), self.read_snapshot():
+            yield
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """Run the block's reads against one snapshot of the database (a read transaction)."""
+        if self._depth or self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.conn.execute("COMMIT")
+
+    def check_open(self) -> None:
+        """Raise `StorageError` if the store was closed."""
+        if self._closed:
+            raise StorageError(f"store {self.location} is closed")
+
+    def close(self) -> None:
+        """Close the connection; later calls raise `StorageError`."""
+        if not self._closed:
+            self._closed = True
+            self.conn.close()
+
+    # -- meta ------------------------------------------------------------------------------
+
+    def meta_value(self, key: str) -> str | None:
+        """Return a ``meta`` value, without a guard (inside another guarded block)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put_meta(self, key: str, value: str) -> None:
+        """Set a ``meta`` value, inside the caller's transaction."""
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?)"
+            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def get_meta(self, key: str) -> str | None:
+        """Return a value of the ``meta`` table, or None."""
+        with self.guard("reading meta"):
+            return self.meta_value(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a value of the ``meta`` table."""
+        with self.guard("writing meta"), self.transaction():
+            self.put_meta(key, value)
+
+    def select_in(self, sql: str, ids: Sequence[Any]) -> Iterator[Sequence[Any]]:
+        """Yield the rows of ``sql`` whose ``{marks}`` takes the ids, a few hundred at a time."""
+        for start in range(0, len(ids), 500):  # SQLite caps the parameters of one statement
+            batch = list(ids[start : start + 500])
+            yield from self.conn.execute(sql.format(marks=", ".join("?" * len(batch))), batch)
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Return the first column of the first row of ``sql``."""
+        return self.conn.execute(sql, params).fetchone()[0]
