@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from vrom import NotFoundError, ValidationError
-from vrom.cli_setup import add_setup_commands
+from vrom.cli.setup import add_setup_commands
 from vrom.install import (
     CLIENTS,
     default_config_path,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from vrom.cli_shared import print_json
+from vrom.cli.output import print_json
 from vrom.embed import Embedder
 from vrom.errors import ValidationError
 
