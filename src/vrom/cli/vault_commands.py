@@ -1,8 +1,8 @@
 """The vault commands: ``index``, the searches, ``get-note``, ``related``, ``context``, ``embed``,
 ``stats`` and ``backend-info``.
 
-Each parses its arguments, calls `vrom.Vault`, and prints the result as text (`vrom.cli.vault_format`)
-or, with ``--json``, as the Python API's shapes.
+Each parses its arguments, calls `vrom.Vault`, and prints the result as text
+(`vrom.cli.vault_format`) or, with ``--json``, as the Python API's shapes.
 """
 
 from __future__ import annotations
