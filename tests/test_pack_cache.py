@@ -164,7 +164,7 @@ def test_stale_copy_is_used_with_a_warning_when_the_server_fails(
     assert len(cache.list()) == 2
     served.fail_status = 500
     with (
-        caplog.at_level(logging.WARNING, "vrom.packs.cache"),
+        caplog.at_level(logging.WARNING, "vrom.packs.registry"),
         pytest.warns(RuntimeWarning, match="HTTP 500.*using the copy fetched"),
     ):
         assert [e.id for e in cache.list()] == ["alpha", "beta"]
