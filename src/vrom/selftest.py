@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vrom import __version__
-from vrom.embed import EMBEDDER_ENV, Embedder
+from vrom.embed import Embedder
 from vrom.errors import VromError
 from vrom.ingest.embedding import stored_fingerprint
 from vrom.install.client_configs import (
@@ -31,6 +31,7 @@ from vrom.install.client_configs import (
     parse_config,
 )
 from vrom.install.server_entry import entry_command, resolve_vault
+from vrom.settings import EMBEDDER_ENV
 from vrom.vault import AUTO, Vault
 
 OK, FAIL, WARN, SKIP = "ok", "fail", "warn", "skip"

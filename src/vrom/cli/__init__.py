@@ -25,9 +25,8 @@ from vrom.cli.packs import add_pack_commands
 from vrom.cli.setup import add_setup_commands
 from vrom.cli.vault_commands import add_vault_commands
 from vrom.cli.vault_options import open_vault
-from vrom.embed import EMBEDDER_ENV
 from vrom.errors import VromError
-from vrom.state import STATE_DIR_ENV
+from vrom.settings import EMBEDDER_ENV, STATE_DIR_ENV
 from vrom.vault import AUTO
 
 __all__ = ["build_parser", "main"]

@@ -30,6 +30,7 @@ from vrom.errors import ValidationError
 from vrom.index import ENCODINGS
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
 from vrom.search.vector import MODES
+from vrom.settings import REGISTRY_URL_ENV
 from vrom.vault import Vault
 
 WARNINGS_SHOWN = 10
@@ -258,7 +259,7 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
             sub.add_argument(
                 "--registry",
                 default=None,
-                help="with --pack: the registry URL or path (default: $VROM_REGISTRY_URL)",
+                help=f"with --pack: the registry URL or path (default: ${REGISTRY_URL_ENV})",
             )
         sub.add_argument(
             "query", metavar="QUERY", help='words, "exact phrases", -excluded, prefix*'

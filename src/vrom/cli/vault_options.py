@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from vrom.vault import VAULT_ENV, Vault
+from vrom.settings import VAULT_ENV
+from vrom.vault import Vault
 
 
 def add_vault_options(sub: argparse.ArgumentParser) -> None:

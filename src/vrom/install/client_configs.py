@@ -9,18 +9,19 @@
   Windows; ``opencode.jsonc`` when only that exists) → ``mcp`` (or ``mcp.servers`` when the file
   already uses that shape).
 
-The rules read the environment passed in (``env``), by default the process's.
+The rules read the environment passed in (``env``); by default, vrom's
+(`vrom.settings.environment`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vrom import settings
 from vrom.errors import ValidationError, VromError
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor", "opencode")
@@ -43,14 +44,14 @@ def _xdg_config(env: Mapping[str, str]) -> Path:
 
 def opencode_dir(env: Mapping[str, str] | None = None) -> Path:
     """Return opencode's global config folder (XDG, on every platform)."""
-    return _xdg_config(os.environ if env is None else env) / "opencode"
+    return _xdg_config(settings.environment() if env is None else env) / "opencode"
 
 
 def default_config_path(
     client: str, *, platform: str | None = None, env: Mapping[str, str] | None = None
 ) -> Path:
     """Return the config file ``client`` reads its MCP servers from on this machine."""
-    env = os.environ if env is None else env
+    env = settings.environment() if env is None else env
     platform = sys.platform if platform is None else platform
     if client == "claude-desktop":
         if platform == "darwin":

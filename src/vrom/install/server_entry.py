@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vrom import state
-from vrom.embed import EMBEDDER_ENV
+from vrom import settings, state
 from vrom.errors import NotFoundError, ValidationError
 from vrom.install.client_configs import CLIENTS
 from vrom.vault import AUTO, Vault
@@ -69,10 +68,10 @@ def server_launch(
         command, args = os.path.abspath(sys.executable), ["-m", "vrom", *served]
     else:
         command, args = str(_vrom_script()), served
-    env = {state.STATE_DIR_ENV: str(state.state_dir(state_dir))}
-    spec = embedder if embedder not in (None, AUTO) else os.environ.get(EMBEDDER_ENV)
+    env = {settings.STATE_DIR_ENV: str(state.state_dir(state_dir))}
+    spec = embedder if embedder not in (None, AUTO) else settings.get(settings.EMBEDDER_ENV)
     if spec:
-        env[EMBEDDER_ENV] = spec
+        env[settings.EMBEDDER_ENV] = spec
     return ServerLaunch(command, args, env)
 
 

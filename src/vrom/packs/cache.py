@@ -70,8 +70,6 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = [
-    "CACHE_DIR_ENV",
-    "REGISTRY_URL_ENV",
     "CachedPack",
     "PullProgress",
     "StorageEstimate",
@@ -81,8 +79,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-REGISTRY_URL_ENV = "VROM_REGISTRY_URL"
-CACHE_DIR_ENV = "VROM_CACHE_DIR"
 DEFAULT_TTL = 3600.0
 # A manifest's file role → the registry entry's key for its URL, which is also the pull phase.
 _ROLE_PHASE = {"index": "index", "store": "chunks"}
@@ -102,22 +98,25 @@ class VromCache:
     ) -> None:
         """Point at a registry and a cache folder; nothing is read or fetched yet.
 
-        ``registry_url`` (else ``$VROM_REGISTRY_URL``) is an ``https://``/``http://`` URL of a
-        ``registry.json`` (a URL ending in ``/`` gets ``registry.json`` appended), a ``file://``
-        URL, or a path to a ``registry.json`` or to a folder holding one. Without one, cached packs
-        still load; fetching the registry raises `PackError`. ``cache_dir`` defaults to
-        ``$VROM_CACHE_DIR``, else platformdirs' user cache dir. An HTTP registry's copy is reused
-        for ``ttl_seconds``; a local registry is read on every call. ``http_client`` is used as
-        given (and not closed); otherwise a client with ``timeout`` is opened per operation.
+        ``registry_url`` is an ``https://``/``http://`` URL of a ``registry.json`` (a URL ending
+        in ``/`` gets ``registry.json`` appended), a ``file://`` URL, or a path to a
+        ``registry.json`` or to a folder holding one. Without one, cached packs still load;
+        fetching the registry raises `PackError`. ``cache_dir`` defaults to platformdirs' user
+        cache dir. An HTTP registry's copy is reused for ``ttl_seconds``; a local registry is read
+        on every call. ``http_client`` is used as given (and not closed); otherwise a client with
+        ``timeout`` is opened per operation.
+
+        The environment is not read here: the faces (`vrom.AgentMemory`, ``vrom pack``) pass
+        ``$VROM_REGISTRY_URL`` and ``$VROM_CACHE_DIR`` (`vrom.settings`) when given neither.
         """
         if ttl_seconds < 0 or timeout <= 0:
             raise ValidationError("ttl_seconds must be ≥ 0 and timeout > 0")
-        source = registry_url if registry_url is not None else os.environ.get(REGISTRY_URL_ENV)
-        self.registry_url: str | None = registry_location(os.fspath(source)) if source else None
-        folder = cache_dir if cache_dir else os.environ.get(CACHE_DIR_ENV)
+        self.registry_url: str | None = (
+            registry_location(os.fspath(registry_url)) if registry_url else None
+        )
         self.cache_dir = (
-            Path(folder).expanduser().absolute()
-            if folder
+            Path(cache_dir).expanduser().absolute()
+            if cache_dir
             else Path(platformdirs.user_cache_dir("vrom", appauthor=False))
         )
         self.ttl_seconds = float(ttl_seconds)
