@@ -46,7 +46,7 @@ from typing import Any
 
 from vrom import Vault, __version__
 from vrom.embed import Embedder, Fingerprint
-from vrom.evaluation import RECALL_DEPTH, mrr_at_k, ndcg_at_k, percentile, recall_at_k
+from vrom.evaluation.metrics import RECALL_DEPTH, mrr_at_k, ndcg_at_k, percentile, recall_at_k
 from vrom.ingest.embedding import EMBED_BATCH, embedding_text
 
 Qrels = dict[str, dict[str, int]]

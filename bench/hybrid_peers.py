@@ -34,7 +34,7 @@ The stores, each in a temporary folder, with their defaults otherwise:
 Every search asks for 100 documents (the recall@100 depth); each query then runs again at k=10
 for a second latency (``p50 k=10``), the depth agents usually ask for. vrom fuses up to 400 candidates per
 retriever at that depth, LanceDB fuses ``limit`` (100) per retriever. nDCG@10 and recall@100 come
-from `vrom.evaluation.score_ranking`; latency is the wall time of one query (its vector looked up,
+from `vrom.evaluation.metrics.score_ranking`; latency is the wall time of one query (its vector looked up,
 not computed), p50 and p95, after one untimed query per store and mode. Build time is opening an
 empty store, adding every document and building the indexes; disk is the store's folder after it
 is closed.
@@ -80,16 +80,9 @@ from beir_datasets import add_dataset_arguments, chosen_datasets
 from vrom import Collection, __version__
 from vrom.documents import MAX_TEXT_CHARS, Document
 from vrom.embed import Embedder, Fingerprint
-from vrom.evaluation import (
-    ADD_BATCH,
-    RECALL_DEPTH,
-    BeirDataset,
-    Qrels,
-    corpus_documents,
-    load_beir,
-    percentile,
-    score_ranking,
-)
+from vrom.evaluation.beir import BeirDataset, Qrels, corpus_documents, load_beir
+from vrom.evaluation.metrics import RECALL_DEPTH, percentile, score_ranking
+from vrom.evaluation.runs import ADD_BATCH
 from vrom.index.codec import decode
 from vrom.store.sqlite import SQLiteStore
 

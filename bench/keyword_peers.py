@@ -6,9 +6,9 @@ Default datasets: scifact (split train) and nfcorpus (split dev) under ``shared/
 to the repository. One ``--split`` applies to every dataset, or give one per dataset.
 
 Both sides see the same corpus and queries in the same run. vrom: a `Collection` without an
-embedder in a temporary folder, filled by `vrom.evaluation.add_corpus` (one document per entry,
-``title\\n\\ntext``, chunked as usual, one hit per document), queried by
-`vrom.evaluation.search_queries` (keyword mode, 100 documents per query). bm25s: the same
+embedder in a temporary folder, filled by `vrom.evaluation.runs.add_corpus` (one document per
+entry, ``title\\n\\ntext``, chunked as usual, one hit per document), queried by
+`vrom.evaluation.runs.search_queries` (keyword mode, 100 documents per query). bm25s: the same
 document texts, bm25s's English stopwords and PyStemmer's English stemmer (when PyStemmer is
 installed; the JSON says which), BM25 with bm25s's defaults (method ``lucene``, k1 1.5, b 0.75),
 100 documents per query (documents scoring 0 matched no query term and are dropped, as vrom
@@ -17,7 +17,7 @@ counts tokenizing it and retrieving. Queries/s is measured twice for bm25s: one 
 (as vrom is asked) and all queries in one batched ``retrieve`` (single process, ``n_threads=0``).
 Each side runs one untimed query first.
 
-nDCG@10 and recall@100 come from `vrom.evaluation.score_ranking` on both runs. Ratios are
+nDCG@10 and recall@100 come from `vrom.evaluation.metrics.score_ranking` on both runs. Ratios are
 vrom / bm25s: above 1 means vrom scores higher, takes longer to build, or answers more queries/s.
 Without bm25s the script says so and reports vrom's numbers only (exit 0).
 
@@ -43,17 +43,9 @@ from beir_datasets import add_dataset_arguments, chosen_datasets
 
 from vrom import Collection, __version__
 from vrom.documents import MAX_TEXT_CHARS
-from vrom.evaluation import (
-    RECALL_DEPTH,
-    BeirDataset,
-    Qrels,
-    add_corpus,
-    corpus_documents,
-    load_beir,
-    percentile,
-    score_ranking,
-    search_queries,
-)
+from vrom.evaluation.beir import BeirDataset, Qrels, corpus_documents, load_beir
+from vrom.evaluation.metrics import RECALL_DEPTH, percentile, score_ranking
+from vrom.evaluation.runs import add_corpus, search_queries
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "keyword_peers.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vrom import ValidationError
-from vrom.cli import _parse_where
+from vrom.cli.vault_commands import _parse_where
 
 
 def test_where_values_are_read_as_json_scalars_or_strings() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from vrom import Embedder, Vault
-from vrom.cli_memory import add_memory_command, memories_for
+from vrom.cli.memory import add_memory_command, memories_for
 from vrom.errors import NotFoundError, ValidationError
 
 Run = Callable[..., tuple[int, str]]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vrom import Collection, Embedder, StorageError, ValidationError
-from vrom.collection import KEY_ENV
+from vrom.settings import STORAGE_KEY_ENV
 
 pytest.importorskip("sqlcipher3")
 
@@ -63,10 +63,10 @@ def test_a_wrong_or_missing_key_is_a_clear_storage_error(tmp_path: Path) -> None
 def test_the_key_can_come_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
+    monkeypatch.setenv(STORAGE_KEY_ENV, KEY)
     _write(tmp_path, key=None)
     assert SECRET_TEXT.encode() not in _disk_bytes(tmp_path)
-    monkeypatch.delenv(KEY_ENV)
+    monkeypatch.delenv(STORAGE_KEY_ENV)
     with Collection.open("secrets", embedder=Embedder.fake(), storage=tmp_path, key=KEY) as docs:
         assert docs.count() == 51
     with pytest.raises(StorageError):

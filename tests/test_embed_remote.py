@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import numpy as np
@@ -157,8 +157,12 @@ def make(server: FakeServer) -> Iterator[Callable[..., tuple[OpenAIEmbedder, Sle
 
     def build(**options: Any) -> tuple[OpenAIEmbedder, Sleeps]:
         sleeps = Sleeps()
-        options.setdefault("base_url", server.base_url)
-        embedder = OpenAIEmbedder(options.pop("model", "test-embed"), sleep=sleeps, **options)
+        model, base_url = (
+            options.pop("model", "test-embed"),
+            options.pop("base_url", server.base_url),
+        )
+        # as user code makes one: Embedder.openai looks the API key up in the environment
+        embedder = cast(OpenAIEmbedder, Embedder.openai(model, base_url, sleep=sleeps, **options))
         made.append(embedder)
         return embedder, sleeps
 
@@ -272,6 +276,31 @@ def test_api_key_argument_and_custom_env(
         "Bearer explicit",
         "Bearer from-nvidia-env",
     ]
+
+
+def test_the_openai_spec_takes_the_key_from_the_environment(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    embedder = Embedder.from_spec(f"openai:test-embed@{server.base_url}")
+    assert embedder is not None
+    try:
+        embedder.embed_query("q")
+    finally:
+        embedder.close()
+    assert server.requests[-1].headers["Authorization"] == f"Bearer {SECRET}"
+
+
+def test_the_embedder_itself_reads_no_environment(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    embedder = OpenAIEmbedder("test-embed", server.base_url)
+    try:
+        embedder.embed_query("q")
+    finally:
+        embedder.close()
+    assert "Authorization" not in server.requests[-1].headers
 
 
 def test_no_key_no_authorization_header(make: Any, server: FakeServer) -> None:

@@ -25,19 +25,10 @@ import pytest
 
 from vrom import Collection, NotFoundError, ValidationError
 from vrom.embed import Embedder, Fingerprint
-from vrom.evaluation import (
-    MODES,
-    EvalResult,
-    Evaluation,
-    IndexTimings,
-    Qrels,
-    available_splits,
-    corpus_documents,
-    evaluate,
-    load_beir,
-    score_ranking,
-    search_queries,
-)
+from vrom.evaluation import MODES, EvalResult, Evaluation, evaluate
+from vrom.evaluation.beir import Qrels, available_splits, corpus_documents, load_beir
+from vrom.evaluation.metrics import score_ranking
+from vrom.evaluation.runs import IndexTimings, search_queries
 
 BEIR_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir"
 TOLERANCE = 1e-6

@@ -15,15 +15,11 @@ from typing import Any
 import pytest
 
 from vrom import NotFoundError, ValidationError
-from vrom.cli_setup import add_setup_commands
-from vrom.install import (
-    CLIENTS,
-    default_config_path,
-    entry_command,
-    find_entry,
-    install,
-    opencode_instruction_paths,
-)
+from vrom.cli.setup import add_setup_commands
+from vrom.install import CLIENTS, install
+from vrom.install.client_configs import default_config_path, find_entry
+from vrom.install.opencode_instructions import opencode_instruction_paths
+from vrom.install.server_entry import entry_command
 from vrom.vault import AUTO
 
 WriteVault = Callable[[dict[str, str | bytes]], Path]

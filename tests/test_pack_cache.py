@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from pack_server import PackServer, pack_server_fixture  # noqa: F401 (the pack_server fixture)
 
+from vrom import AgentMemory
 from vrom.errors import PackError
 from vrom.packs.cache import (
     PROGRESS_STEP,
@@ -164,7 +165,7 @@ def test_stale_copy_is_used_with_a_warning_when_the_server_fails(
     assert len(cache.list()) == 2
     served.fail_status = 500
     with (
-        caplog.at_level(logging.WARNING, "vrom.packs.cache"),
+        caplog.at_level(logging.WARNING, "vrom.packs.registry"),
         pytest.warns(RuntimeWarning, match="HTTP 500.*using the copy fetched"),
     ):
         assert [e.id for e in cache.list()] == ["alpha", "beta"]
@@ -216,15 +217,27 @@ def test_without_a_registry_cached_packs_still_load(served: PackServer, tmp_path
         offline.list()
 
 
-def test_environment_variables_choose_registry_and_cache(
+def test_environment_variables_choose_registry_and_cache_for_agent_memory(
     served: PackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VROM_REGISTRY_URL", served.url)  # a folder URL: registry.json is added
     monkeypatch.setenv("VROM_CACHE_DIR", str(tmp_path / "env-cache"))
-    cache = VromCache()
+    with AgentMemory() as memory:
+        memory.init()
+        assert [e.id for e in memory.list_vroms()] == ["alpha", "beta"]
+    assert (tmp_path / "env-cache" / REGISTRY_NAME).is_file()  # the registry copy is kept there
+
+
+def test_the_cache_itself_reads_no_environment(
+    served: PackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VROM_REGISTRY_URL", served.url)
+    monkeypatch.setenv("VROM_CACHE_DIR", str(tmp_path / "env-cache"))
+    cache = VromCache(cache_dir=tmp_path / "cache")
+    assert cache.registry_url is None and cache.cache_dir == tmp_path / "cache"
+    cache = VromCache(served.url, tmp_path / "cache")
     assert cache.registry_url == served.url_for(REGISTRY_NAME)
-    assert cache.cache_dir == tmp_path / "env-cache"
-    assert cache.pull("beta").directory == tmp_path / "env-cache" / "packs" / "beta" / "0.1.0"
+    assert cache.pull("beta").directory == tmp_path / "cache" / "packs" / "beta" / "0.1.0"
 
 
 @pytest.mark.parametrize("form", ["folder", "file", "file-url"])

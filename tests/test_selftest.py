@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from vrom import Vault
-from vrom.cli_setup import add_setup_commands
+from vrom.cli.setup import add_setup_commands
 from vrom.install import CLIENTS, install
 from vrom.selftest import FAIL, OK, SKIP, WARN, Check, SelftestReport, run_selftest
 from vrom.store.sqlite import SQLiteStore

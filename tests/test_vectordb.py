@@ -14,7 +14,7 @@ import numpy.typing as npt
 import pytest
 
 from vrom.errors import NotFoundError, StorageError, ValidationError
-from vrom.packs.vectordb import METRICS, Metric, VectorDB
+from vrom.vectordb import METRICS, Metric, VectorDB
 
 DIMS = 16
 

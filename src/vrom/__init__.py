@@ -90,13 +90,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """Import the pack classes on first use: they load numpy and usearch, `import vrom` not."""
+    """Return AgentMemory or VectorDB, imported on first use: `import vrom` loads no numpy."""
     if name == "AgentMemory":
         from vrom.agent_memory import AgentMemory
 
         return AgentMemory
     if name == "VectorDB":
-        from vrom.packs.vectordb import VectorDB
+        from vrom.vectordb import VectorDB
 
         return VectorDB
     raise AttributeError(f"module 'vrom' has no attribute {name!r}")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from vrom import settings
 from vrom.corpus import Corpus
 from vrom.embed import Embedder, EmbedderBinding, Fingerprint
 from vrom.embed.default import DEFAULT_MODEL_ID
@@ -72,8 +73,9 @@ class AgentMemory:
                 f"log_level must be debug, info, warning or error, not {log_level!r}"
             )
         logging.getLogger("vrom").setLevel(level)
-        self._registry_url = registry_url
-        self._cache_dir = cache_dir
+        # the facade reads the environment; VromCache, the engine, takes both as given
+        self._registry_url = registry_url if registry_url is not None else settings.registry_url()
+        self._cache_dir = cache_dir if cache_dir else settings.cache_dir()
         self._http_client = http_client
         self._extra_embedder = embedder
         self._cache: VromCache | None = None

@@ -45,7 +45,7 @@ from vrom.results import Hit
 from vrom.search.keyword import check_k
 from vrom.search.query import parse_metadata_where
 from vrom.search.vector import INDEX_KINDS, check_ef_search
-from vrom.store import ChunkRecord, DocumentRecord, Store, open_store, sqlite_path
+from vrom.store import ChunkRecord, DocumentRecord, Store, database_file, open_store
 from vrom.tools import SearchTool
 
 __all__ = [  # the limits and Document live in vrom.documents; they are named here too
@@ -438,7 +438,7 @@ def storage_path(name: str, storage: str | os.PathLike[str] | None) -> Path | No
     is the file itself; ``sqlite:///relative/path`` and ``sqlite:////absolute/path`` are URL
     forms of a file, ``sqlite://`` and ``sqlite:///:memory:`` of memory.
     """
-    path = sqlite_path(storage)
+    path = database_file(storage)
     if path is None:
         return None
     if path.is_dir() or (not path.exists() and not path.suffix):

@@ -23,15 +23,14 @@ from vrom import __version__, settings
 from vrom.embed import Embedder
 from vrom.errors import VromError
 from vrom.ingest.embedding import stored_fingerprint
-from vrom.install import (
+from vrom.install.client_configs import (
     CLIENTS,
     DEFAULT_NAME,
     default_config_path,
-    entry_command,
     find_entry,
     parse_config,
-    resolve_vault,
 )
+from vrom.install.server_entry import entry_command, resolve_vault
 from vrom.settings import EMBEDDER_ENV
 from vrom.vault import AUTO, Vault
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import platformdirs
 
-STATE_DIR_ENV = "VROM_STATE_DIR"
+from vrom import settings
+
 STORE_FILE = "store.db"
 _LAST_VAULT_KEY = "last_vault"
 
@@ -25,7 +26,7 @@ def state_dir(override: str | os.PathLike[str] | None = None) -> Path:
     """Return the state directory: the override, ``VROM_STATE_DIR``, or the user data dir."""
     if override:
         return Path(override).expanduser().resolve()
-    env = os.environ.get(STATE_DIR_ENV)
+    env = settings.state_dir()
     if env:
         return Path(env).expanduser().resolve()
     return Path(platformdirs.user_data_dir("vrom", appauthor=False))

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from vrom import settings
 from vrom.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -119,12 +120,12 @@ class Embedder(abc.ABC):
         """Return an embedder for an OpenAI-compatible ``/embeddings`` endpoint.
 
         OpenAI, NVIDIA NIM, Ollama, vLLM; see `vrom.embed.remote.OpenAIEmbedder` for the options
-        (API key from ``$OPENAI_API_KEY``, batching, retries, ``input_type``). Needs httpx
-        (``pip install 'vrom[remote]'``).
+        (``api_key``, else ``$OPENAI_API_KEY`` or the variable ``api_key_env`` names; batching,
+        retries, ``input_type``). Needs httpx (``pip install 'vrom[remote]'``).
         """
         from vrom.embed.remote import OpenAIEmbedder
 
-        return OpenAIEmbedder(model, base_url, **options)
+        return OpenAIEmbedder(model, base_url, **_with_api_key(options))
 
     @staticmethod
     def fake(dims: int = 64) -> Embedder:
@@ -158,7 +159,7 @@ class Embedder(abc.ABC):
         if kind == "openai" and argument:
             from vrom.embed.remote import OpenAIEmbedder
 
-            return OpenAIEmbedder.from_argument(argument)
+            return OpenAIEmbedder.from_argument(argument, **_with_api_key({}))
         raise ValidationError(
             f"unknown embedder {spec!r}: use 'default', 'none', 'fake[:DIMS]', 'onnx:DIR' "
             "or 'openai:MODEL[@URL]'"
@@ -238,6 +239,17 @@ class EmbedderBinding:
         if self._owned and self._embedder is not None:
             self._embedder.close()
         self._embedder, self._owned, self._resolved = None, False, False
+
+
+def _with_api_key(options: dict[str, Any]) -> dict[str, Any]:
+    """Return an OpenAI embedder's options with ``api_key`` from the environment when not given.
+
+    The key comes from ``$OPENAI_API_KEY``, or the variable ``options["api_key_env"]`` names.
+    """
+    if options.get("api_key") is not None:
+        return options
+    name = options.get("api_key_env", settings.OPENAI_API_KEY_ENV)
+    return {**options, "api_key": settings.get(name)}
 
 
 def _checked(texts: Sequence[str]) -> Sequence[str]:

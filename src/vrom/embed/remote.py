@@ -5,13 +5,15 @@ go in batches of at most 64; rows come back in each item's ``index`` order and a
 here, because some servers do not normalise. 429, 5xx, timeouts and dropped connections are
 retried with capped exponential backoff (honouring ``Retry-After``); anything else fails at once.
 Every failure is a `ModelError` that names the endpoint and the status, never the API key.
+
+The key is passed in, never read here: `vrom.Embedder.openai` and the ``openai:`` spec look it up
+in the environment (`vrom.settings`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import re
 import time
@@ -27,6 +29,7 @@ import numpy.typing as npt
 
 from vrom.embed import Embedder, Fingerprint
 from vrom.errors import ModelError, ValidationError
+from vrom.settings import OPENAI_API_KEY_ENV
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_BATCH_SIZE = 64
@@ -45,7 +48,7 @@ class OpenAIEmbedder(Embedder):
         base_url: str = DEFAULT_BASE_URL,
         *,
         api_key: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str = OPENAI_API_KEY_ENV,
         dims: int | None = None,
         batch_size: int = MAX_BATCH_SIZE,
         max_retries: int = 5,
@@ -58,8 +61,9 @@ class OpenAIEmbedder(Embedder):
     ) -> None:
         """Prepare a client for ``{base_url}/embeddings``; nothing is sent until texts are embedded.
 
-        The API key is ``api_key`` or else the environment variable ``api_key_env``; with neither
-        (a local Ollama or vLLM) no ``Authorization`` header is sent. ``dims`` is learned from the
+        Without ``api_key`` (a local Ollama or vLLM) no ``Authorization`` header is sent;
+        ``api_key_env`` names the variable the key comes from, for the messages that say how to
+        set it (`vrom.Embedder.openai` reads it from there). ``dims`` is learned from the
         first response when not given. ``input_type`` sends NVIDIA NIM's ``query``/``passage``
         field (``None``: only for ``*.nvidia.com`` hosts). The prefixes are prepended to query and
         document texts (e5's ``query: ``, nomic's ``search_query: ``). ``transport`` and
@@ -83,7 +87,7 @@ class OpenAIEmbedder(Embedder):
         self._endpoint = f"{parts.scheme}://{parts.hostname}{port}{path}/embeddings"
         self._revision = f"remote:{parts.hostname}{path}"
         self._model = model
-        self._api_key = (api_key if api_key is not None else os.environ.get(api_key_env)) or None
+        self._api_key = api_key or None
         self._api_key_env = api_key_env
         self._dims = dims
         self._batch_size = batch_size

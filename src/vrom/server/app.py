@@ -9,8 +9,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError as ArgumentsError
 
-from vrom import __version__
-from vrom.server.http import TOKEN_ENV, http_app
+from vrom import __version__, settings
+from vrom.server.http import http_app
 from vrom.server.memory_tools import register_memory_tools
 from vrom.server.state import ServerState
 from vrom.server.tools import register_vault_tools
@@ -69,7 +69,7 @@ def serve(
     watch: bool = True,
 ) -> None:
     """Serve a vault over MCP until the client disconnects (stdio) or the process is stopped."""
-    token = token or os.environ.get(TOKEN_ENV) or None
+    token = token or settings.mcp_token()
     state = ServerState(vault, state_dir=state_dir, embedder=embedder, watch=watch)
     server = build_server(state)
     app = http_app(server, host, token) if transport == "http" else None  # checks before indexing

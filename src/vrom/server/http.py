@@ -19,8 +19,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from vrom.errors import ValidationError
+from vrom.settings import MCP_TOKEN_ENV
 
-TOKEN_ENV = "VROM_MCP_TOKEN"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _WILDCARD = ("0.0.0.0", "::", "")
 
@@ -30,7 +30,7 @@ def http_app(server: MCPServer, host: str, token: str | None) -> ASGIApp:
     if host not in LOOPBACK and not token:
         raise ValidationError(
             f"serving MCP over HTTP on {host!r} (not this machine only) needs a bearer token: "
-            f"pass --token or set ${TOKEN_ENV}",
+            f"pass --token or set ${MCP_TOKEN_ENV}",
             code="token_required",
         )
     if token is not None and len(token) < 16:

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
+from vrom import settings
 from vrom.errors import NotFoundError
 from vrom.server.watch import Watcher
-from vrom.vault import VAULT_ENV, EmbedderChoice, Vault
+from vrom.settings import VAULT_ENV
+from vrom.vault import EmbedderChoice, Vault
 
 T = TypeVar("T")
 
@@ -128,7 +130,7 @@ async def _root_from_client(roots: Callable[[], Any] | None) -> Path | None:
 
 
 def _fallback_root() -> Path:
-    env = os.environ.get(VAULT_ENV)
+    env = settings.vault()
     if env:
         folder = Path(env).expanduser()
         if not folder.is_dir():

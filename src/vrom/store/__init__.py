@@ -6,7 +6,7 @@ backend class or runs SQL, so a PostgreSQL + pgvector backend can sit beside SQL
 changing the engines or the SDK. A store never imports from the layers above it.
 """
 
-from vrom.store.factory import Location, open_store, sqlite_path
+from vrom.store.factory import Location, database_file, open_store
 from vrom.store.records import (
     CONDITION_OPS,
     MEMORY_STATUSES,
@@ -68,6 +68,6 @@ __all__ = [
     "VectorSource",
     "VectorStore",
     "Where",
+    "database_file",
     "open_store",
-    "sqlite_path",
 ]

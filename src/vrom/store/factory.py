@@ -19,7 +19,7 @@ Location = str | os.PathLike[str] | None
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
-def sqlite_path(location: Location) -> Path | None:
+def database_file(location: Location) -> Path | None:
     """Return the SQLite file a location names, or None for a store in memory.
 
     Refuses another URL scheme without echoing the rest of the URL (it may hold a password).
@@ -69,4 +69,4 @@ def open_store(
     ``create=False`` refuses a missing file (`NotFoundError`); ``key`` opens an encrypted file
     (SQLCipher); ``read_only`` opens an existing file as immutable (a verified pack).
     """
-    return SQLiteStore(sqlite_path(location), create=create, key=key, read_only=read_only)
+    return SQLiteStore(database_file(location), create=create, key=key, read_only=read_only)

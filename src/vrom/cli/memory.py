@@ -13,7 +13,8 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from vrom.cli_shared import add_vault_options, print_json
+from vrom.cli.output import print_json
+from vrom.cli.vault_options import add_vault_options
 from vrom.errors import ValidationError
 from vrom.memories import (
     FILTER_STATUSES,

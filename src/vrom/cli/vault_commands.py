@@ -1,48 +1,43 @@
-"""The ``vrom`` command line: parse arguments, call the SDK, format what comes back.
+"""The vault commands: ``index``, the searches, ``get-note``, ``related``, ``context``, ``embed``,
+``stats`` and ``backend-info``.
 
-Every result-producing command takes ``--json`` and prints the same shapes the Python API returns
-(`vrom.to_jsonable`). A `VromError` becomes one line on stderr and exit code 1.
+Each parses its arguments, calls `vrom.Vault`, and prints the result as text
+(`vrom.cli.vault_format`) or, with ``--json``, as the Python API's shapes.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import io
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from vrom import __version__
-from vrom.cli_eval import add_eval_command
-from vrom.cli_mcp import add_mcp_command
-from vrom.cli_memory import add_memory_command
-from vrom.cli_pack import add_pack_commands, search_pack
-from vrom.cli_setup import add_setup_commands
-from vrom.cli_shared import add_vault_options, print_json
-from vrom.errors import ValidationError, VromError
+from vrom.cli.output import print_json
+from vrom.cli.packs import search_pack
+from vrom.cli.vault_format import (
+    format_backend_info,
+    format_context,
+    format_embedded,
+    format_hits,
+    format_note,
+    format_related,
+    format_stats,
+    format_summary,
+)
+from vrom.cli.vault_options import add_vault_options, open_vault
+from vrom.errors import ValidationError
 from vrom.index import ENCODINGS
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
-from vrom.results import (
-    BackendInfo,
-    Context,
-    Hit,
-    IndexSummary,
-    Note,
-    Related,
-    VaultStats,
-)
 from vrom.search.vector import MODES
-from vrom.settings import EMBEDDER_ENV
-from vrom.state import STATE_DIR_ENV
-from vrom.vault import AUTO, Vault
+from vrom.settings import REGISTRY_URL_ENV
+from vrom.vault import Vault
 
 WARNINGS_SHOWN = 10
 
 
 def _parse_where(items: Sequence[str], path: str | None, tags: Sequence[str]) -> dict[str, Any]:
+    """Return the ``where`` mapping the ``--where``, ``--path`` and ``--tag`` flags ask for."""
     where: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
@@ -61,77 +56,6 @@ def _parse_where(items: Sequence[str], path: str | None, tags: Sequence[str]) ->
         given = [where.pop(key) for key in ("tag", "tags") if key in where]
         where["tags"] = [*given, *tags]
     return where
-
-
-def _open_vault(args: argparse.Namespace) -> Vault:
-    options: dict[str, Any] = {"embedder": args.embedder, "vector_encoding": args.vector_encoding}
-    if args.db:
-        return Vault.open_store(args.db, **options)
-    if args.vault:
-        return Vault.open(args.vault, args.state_dir, create=False, **options)
-    return Vault.open_default(args.state_dir, **options)
-
-
-# -- formatting ------------------------------------------------------------------------------
-
-
-def _format_hits(hits: Sequence[Hit], out: TextIO) -> None:
-    if not hits:
-        out.write("no matches\n")
-        return
-    for rank, hit in enumerate(hits, start=1):
-        where = f" › {hit.heading_path}" if hit.heading_path else ""
-        out.write(f"{rank}. {hit.path}{where}  (score {hit.score:.3f})\n")
-        out.write(f"   {hit.excerpt}\n")
-        out.write(
-            f"   chunk {hit.chunk_id} · sha256 {hit.content_hash[:12]} · "
-            f"relevance {hit.human_relevance_score:.2f}\n"
-        )
-
-
-def _format_summary(summary: IndexSummary) -> str:
-    embedded = f", {summary.embedded:,} chunks embedded" if summary.embedded else ""
-    return (
-        f"indexed {summary.notes:,} notes, {summary.chunks:,} chunks in "
-        f"{summary.seconds:.2f} s: {summary.added:,} added, {summary.changed:,} changed, "
-        f"{summary.removed:,} removed, {summary.renamed:,} renamed, "
-        f"{summary.unchanged:,} unchanged, {summary.skipped:,} skipped{embedded}"
-    )
-
-
-def _format_note(note: Note, out: TextIO) -> None:
-    modified = dt.datetime.fromtimestamp(note.modified_unix, dt.timezone.utc).isoformat(
-        timespec="seconds"
-    )
-    out.write(
-        f"{note.title}\n{note.path} · id {note.note_id} · {note.chunk_count} chunks · "
-        f"modified {modified} · sha256 {note.content_hash[:12]}\n"
-    )
-    if note.tags:
-        out.write("tags: " + ", ".join(f"#{t}" for t in note.tags) + "\n")
-    if note.frontmatter:
-        out.write("frontmatter: " + json.dumps(note.frontmatter, ensure_ascii=False) + "\n")
-    out.write("\n" + note.body.rstrip() + "\n")
-
-
-def _format_related(related: Related, out: TextIO) -> None:
-    out.write(f"{related.note.title} ({related.note.path})\n")
-    out.write(f"\nlinks ({len(related.links)}):\n")
-    for link in related.links:
-        target = link.resolved_path or "(unresolved)"
-        written = link.target + (f"#{link.heading}" if link.heading else "")
-        alias = f" ({link.alias})" if link.alias else ""
-        out.write(f"  {link.kind}: {written}{alias} → {target}\n")
-    out.write(f"\nbacklinks ({len(related.backlinks)}):\n")
-    for ref in related.backlinks:
-        out.write(f"  {ref.path}\n")
-    out.write(f"\nshared tags ({len(related.shared_tags)}):\n")
-    for shared in related.shared_tags:
-        out.write(f"  {shared.note.path}: " + ", ".join(f"#{t}" for t in shared.tags) + "\n")
-    if related.similar:
-        out.write(f"\nsimilar in meaning ({len(related.similar)}):\n")
-        for similar in related.similar:
-            out.write(f"  {similar.note.path} ({similar.score:.3f})\n")
 
 
 # -- commands --------------------------------------------------------------------------------
@@ -172,47 +96,8 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         hidden = len(summary.warnings) - WARNINGS_SHOWN
         if hidden > 0:
             sys.stderr.write(f"warning: … and {hidden} more (see --json)\n")
-        out.write(_format_summary(summary) + "\n")
+        out.write(format_summary(summary) + "\n")
     return 0
-
-
-def _format_context(context: Context, out: TextIO) -> None:
-    out.write((context.text or "no matches") + "\n")
-
-
-def _format_stats(stats: VaultStats, out: TextIO) -> None:
-    last = (
-        "never"
-        if stats.last_indexed_unix is None
-        else dt.datetime.fromtimestamp(stats.last_indexed_unix, dt.timezone.utc).isoformat(
-            timespec="seconds"
-        )
-    )
-    out.write(
-        f"vault:       {stats.vault_root}\nstore:       {stats.store_path} "
-        f"({stats.store_bytes / 1e6:.1f} MB)\nnotes:       {stats.notes:,}\n"
-        f"chunks:      {stats.chunks:,}\nlinks:       {stats.links:,} "
-        f"({stats.unresolved_links:,} unresolved)\ntags:        {stats.tags:,}\n"
-        f"vectors:     {stats.vectors:,} ({stats.embedding_model or 'no model'})\n"
-        f"last index:  {last}\n"
-    )
-
-
-def _format_backend_info(info: BackendInfo, out: TextIO) -> None:
-    rows = {
-        "backend": info.backend,
-        "store": info.store_path,
-        "schema version": info.schema_version,
-        "fts tokenizers": ", ".join(info.fts_tokenizers),
-        "capabilities": ", ".join(info.capabilities),
-        **info.details,
-    }
-    for key, value in rows.items():
-        out.write(f"{key + ':':<23}{value}\n")
-
-
-def _format_embedded(result: dict[str, int], out: TextIO) -> None:
-    out.write(f"embedded {result['embedded']:,} chunks\n")
 
 
 def _reader(
@@ -221,7 +106,7 @@ def _reader(
     """Return a command that opens the vault, reads one result, and prints it (or its JSON)."""
 
     def handler(args: argparse.Namespace, out: TextIO) -> int:
-        with _open_vault(args) as vault:
+        with open_vault(args) as vault:
             result = read(vault, args)
         if args.json:
             print_json(result, out)
@@ -258,27 +143,8 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the ``vrom`` argument parser."""
-    parser = argparse.ArgumentParser(
-        prog="vrom",
-        description="Local-first memory for AI agents: index a Markdown vault, search it with "
-        "exact provenance.",
-    )
-    parser.add_argument("--version", action="version", version=f"vrom {__version__}")
-    parser.add_argument(
-        "--state-dir",
-        default=None,
-        help=f"where vault stores live (default: ${STATE_DIR_ENV} or the user data dir)",
-    )
-    parser.add_argument(
-        "--embedder",
-        default=AUTO,
-        metavar="SPEC",
-        help=f"embedding model: default, none (keyword only), fake[:DIMS], onnx:DIR or "
-        f"openai:MODEL[@URL] (default: ${EMBEDDER_ENV} or the built-in model)",
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the vault commands to the CLI's subcommands."""
 
     def command(
         name: str,
@@ -381,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
                     context_window=a.context_window,
                     ef_search=a.ef_search,
                 ),
-                _format_hits,
+                format_hits,
             ),
             help_text,
         )
@@ -393,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "--registry",
                 default=None,
-                help="with --pack: the registry URL or path (default: $VROM_REGISTRY_URL)",
+                help=f"with --pack: the registry URL or path (default: ${REGISTRY_URL_ENV})",
             )
         sub.add_argument(
             "query", metavar="QUERY", help='words, "exact phrases", -excluded, prefix*'
@@ -421,14 +287,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = command(
         "get-note",
-        _reader(lambda v, a: v.get_note(a.note), _format_note),
+        _reader(lambda v, a: v.get_note(a.note), format_note),
         "Show one note: metadata, links, tags and body.",
     )
     sub.add_argument("note", metavar="PATH_OR_ID", help="note path, name or id")
 
     sub = command(
         "related",
-        _reader(lambda v, a: v.related(a.note, k=a.k), _format_related),
+        _reader(lambda v, a: v.related(a.note, k=a.k), format_related),
         "Show a note's links, backlinks and notes sharing its tags.",
     )
     sub.add_argument("note", metavar="PATH_OR_ID", help="note path, name or id")
@@ -448,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
                 expand_context=a.expand_context,
                 context_window=a.context_window,
             ),
-            _format_context,
+            format_context,
         ),
         "Print LLM-ready context for a query, with sources, within a token budget.",
     )
@@ -465,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = command(
         "embed",
-        _reader(lambda v, a: {"embedded": v.embed(rebuild=a.rebuild)}, _format_embedded),
+        _reader(lambda v, a: {"embedded": v.embed(rebuild=a.rebuild)}, format_embedded),
         "Embed the chunks that have no vector yet (--rebuild: re-embed all with this model).",
     )
     sub.add_argument(
@@ -475,41 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     command(
         "stats",
-        _reader(lambda v, a: v.stats(), _format_stats),
+        _reader(lambda v, a: v.stats(), format_stats),
         "Show counts and sizes of the vault's store.",
     )
     command(
         "backend-info",
-        _reader(lambda v, a: v.backend_info(), _format_backend_info),
+        _reader(lambda v, a: v.backend_info(), format_backend_info),
         "Show the store backend, its schema version, tokenizers and capabilities.",
     )
-    add_mcp_command(commands)
-    add_eval_command(commands)
-    add_memory_command(commands, _open_vault)
-    add_pack_commands(commands)
-    add_setup_commands(commands)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run the CLI; return the exit code (0 ok, 1 error, 2 usage, 130 interrupted)."""
-    args = build_parser().parse_args(argv)
-    if out is None:
-        out = sys.stdout
-        if isinstance(out, io.TextIOWrapper):
-            # a console that cannot show '›' or CJK text gets '?' instead of a traceback
-            out.reconfigure(errors="replace")
-    try:
-        handler: Callable[[argparse.Namespace, TextIO], int] = args.handler
-        return handler(args, out)
-    except VromError as exc:
-        sys.stderr.write(f"vrom: error: {exc}\n")
-        return 1
-    except KeyboardInterrupt:
-        sys.stderr.write("vrom: interrupted\n")
-        return 130
-    except BrokenPipeError:
-        # the reader went away (e.g. `vrom search ... | head`): not an error worth a traceback
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0

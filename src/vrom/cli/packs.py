@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vrom import settings
-from vrom.cli_shared import print_json
+from vrom.cli.output import print_json
 from vrom.embed import Embedder, resolve_embedder
 from vrom.errors import ValidationError
+from vrom.settings import REGISTRY_URL_ENV
 
-REGISTRY_HELP = "the registry: a URL, file:// URL or path (default: $VROM_REGISTRY_URL)"
+REGISTRY_HELP = f"the registry: a URL, file:// URL or path (default: ${REGISTRY_URL_ENV})"
 
 
 def add_pack_commands(commands: Any) -> None:
@@ -127,9 +128,11 @@ def _publish(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cache(args: argparse.Namespace) -> Any:
+    """Return the pack cache of ``--registry`` (else ``$VROM_REGISTRY_URL``) and ``$VROM_CACHE_DIR``."""
     from vrom.packs.cache import VromCache
 
-    return VromCache(args.registry)
+    registry = args.registry if args.registry is not None else settings.registry_url()
+    return VromCache(registry, settings.cache_dir())
 
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:

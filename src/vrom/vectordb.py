@@ -24,10 +24,8 @@ Vectors are stored as float32, so `get_vector` gives back exactly what was inser
 cast to float32) and distances carry only float32 rounding; float16 would halve the memory but
 round every stored value to about three significant digits.
 
-A saved database is one uncompressed zip file (written to a temporary file, then renamed over
-the target) holding ``vectordb.json`` (format and settings), ``graph.usearch`` (the usearch
-index) and ``metadata.jsonl`` (one JSON line per id, ``null`` for none). The zip's CRC-32 of
-each member catches a corrupted file, which usearch alone would load without complaint.
+A saved database is one zip file of its settings, graph and metadata; `vrom.vectordb_file`
+writes and checks it.
 
 Every method is safe to call from several threads: calls run one at a time under a lock
 (searches too, since a search sets the graph's expansion).
@@ -37,11 +35,8 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
-import tempfile
 import threading
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -49,21 +44,21 @@ from typing import Any, Literal, TypedDict, cast
 
 import numpy as np
 import numpy.typing as npt
-from usearch.compiled import MetricKind, ScalarKind
+from usearch.compiled import MetricKind
 from usearch.index import Index
 
 from vrom.errors import NotFoundError, StorageError, ValidationError
+from vrom.vectordb_file import (
+    read_vectordb_file,
+    restore_graph,
+    unreadable,
+    write_vectordb_file,
+)
 
 __all__ = ["METRICS", "Metric", "Neighbor", "VectorDB", "VectorDBStats"]
 
 Metric = Literal["cosine", "euclidean", "dot_product"]
 METRICS: tuple[Metric, ...] = ("cosine", "euclidean", "dot_product")
-
-FILE_FORMAT = "vrom.vectordb"
-FILE_VERSION = 1
-_SETTINGS_MEMBER = "vectordb.json"
-_GRAPH_MEMBER = "graph.usearch"
-_METADATA_MEMBER = "metadata.jsonl"
 
 _USEARCH_METRICS = {
     "cosine": MetricKind.Cos,
@@ -320,64 +315,27 @@ class VectorDB:
         with self._lock:
             index = self._open_index()
             settings = {
-                "format": FILE_FORMAT,
-                "version": FILE_VERSION,
                 "dim": self._dim,
                 "metric": self._metric,
                 "m": self._m,
                 "ef_construction": self._ef_construction,
                 "ef_search": self._ef_search,
                 "dtype": "f32",
-                "count": len(self._metadata),
             }
             graph = index.save()
             if graph is None:
                 raise StorageError(
                     f"cannot save the vector database to {target}: usearch gave no data"
                 )
-            lines = "".join(("null" if text is None else text) + "\n" for text in self._metadata)
-        temporary: str | None = None
-        try:
-            fd, temporary = tempfile.mkstemp(
-                prefix=target.name + ".", suffix=".tmp", dir=target.parent
-            )
-            with os.fdopen(fd, "wb") as file:
-                with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_STORED) as archive:
-                    archive.writestr(_SETTINGS_MEMBER, json.dumps(settings, indent=1))
-                    archive.writestr(_GRAPH_MEMBER, graph)
-                    archive.writestr(_METADATA_MEMBER, lines)
-                file.flush()
-                os.fsync(file.fileno())
-            if target.exists():  # mkstemp makes the file private; a replaced one keeps its mode
-                os.chmod(temporary, stat.S_IMODE(target.stat().st_mode))
-            os.replace(temporary, target)
-            temporary = None
-        except OSError as exc:
-            raise StorageError(f"cannot save the vector database to {target}: {exc}") from exc
-        finally:
-            if temporary is not None:
-                Path(temporary).unlink(missing_ok=True)
+            metadata = list(self._metadata)
+        write_vectordb_file(target, settings, graph, metadata)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> VectorDB:
         """Return the database saved at ``path``, with the settings it was saved with."""
         source = Path(path)
-        try:
-            with zipfile.ZipFile(source) as archive:
-                settings = json.loads(archive.read(_SETTINGS_MEMBER))
-                graph = archive.read(_GRAPH_MEMBER)
-                text = archive.read(_METADATA_MEMBER).decode("utf-8")
-        except FileNotFoundError:
-            raise StorageError(f"no vector database at {source}: check the path") from None
-        except (OSError, zipfile.BadZipFile, KeyError, ValueError) as exc:
-            raise _unreadable(source, str(exc)) from exc
-        if not isinstance(settings, dict) or settings.get("format") != FILE_FORMAT:
-            raise _unreadable(source, "not a VectorDB file")
-        if settings.get("version") != FILE_VERSION:
-            raise StorageError(
-                f"{source} is a VectorDB file of version {settings.get('version')!r}; this vrom "
-                f"reads version {FILE_VERSION}: upgrade vrom or save it again"
-            )
+        saved = read_vectordb_file(source)
+        settings = saved.settings
         try:
             db = cls(
                 settings["dim"],
@@ -387,14 +345,20 @@ class VectorDB:
                 settings["ef_search"],
             )
         except (KeyError, ValidationError) as exc:
-            raise _unreadable(source, f"bad settings: {exc}") from exc
-        lines = text.removesuffix("\n").split("\n") if text else []
-        count = settings.get("count")
-        if isinstance(count, bool) or count != len(lines):
-            raise _unreadable(source, f"{len(lines)} metadata lines for {count!r} vectors")
-        db._metadata_from_lines(source, lines)
+            raise unreadable(source, f"bad settings: {exc}") from exc
+        db._metadata_from_lines(source, saved.metadata_lines)
+        count = len(saved.metadata_lines)
         if count:
-            db._index = _restore_graph(source, graph, db, count)
+            db._index = restore_graph(
+                source,
+                saved.graph,
+                count=count,
+                dim=db._dim,
+                metric=_USEARCH_METRICS[db.metric],
+                m=db.m,
+                ef_construction=db.ef_construction,
+                ef_search=db.ef_search,
+            )
         return db
 
     def _metadata_from_lines(self, source: Path, lines: list[str]) -> None:
@@ -403,9 +367,9 @@ class VectorDB:
             try:
                 value = json.loads(line)
             except ValueError as exc:
-                raise _unreadable(source, f"metadata of id {number}: {exc}") from exc
+                raise unreadable(source, f"metadata of id {number}: {exc}") from exc
             if value is not None and not isinstance(value, dict):
-                raise _unreadable(source, f"metadata of id {number} is not a dict")
+                raise unreadable(source, f"metadata of id {number} is not a dict")
             texts.append(None if value is None else line)
         self._remember(texts)
 
@@ -475,46 +439,6 @@ def _add(index: Index, keys: npt.NDArray[np.uint64], rows: npt.NDArray[np.float3
         index.add(keys, rows, threads=1)  # see insert_batch
     except (RuntimeError, MemoryError) as exc:
         raise StorageError(f"cannot add to the vector database: {exc}") from exc
-
-
-def _restore_graph(source: Path, graph: bytes, db: VectorDB, count: int) -> Index:
-    """Return the usearch index saved in ``graph``, checked against the file's settings."""
-    try:
-        index = Index.restore(graph, view=False)
-    except (RuntimeError, ValueError) as exc:  # usearch's words for a corrupt graph
-        raise _unreadable(source, f"graph: {exc}") from exc
-    if index is None:
-        raise _unreadable(source, "graph: not a usearch index")
-    found = {
-        "vectors": len(index),
-        "dimensions": index.ndim,
-        "metric": index.metric_kind,
-        "dtype": index.dtype,
-        "m": index.connectivity,
-    }
-    expected = {
-        "vectors": count,
-        "dimensions": db.dim(),
-        "metric": _USEARCH_METRICS[db.metric],
-        "dtype": ScalarKind.F32,
-        "m": db.m,
-    }
-    wrong = [name for name in found if found[name] != expected[name]]
-    keys = np.sort(np.asarray(index.keys, dtype=np.uint64))
-    if not wrong and not np.array_equal(keys, np.arange(count, dtype=np.uint64)):
-        wrong = ["ids"]
-    if wrong:
-        raise _unreadable(source, f"the graph's {', '.join(wrong)} disagree with its settings")
-    index.expansion_add = db.ef_construction  # type: ignore[misc]
-    index.expansion_search = db.ef_search  # type: ignore[misc]
-    return index
-
-
-def _unreadable(source: Path, reason: str) -> StorageError:
-    return StorageError(
-        f"{source} is not a readable VectorDB file ({reason}): it is corrupt or was not "
-        "written by VectorDB.save"
-    )
 
 
 def _encode_metadata(metadata: object, where: str) -> str | None:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any, TextIO
 
 from vrom.errors import VromError
+from vrom.settings import MCP_TOKEN_ENV, VAULT_ENV
 
 
 def add_mcp_command(commands: Any) -> None:
@@ -16,7 +17,7 @@ def add_mcp_command(commands: Any) -> None:
     sub.add_argument(
         "--vault",
         metavar="PATH",
-        help="the vault (default: the client's MCP roots, $VROM_VAULT, the current directory)",
+        help=f"the vault (default: the client's MCP roots, ${VAULT_ENV}, the current directory)",
     )
     sub.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio", help="default: stdio"
@@ -30,7 +31,7 @@ def add_mcp_command(commands: Any) -> None:
     sub.add_argument(
         "--token",
         default=None,
-        help="HTTP: require 'Authorization: Bearer TOKEN' (default: $VROM_MCP_TOKEN)",
+        help=f"HTTP: require 'Authorization: Bearer TOKEN' (default: ${MCP_TOKEN_ENV})",
     )
     sub.add_argument("--no-watch", action="store_true", help="do not re-index notes edited on disk")
 

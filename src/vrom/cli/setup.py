@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from vrom.cli_shared import print_json
+from vrom.cli.output import print_json
 from vrom.install import CLIENT_TITLES, CLIENTS, DEFAULT_NAME, LAUNCHERS, InstallResult, install
 from vrom.selftest import FAIL, OK, SKIP, WARN, Check, run_selftest
-from vrom.vault import VAULT_ENV
+from vrom.settings import VAULT_ENV
 
 MARKS = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "–"}
 

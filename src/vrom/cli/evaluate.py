@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from vrom.cli_shared import print_json
+from vrom.cli.output import print_json
 from vrom.evaluation import MODES, Evaluation, evaluate
 
 

@@ -1,0 +1,124 @@
+"""How the vault commands print their results as text (``--json`` prints them as JSON instead)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import TextIO
+
+from vrom.results import (
+    BackendInfo,
+    Context,
+    Hit,
+    IndexSummary,
+    Note,
+    Related,
+    VaultStats,
+)
+
+
+def format_hits(hits: Sequence[Hit], out: TextIO) -> None:
+    """Print search hits, best first, each with its excerpt and provenance."""
+    if not hits:
+        out.write("no matches\n")
+        return
+    for rank, hit in enumerate(hits, start=1):
+        where = f" › {hit.heading_path}" if hit.heading_path else ""
+        out.write(f"{rank}. {hit.path}{where}  (score {hit.score:.3f})\n")
+        out.write(f"   {hit.excerpt}\n")
+        out.write(
+            f"   chunk {hit.chunk_id} · sha256 {hit.content_hash[:12]} · "
+            f"relevance {hit.human_relevance_score:.2f}\n"
+        )
+
+
+def format_summary(summary: IndexSummary) -> str:
+    """Return one line saying what an index run did and how long it took."""
+    embedded = f", {summary.embedded:,} chunks embedded" if summary.embedded else ""
+    return (
+        f"indexed {summary.notes:,} notes, {summary.chunks:,} chunks in "
+        f"{summary.seconds:.2f} s: {summary.added:,} added, {summary.changed:,} changed, "
+        f"{summary.removed:,} removed, {summary.renamed:,} renamed, "
+        f"{summary.unchanged:,} unchanged, {summary.skipped:,} skipped{embedded}"
+    )
+
+
+def format_note(note: Note, out: TextIO) -> None:
+    """Print a note's title, metadata, tags, frontmatter and body."""
+    modified = dt.datetime.fromtimestamp(note.modified_unix, dt.timezone.utc).isoformat(
+        timespec="seconds"
+    )
+    out.write(
+        f"{note.title}\n{note.path} · id {note.note_id} · {note.chunk_count} chunks · "
+        f"modified {modified} · sha256 {note.content_hash[:12]}\n"
+    )
+    if note.tags:
+        out.write("tags: " + ", ".join(f"#{t}" for t in note.tags) + "\n")
+    if note.frontmatter:
+        out.write("frontmatter: " + json.dumps(note.frontmatter, ensure_ascii=False) + "\n")
+    out.write("\n" + note.body.rstrip() + "\n")
+
+
+def format_related(related: Related, out: TextIO) -> None:
+    """Print a note's links, backlinks, notes sharing its tags and notes similar in meaning."""
+    out.write(f"{related.note.title} ({related.note.path})\n")
+    out.write(f"\nlinks ({len(related.links)}):\n")
+    for link in related.links:
+        target = link.resolved_path or "(unresolved)"
+        written = link.target + (f"#{link.heading}" if link.heading else "")
+        alias = f" ({link.alias})" if link.alias else ""
+        out.write(f"  {link.kind}: {written}{alias} → {target}\n")
+    out.write(f"\nbacklinks ({len(related.backlinks)}):\n")
+    for ref in related.backlinks:
+        out.write(f"  {ref.path}\n")
+    out.write(f"\nshared tags ({len(related.shared_tags)}):\n")
+    for shared in related.shared_tags:
+        out.write(f"  {shared.note.path}: " + ", ".join(f"#{t}" for t in shared.tags) + "\n")
+    if related.similar:
+        out.write(f"\nsimilar in meaning ({len(related.similar)}):\n")
+        for similar in related.similar:
+            out.write(f"  {similar.note.path} ({similar.score:.3f})\n")
+
+
+def format_context(context: Context, out: TextIO) -> None:
+    """Print the LLM-ready context text, or ``no matches``."""
+    out.write((context.text or "no matches") + "\n")
+
+
+def format_stats(stats: VaultStats, out: TextIO) -> None:
+    """Print the vault's counts and sizes, one per line."""
+    last = (
+        "never"
+        if stats.last_indexed_unix is None
+        else dt.datetime.fromtimestamp(stats.last_indexed_unix, dt.timezone.utc).isoformat(
+            timespec="seconds"
+        )
+    )
+    out.write(
+        f"vault:       {stats.vault_root}\nstore:       {stats.store_path} "
+        f"({stats.store_bytes / 1e6:.1f} MB)\nnotes:       {stats.notes:,}\n"
+        f"chunks:      {stats.chunks:,}\nlinks:       {stats.links:,} "
+        f"({stats.unresolved_links:,} unresolved)\ntags:        {stats.tags:,}\n"
+        f"vectors:     {stats.vectors:,} ({stats.embedding_model or 'no model'})\n"
+        f"last index:  {last}\n"
+    )
+
+
+def format_backend_info(info: BackendInfo, out: TextIO) -> None:
+    """Print the store backend's name, schema version, tokenizers and capabilities."""
+    rows = {
+        "backend": info.backend,
+        "store": info.store_path,
+        "schema version": info.schema_version,
+        "fts tokenizers": ", ".join(info.fts_tokenizers),
+        "capabilities": ", ".join(info.capabilities),
+        **info.details,
+    }
+    for key, value in rows.items():
+        out.write(f"{key + ':':<23}{value}\n")
+
+
+def format_embedded(result: dict[str, int], out: TextIO) -> None:
+    """Print how many chunks an embed run embedded."""
+    out.write(f"embedded {result['embedded']:,} chunks\n")

@@ -1,0 +1,224 @@
+"""The pack cache on disk: verified pack folders, partial downloads, and a lock file per pack.
+
+Layout of the cache (docs/packs.md)::
+
+    <cache>/registry.json              the registry as fetched, plus where from and when
+    <cache>/packs/<id>/<version>/      a verified pack: manifest.json and the files it names
+    <cache>/packs/<id>/.partial-<v>/   a pull in progress; the next pull resumes its files
+    <cache>/locks/<id>.lock            held for the whole of a pull or an evict of that id
+
+A pack folder that exists has been verified: a pull fills the partial folder and `install`
+renames it into place only after every file's SHA-256 matched the manifest.
+
+Two processes pulling the same pack take turns: the pull holds ``locks/<id>.lock`` with
+``fcntl.flock`` on POSIX and ``msvcrt.locking`` on Windows (not exercised in CI there). The lock
+file is never deleted, because deleting a lock file others may be waiting on breaks the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from vrom.errors import PackError
+from vrom.packs.manifest import PACK_ID, VERSION, PackManifest, version_key
+from vrom.packs.registry import parse_pack_ref
+
+if sys.platform == "win32":
+    import msvcrt
+else:
+    import fcntl
+
+
+@dataclass(frozen=True)
+class CachedPack:
+    """A verified pack in the cache: where its folder and files are, and its manifest."""
+
+    id: str
+    version: str
+    directory: Path
+    manifest: PackManifest
+    store_path: Path
+    index_path: Path
+
+
+@dataclass(frozen=True)
+class StorageEstimate:
+    """Bytes used by cached packs (partial downloads included), bytes free on that disk, packs."""
+
+    used_bytes: int
+    free_bytes: int
+    packs: int
+
+
+class CacheFolders:
+    """The packs cached under ``cache_dir``: finding, checking, removing and locking them."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = cache_dir
+
+    def pack_dir(self, pack_id: str) -> Path:
+        """Return the folder holding every cached version and partial download of a pack."""
+        return self.cache_dir / "packs" / pack_id
+
+    def version_folders(self, pack_id: str, version: str | None) -> list[tuple[str, Path]]:
+        """Return ``(version, folder)`` of each cached version folder, newest first."""
+        folder = self.pack_dir(pack_id)
+        if not folder.is_dir():
+            return []
+        found = [
+            (child.name, child)
+            for child in folder.iterdir()
+            if VERSION.match(child.name) and child.is_dir() and version in (None, child.name)
+        ]
+        return sorted(found, key=lambda item: version_key(item[0]), reverse=True)
+
+    def current(self, ref: str) -> CachedPack | None:
+        """Return the newest intact cached version of ``id`` or ``id@version``, if any."""
+        pack_id, version = parse_pack_ref(ref)
+        for found, folder in self.version_folders(pack_id, version):
+            with contextlib.suppress(PackError):
+                return cached_pack(pack_id, found, folder, check_folder(pack_id, found, folder))
+        return None
+
+    def cached_at(self, pack_id: str, version: str) -> CachedPack | None:
+        """Return the cached pack at exactly ``version``, if it is there and intact."""
+        return self.current(f"{pack_id}@{version}")
+
+    def remove_pack(self, pack_id: str) -> bool:
+        """Delete every cached version and partial download of a pack; return whether any existed.
+
+        The caller holds the pack's lock.
+        """
+        folder = self.pack_dir(pack_id)
+        if not folder.exists():
+            return False
+        try:
+            shutil.rmtree(folder)
+        except OSError as exc:
+            raise PackError(f"cannot delete {folder}: {exc}") from exc
+        return True
+
+    def storage_estimate(self) -> StorageEstimate:
+        """Return the bytes cached packs use, the bytes free on the cache's disk, and the pack count."""
+        packs_dir = self.cache_dir / "packs"
+        used = 0
+        count = 0
+        if packs_dir.is_dir():
+            for path in packs_dir.rglob("*"):
+                with contextlib.suppress(OSError):
+                    if path.is_file():
+                        used += path.stat().st_size
+            count = sum(
+                1
+                for folder in packs_dir.iterdir()
+                if PACK_ID.match(folder.name) and self.current(folder.name) is not None
+            )
+        existing = self.cache_dir
+        while not existing.exists() and existing.parent != existing:
+            existing = existing.parent
+        return StorageEstimate(used, shutil.disk_usage(existing).free, count)
+
+    @contextlib.contextmanager
+    def locked(self, pack_id: str) -> Iterator[None]:
+        """Hold the pack's lock file (other processes pulling or evicting it wait)."""
+        locks = self.cache_dir / "locks"
+        try:
+            locks.mkdir(parents=True, exist_ok=True)
+            handle = open(locks / f"{pack_id}.lock", "a+b")  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            raise PackError(f"cannot create a lock file in {locks}: {exc}") from exc
+        with handle:
+            _lock(handle)
+            try:
+                yield
+            finally:
+                _unlock(handle)
+
+
+def check_folder(pack_id: str, version: str, folder: Path) -> PackManifest:
+    """Return a cached folder's manifest if it is that pack and version with every file's size."""
+    manifest = PackManifest.read(folder)
+    if (manifest.vrom_id, manifest.version) != (pack_id, version):
+        raise PackError(f"{folder} holds {manifest.vrom_id} {manifest.version}")
+    for file in manifest.files.values():
+        try:
+            size = (folder / file.path).stat().st_size
+        except OSError as exc:
+            raise PackError(f"{file.path} is missing") from exc
+        if size != file.size:
+            raise PackError(f"{file.path} is {size} bytes, the manifest says {file.size}")
+    return manifest
+
+
+def cached_pack(pack_id: str, version: str, folder: Path, manifest: PackManifest) -> CachedPack:
+    """Return the `CachedPack` of a checked folder, with its store and index paths."""
+    return CachedPack(
+        id=pack_id,
+        version=version,
+        directory=folder,
+        manifest=manifest,
+        store_path=folder / manifest.files["store"].path,
+        index_path=folder / manifest.files["index"].path,
+    )
+
+
+def install(partial: Path, target: Path) -> None:
+    """Rename the verified partial folder to ``target``, replacing a folder already there."""
+    trash = target.with_name(f".trash-{target.name}-{os.getpid()}")
+    try:
+        if target.exists():
+            shutil.rmtree(trash, ignore_errors=True)
+            os.replace(target, trash)
+        os.replace(partial, target)
+    except OSError as exc:
+        raise PackError(f"cannot move the verified pack into {target}: {exc}") from exc
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def remove_others(
+    pack_dir: Path, keep: str, *, versions: bool = True, partial: bool = True
+) -> None:
+    """Delete a pack's left-over trash, partial downloads but ``keep``'s and other versions.
+
+    ``versions=False`` keeps every version (a pull keeps the old one until the new one is in
+    place); ``partial=False`` keeps ``.partial-<keep>`` too (it is about to be resumed).
+    """
+    if not pack_dir.is_dir():
+        return
+    for child in pack_dir.iterdir():
+        if not child.is_dir() or child.name == keep:
+            continue
+        name = child.name
+        stale_partial = name.startswith(".partial-") and (partial or name != f".partial-{keep}")
+        old_version = versions and VERSION.match(name) is not None
+        if name.startswith(".trash-") or stale_partial or old_version:
+            shutil.rmtree(child, ignore_errors=True)
+
+
+def _lock(handle: IO[bytes]) -> None:
+    """Wait for an exclusive lock on an open lock file."""
+    if sys.platform == "win32":
+        while True:  # LK_LOCK gives up after about 10 s; a pull can take longer
+            try:
+                handle.seek(0)
+                msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+                return
+            except OSError:
+                continue
+    else:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+
+
+def _unlock(handle: IO[bytes]) -> None:
+    if sys.platform == "win32":
+        handle.seek(0)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+    else:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

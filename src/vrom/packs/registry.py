@@ -1,0 +1,200 @@
+"""The pack registry as the cache sees it: where it is, fetching it, and looking packs up in it.
+
+A registry is one ``registry.json`` (`vrom.packs.manifest.Registry`) at an ``https://``/
+``http://`` URL (fetched with httpx, the ``remote`` extra), a ``file://`` URL or a path. The
+last copy fetched over HTTP is kept in the cache folder as ``registry.json``, with where from and
+when, and reused while fresh, or with a warning when the registry cannot be fetched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from vrom.errors import PackError
+from vrom.packs.manifest import PACK_ID, REGISTRY_NAME, VERSION, Registry, RegistryEntry
+from vrom.packs.transfer import FetchFailed, Session, file_path, read_bytes
+from vrom.settings import REGISTRY_URL_ENV
+
+if TYPE_CHECKING:
+    import httpx
+
+logger = logging.getLogger(__name__)
+
+MAX_JSON_BYTES = 32 * 1024 * 1024  # a registry or manifest larger than this is refused
+HUB_PREFIX = "hub://"
+
+
+def parse_pack_ref(ref: str) -> tuple[str, str | None]:
+    """Return ``(id, version or None)`` from ``id``, ``hub://id`` or ``hub://id@version``."""
+    text = ref.strip()
+    if text.lower().startswith(HUB_PREFIX):
+        text = text[len(HUB_PREFIX) :]
+    pack_id, _, version = text.partition("@")
+    if not PACK_ID.match(pack_id):
+        raise PackError(f"{ref!r} is not a pack id or hub://id (a-z, 0-9, . _ -)")
+    if version and not VERSION.match(version):
+        raise PackError(f"{ref!r}: version {version!r} is not X.Y.Z")
+    return pack_id, version or None
+
+
+def registry_location(value: str) -> str:
+    """Return the registry's URL: http(s) as given, a path or ``file://`` URL as a ``file://`` URL."""
+    text = value.strip()
+    scheme = urlsplit(text).scheme.lower()
+    if scheme in ("http", "https"):
+        return text + REGISTRY_NAME if text.endswith("/") else text
+    if scheme == "file":
+        path = file_path(text)
+    elif len(scheme) > 1:  # one letter is a Windows drive, not a scheme
+        raise PackError(
+            f"registry {value!r}: use an https://, http:// or file:// URL or a path, not {scheme}:"
+        )
+    else:
+        path = Path(text).expanduser()
+    path = path.absolute()
+    if path.is_dir() or (not path.exists() and path.suffix.lower() != ".json"):
+        path = path / REGISTRY_NAME
+    return path.as_uri()
+
+
+def parse_json(raw: bytes, url: str) -> Any:
+    """Return the JSON document fetched from ``url``, or raise `FetchFailed` if it is not JSON."""
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise FetchFailed(f"{url} is not valid JSON: {exc}") from exc
+
+
+class PackRegistry:
+    """One registry (or none configured), with its last fetched copy kept in ``copy_dir``.
+
+    ``url`` is a location `registry_location` has normalised, or None: then every look-up raises
+    `PackError` saying how to configure one. An HTTP registry's copy is reused for
+    ``ttl_seconds``; a local registry is read on every call.
+    """
+
+    def __init__(
+        self,
+        url: str | None,
+        copy_dir: Path,
+        *,
+        ttl_seconds: float,
+        http_client: httpx.Client | None,
+        timeout: float,
+    ) -> None:
+        self.url = url
+        self._copy_dir = copy_dir
+        self._ttl_seconds = ttl_seconds
+        self._http_client = http_client
+        self._timeout = timeout
+
+    def get(self, refresh: bool = False) -> Registry:
+        """Return the registry: the cached copy while fresh, else fetched again.
+
+        When a fetch fails (offline, HTTP error, not JSON) and a copy of this registry exists,
+        the copy is used with a `RuntimeWarning`; with no copy, `PackError`. A registry that is
+        JSON but breaks the format raises `PackError` naming what is wrong.
+        """
+        url = self.require_url()
+        copy = self._read_copy(url)
+        now = time.time()
+        if copy is not None and not refresh and not url.startswith("file:"):
+            registry, fetched_at = copy
+            if 0 <= now - fetched_at < self._ttl_seconds:
+                return registry
+        try:
+            with Session(self._http_client, self._timeout) as session:
+                raw = read_bytes(session, url, MAX_JSON_BYTES)
+            data = parse_json(raw, url)
+        except FetchFailed as exc:
+            if copy is None:
+                raise PackError(
+                    f"cannot fetch the pack registry ({exc}) and no copy of it is cached: "
+                    f"check the connection or {REGISTRY_URL_ENV}"
+                ) from exc
+            registry, fetched_at = copy
+            message = (
+                f"cannot refresh the pack registry ({exc}); using the copy fetched "
+                f"{_age(now - fetched_at)} ago"
+            )
+            logger.warning(message)
+            # blame the caller of VromCache.get_registry, which called this
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            return registry
+        registry = Registry.from_dict(data, f"registry at {url}")
+        self._write_copy(url, data, now)
+        return registry
+
+    def resolve(self, id_or_uri: str) -> RegistryEntry:
+        """Return the registry's entry for ``id``, ``hub://id`` or ``hub://id@version``."""
+        pack_id, version = parse_pack_ref(id_or_uri)
+        registry = self.get()
+        entry = registry.get(pack_id)
+        if entry is None:
+            available = ", ".join(sorted(e.id for e in registry.packs)) or "(none)"
+            raise PackError(
+                f"pack {pack_id!r} is not in the registry at {self.url}; available: {available}"
+            )
+        if version is not None and version != entry.version:
+            raise PackError(
+                f"the registry at {self.url} has {pack_id} {entry.version}, not "
+                f"{version} (it lists one version per pack): ask for {pack_id} instead"
+            )
+        return entry
+
+    def require_url(self) -> str:
+        """Return the registry's URL, or raise `PackError` when none is configured."""
+        if self.url is None:
+            raise PackError(
+                "no pack registry is configured: pass registry_url= or set "
+                f"{REGISTRY_URL_ENV} to a registry.json URL, a file:// URL or a folder path"
+            )
+        return self.url
+
+    def locate(self, ref: str) -> str:
+        """Return the URL of a registry file reference: absolute as is, else registry-relative."""
+        if urlsplit(ref).scheme.lower() in ("http", "https", "file"):
+            return ref
+        if Path(ref).is_absolute():
+            return Path(ref).as_uri()
+        return urljoin(self.require_url(), ref)
+
+    def _read_copy(self, url: str) -> tuple[Registry, float] | None:
+        """Return the cached copy of the registry at ``url`` and its fetch time, if readable."""
+        try:
+            data = json.loads((self._copy_dir / REGISTRY_NAME).read_text(encoding="utf-8"))
+            if data.get("fetched_from") != url:
+                return None
+            return Registry.from_dict(data), float(data["fetched_at"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, PackError):
+            return None
+
+    def _write_copy(self, url: str, data: Any, now: float) -> None:
+        """Save the registry with where and when it was fetched (best effort)."""
+        path = self._copy_dir / REGISTRY_NAME
+        copy = {**data, "fetched_from": url, "fetched_at": now}
+        try:
+            self._copy_dir.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{REGISTRY_NAME}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(copy, indent=1, ensure_ascii=False), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            logger.warning("cannot save the registry copy to %s: %s", path, exc)
+
+
+def _age(seconds: float) -> str:
+    """Return a duration for a person: 42 s, 7 min, 3 h, 2 days."""
+    if seconds < 120:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
