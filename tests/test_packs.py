@@ -351,3 +351,51 @@ def test_an_unreadable_index_is_reported_after_download(tmp_path: Path) -> None:
         with pytest.raises(PackError, match="index is unreadable after download"):
             memory.mount("broken")
         assert not memory.is_ready
+
+
+def test_a_pack_is_searched_by_keyword_hybrid_and_rerank(memory: AgentMemory) -> None:
+    memory.mount("handbook")
+    vector = memory.search("network switch", top_k=3)
+    keyword = memory.search("network switch", top_k=3, mode="keyword")
+    hybrid = memory.search("network switch", top_k=3, mode="hybrid")
+    reranked = memory.search("network switch", top_k=3, mode="rerank")
+    assert "score" not in vector[0].metadata, "vector mode keeps the seed's shape"
+    for results, part in ((keyword, "bm25"), (hybrid, "rrf"), (reranked, "fts")):
+        assert results[0].metadata["source_file"] == "Projects/Project Atlas.md"
+        assert part in results[0].metadata["scores"]
+        assert results[0].distance == 0.0, "the best hit is at distance 0 outside vector mode"
+        assert [r.distance for r in results] == sorted(r.distance for r in results)
+        assert all(0.0 <= r.distance <= 1.0 for r in results)
+        assert "switch" in results[0].metadata["text"].lower()
+    assert {r.id for r in hybrid} >= {keyword[0].id, vector[0].id} - {None}
+    with pytest.raises(ValidationError, match="mode must be one of"):
+        memory.search("network switch", mode="fuzzy")
+
+
+def test_keyword_search_of_a_pack_needs_no_model(registry: Path, tmp_path: Path) -> None:
+    class Refusing(type(Embedder.fake())):  # type: ignore[misc]
+        def _embed(self, texts: Any, kind: str) -> Any:
+            raise AssertionError("keyword search embedded a text")
+
+    with AgentMemory(
+        registry_url=str(registry), cache_dir=tmp_path / "cache", embedder=Refusing(64)
+    ) as memory:
+        memory.init()
+        memory.mount("handbook")
+        hits = memory.search("network switch", top_k=2, mode="keyword")
+        assert hits and hits[0].metadata["source_file"] == "Projects/Project Atlas.md"
+
+
+def test_agent_memory_never_closes_the_callers_embedder(registry: Path, tmp_path: Path) -> None:
+    closed: list[bool] = []
+
+    class Tracked(type(Embedder.fake())):  # type: ignore[misc]
+        def close(self) -> None:
+            closed.append(True)
+
+    mine = Tracked(64)
+    with AgentMemory(registry_url=str(registry), cache_dir=tmp_path / "c", embedder=mine) as memory:
+        memory.init()
+        memory.mount("handbook")
+        memory.search("network switch")
+    assert closed == [], "destroy() left the caller's embedder open"

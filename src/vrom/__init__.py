@@ -46,6 +46,7 @@ from vrom.results import (
     VaultStats,
     to_jsonable,
 )
+from vrom.memories import Memory, MemoryHit
 from vrom.search.context import format_context
 from vrom.tools import SearchTool, ToolResult
 from vrom.vault import Vault
@@ -65,6 +66,8 @@ __all__ = [
     "IndexSummary",
     "IndexWarning",
     "Link",
+    "Memory",
+    "MemoryHit",
     "ModelError",
     "MountStatus",
     "NotFoundError",
@@ -82,6 +85,7 @@ __all__ = [
     "Vault",
     "VaultStats",
     "VectorDB",
+    "VromCache",
     "VromError",
     "__version__",
     "format_context",
@@ -95,6 +99,10 @@ def __getattr__(name: str) -> object:
         from vrom.agent_memory import AgentMemory
 
         return AgentMemory
+    if name == "VromCache":
+        from vrom.packs.cache import VromCache
+
+        return VromCache
     if name == "VectorDB":
         from vrom.vectordb import VectorDB
 

@@ -217,7 +217,7 @@ def search_pack(args: argparse.Namespace, out: TextIO) -> int:
     with AgentMemory(registry_url=args.registry) as memory:
         memory.init()
         memory.mount(args.pack)
-        results = memory.search(args.query, top_k=min(args.k, 1000))
+        results = memory.search(args.query, top_k=min(args.k, 1000), mode=args.mode or "vector")
     if args.json:
         print_json(results, out)
         return 0

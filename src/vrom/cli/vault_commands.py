@@ -271,7 +271,7 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
                 choices=MODES,
                 default=None,
                 help="keyword, vector, hybrid (rank fusion) or rerank (as hybrid-search); "
-                "default: hybrid when the vault has vectors",
+                "default: hybrid when the vault has vectors (vector with --pack)",
             )
         else:
             sub.set_defaults(mode=mode)
