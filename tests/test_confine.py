@@ -297,6 +297,20 @@ def test_reindex_paths_refuses_a_batch_before_reindexing_any(root: Path, tmp_pat
         assert [h.path for h in vault.search("kayaks")] == ["Home.md"]
 
 
+def test_a_symlink_in_the_trash_makes_no_folder_outside(root: Path, tmp_path: Path) -> None:
+    (root / "Projects/Sub").mkdir()
+    (root / "Projects/Sub/Deep.md").write_text("# Deep\n")
+    (root / ".trash").mkdir()
+    (root / ".trash/Projects").symlink_to(tmp_path / "outside", target_is_directory=True)
+    with Vault.open(root, tmp_path / "state", embedder=None) as vault:
+        vault.index()
+        with pytest.raises(ValidationError) as caught:
+            vault.delete_note("Projects/Sub/Deep.md")
+        assert caught.value.code == OUTSIDE
+    assert sorted(p.name for p in (tmp_path / "outside").iterdir()) == ["secret.md"]
+    assert (root / "Projects/Sub/Deep.md").is_file()
+
+
 def test_the_mcp_tools_leave_path_checks_to_the_facade() -> None:
     tree = ast.parse(TOOLS_MODULE.read_text(encoding="utf-8"))
     names = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}

@@ -290,11 +290,14 @@ class VaultFiles:
                 OUTSIDE,
             )
         target = trash / rel
+        refused = ValidationError(
+            f"refused to delete {rel!r}: a symlink inside {TRASH!r} is on the way", OUTSIDE
+        )
+        if not is_symlink_free(target.parent):  # mkdir would follow it, making folders outside
+            raise refused
         target.parent.mkdir(parents=True, exist_ok=True)
-        if not is_symlink_free(target.parent):
-            raise ValidationError(
-                f"refused to delete {rel!r}: a symlink inside {TRASH!r} is on the way", OUTSIDE
-            )
+        if not is_symlink_free(target.parent):  # one appeared since the check
+            raise refused
         if not os.path.lexists(target):
             return target
         stamp = time.strftime("%Y%m%d-%H%M%S")
