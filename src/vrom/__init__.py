@@ -29,6 +29,7 @@ from vrom.errors import (
     ValidationError,
     VromError,
 )
+from vrom.memories import Memory, MemoryHit
 from vrom.results import (
     BackendInfo,
     Context,
@@ -46,7 +47,6 @@ from vrom.results import (
     VaultStats,
     to_jsonable,
 )
-from vrom.memories import Memory, MemoryHit
 from vrom.search.context import format_context
 from vrom.tools import SearchTool, ToolResult
 from vrom.vault import Vault

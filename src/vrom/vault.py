@@ -17,7 +17,7 @@ from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import NotFoundError, ValidationError
 from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
-from vrom.ingest.confine import note_ref_in_vault, resolve_in_vault
+from vrom.ingest.confine import ReadPurpose, confine
 from vrom.ingest.embedding import EmbedProgress, stored_fingerprint
 from vrom.ingest.indexer import (
     STRATEGY_META_KEY,
@@ -272,11 +272,14 @@ class Vault:
     def reindex_paths(self, paths: Iterable[str | os.PathLike[str]]) -> IndexSummary:
         """Re-index just these notes (vault-relative or absolute paths inside the vault).
 
-        A path that no longer exists is removed from the store. Paths outside the vault raise
-        `ValidationError`. With an embedder, the notes' new chunks are embedded too.
+        A path that no longer exists is removed from the store. A path that leads outside the
+        vault raises `ValidationError` (code ``path_outside_vault``) before any is re-indexed.
+        With an embedder, the notes' new chunks are embedded too.
         """
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
+        # all confined before any is re-indexed, so a refused path changes nothing
+        paths = [confine(self.root, os.fspath(path), "reindex").relative for path in paths]
         embedding = self.corpus.embedder is not None
         if embedding:
             self.corpus.bind()
@@ -348,7 +351,9 @@ class Vault:
             )
         return context
 
-    def _document(self, path_or_id: str | int) -> StoredDocument:
+    def _document(self, path_or_id: str | int, purpose: ReadPurpose) -> StoredDocument:
+        if purpose not in ("read", "reference"):
+            raise ValidationError(f"purpose must be 'read' or 'reference', not {purpose!r}")
         if isinstance(path_or_id, int) and not isinstance(path_or_id, bool):
             doc = self.store.documents.get(path_or_id)
             if doc is None:
@@ -356,7 +361,7 @@ class Vault:
             return doc
         if not isinstance(path_or_id, str):
             raise ValidationError("a note is named by its path, its name or its id")
-        ref = note_ref_in_vault(self.root, path_or_id.strip())
+        ref = confine(self.root, path_or_id.strip(), purpose).relative
         key = note_key(ref)
         matches = self.store.documents.find(key)
         if matches:
@@ -382,14 +387,16 @@ class Vault:
             )
         return links
 
-    def get_note(self, path_or_id: str | int) -> Note:
+    def get_note(self, path_or_id: str | int, *, purpose: ReadPurpose = "reference") -> Note:
         """Return a note by path (with or without ``.md``), name, or id, with its current body.
 
         A path that leaves the vault (``..``, absolute elsewhere, symlinks out) or enters hidden
-        folders raises `ValidationError` with code ``path_outside_vault``.
+        folders raises `ValidationError` with code ``path_outside_vault``. An absolute path
+        inside the vault is accepted, unless ``purpose="read"``: the rule for paths from an
+        agent, which takes only paths from the vault root (and names and ids).
         """
-        doc = self._document(path_or_id)
-        absolute, _ = resolve_in_vault(self.root, doc.path, for_write=False)
+        doc = self._document(path_or_id, purpose)
+        absolute = confine(self.root, doc.path, "read").absolute
         text: str | None = None
         try:
             text, _ = read_note_text(absolute.read_bytes())
@@ -420,12 +427,15 @@ class Vault:
             body=body,
         )
 
-    def related(self, path_or_id: str | int, k: int = 20) -> Related:
+    def related(
+        self, path_or_id: str | int, k: int = 20, *, purpose: ReadPurpose = "reference"
+    ) -> Related:
         """Return a note's links, backlinks, notes sharing its tags, and notes similar in meaning.
 
-        Similar notes (cosine of mean chunk vectors) come only when the store has vectors.
+        Similar notes (cosine of mean chunk vectors) come only when the store has vectors. The
+        note is named as for `get_note`, ``purpose`` included.
         """
-        doc = self._document(path_or_id)
+        doc = self._document(path_or_id, purpose)
         shared = []
         for other_id, tags in self.store.documents.sharing_tags(doc.document_id, k):
             other = self.store.documents.get(other_id)
@@ -472,7 +482,7 @@ class Vault:
         return BackendInfo(**self.store.describe())
 
     # -- files -----------------------------------------------------------------------------
-    # Every path below is confined to the vault by `vrom.ingest.confine.resolve_in_vault`:
+    # Every path below is confined to the vault by `vrom.ingest.confine.confine`:
     # escapes raise `ValidationError` with code ``path_outside_vault``.
 
     def resolve_note_path(self, path: str) -> str:

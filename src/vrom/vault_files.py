@@ -1,6 +1,6 @@
 """Write, list, tag-query and delete a vault's notes safely: the engine behind `Vault`'s file methods.
 
-Every path goes through `resolve_in_vault` first (see `vrom.ingest.confine` for the rules).
+Every path goes through `vrom.ingest.confine.confine` first (see there for the rules).
 A write never leaves a half-written note: the new bytes go to a hidden temporary file in the
 same folder, are flushed to disk, and replace the note in one rename (a new note is hard-linked
 into place, so a file that appeared meanwhile is never clobbered); an overwritten note keeps its
@@ -23,9 +23,8 @@ from typing import Any
 import yaml
 
 from vrom.errors import NotFoundError, StorageError, ValidationError, VromError
-from vrom.ingest.confine import OUTSIDE, resolve_in_vault
+from vrom.ingest.confine import IGNORED_DIRS, OUTSIDE, confine, is_inside, is_symlink_free
 from vrom.ingest.parse import split_frontmatter
-from vrom.ingest.walk import IGNORED_DIRS
 from vrom.results import (
     DeleteResult,
     FolderListing,
@@ -62,7 +61,7 @@ class VaultFiles:
 
     def resolve_note_path(self, path: str) -> str:
         """Return ``path`` confined to the vault, as a vault-relative POSIX path (for reading)."""
-        return resolve_in_vault(self.root, path, for_write=False)[1]
+        return confine(self.root, path, "read").relative
 
     def list_folder(self, folder: str = "") -> FolderListing:
         """Return a folder's direct subfolders and the indexed notes directly in it."""
@@ -71,7 +70,8 @@ class VaultFiles:
         if folder.strip().replace("\\", "/").strip("/") in ("", "."):
             absolute, rel = self.root, ""
         else:
-            absolute, rel = resolve_in_vault(self.root, folder, for_write=False)
+            confined = confine(self.root, folder, "read")
+            absolute, rel = confined.absolute, confined.relative
         if not absolute.is_dir():
             raise NotFoundError(f"no folder {rel!r} in vault {self.root}")
         prefix = f"{rel}/" if rel else ""
@@ -124,7 +124,8 @@ class VaultFiles:
             raise ValidationError(f"content must be a string, not {type(content).__name__}")
         if "\x00" in content:
             raise ValidationError("content contains NUL bytes; a note is text")
-        absolute, rel = resolve_in_vault(self.root, path, for_write=True)
+        confined = confine(self.root, path, "write")
+        absolute, rel = confined.absolute, confined.relative
         exists = _existing_file(absolute, rel)
         if mode == "create" and exists:
             raise ValidationError(
@@ -152,7 +153,8 @@ class VaultFiles:
 
         Raises `StorageError` when the file was written but could not be re-indexed.
         """
-        absolute, rel = resolve_in_vault(self.root, path, for_write=True)
+        confined = confine(self.root, path, "write")
+        absolute, rel = confined.absolute, confined.relative
         if not _existing_file(absolute, rel):
             raise NotFoundError(f"no note {rel!r} in vault {self.root}")
         bom, text = self._read_text(absolute, rel)
@@ -170,7 +172,8 @@ class VaultFiles:
 
     def delete_note(self, path: str, *, permanent: bool = False) -> DeleteResult:
         """Move a note to the vault's ``.trash`` (or unlink it), and drop it from the store."""
-        absolute, rel = resolve_in_vault(self.root, path, for_write=True)
+        confined = confine(self.root, path, "write")
+        absolute, rel = confined.absolute, confined.relative
         if not _existing_file(absolute, rel):
             raise NotFoundError(f"no note {rel!r} in vault {self.root}")
         trashed_to = None
@@ -229,7 +232,7 @@ class VaultFiles:
             raise StorageError(
                 f"could not create the folder of note {rel!r}: {exc.strerror or exc}"
             ) from exc
-        if os.path.realpath(folder) != str(folder):  # swapped for a symlink since the check
+        if not is_symlink_free(folder):  # swapped for a symlink since the check
             raise ValidationError(f"refused path {rel!r}: its folder is now a symlink", OUTSIDE)
         try:
             old_mode = stat.S_IMODE(os.lstat(absolute).st_mode)
@@ -287,11 +290,14 @@ class VaultFiles:
                 OUTSIDE,
             )
         target = trash / rel
+        refused = ValidationError(
+            f"refused to delete {rel!r}: a symlink inside {TRASH!r} is on the way", OUTSIDE
+        )
+        if not is_symlink_free(target.parent):  # mkdir would follow it, making folders outside
+            raise refused
         target.parent.mkdir(parents=True, exist_ok=True)
-        if os.path.realpath(target.parent) != str(target.parent):
-            raise ValidationError(
-                f"refused to delete {rel!r}: a symlink inside {TRASH!r} is on the way", OUTSIDE
-            )
+        if not is_symlink_free(target.parent):  # one appeared since the check
+            raise refused
         if not os.path.lexists(target):
             return target
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -423,7 +429,7 @@ def _is_folder_inside(entry: os.DirEntry[str], root: Path) -> bool:
         if not entry.is_dir():
             return False
         if entry.is_symlink():
-            return Path(os.path.realpath(entry.path)).is_relative_to(root)
+            return is_inside(root, os.path.realpath(entry.path))
     except OSError:
         return False
     return True

@@ -1,20 +1,37 @@
-"""Keep a note path given by a user (or an agent) inside the vault: the gate every file access uses.
+"""Keep a path given by a user (or an agent) inside the vault: the gate every file access uses.
 
-`resolve_in_vault` turns a vault-relative path into an absolute path under the vault root, or
-refuses it with a one-line `ValidationError` whose ``code`` is ``path_outside_vault`` unless noted.
+`confine` turns a path into a `ConfinedPath` (the absolute path under the vault root and the
+vault-relative POSIX path), or refuses it with a one-line `ValidationError` whose ``code`` is
+``path_outside_vault`` unless noted. What is allowed depends on what the path is for:
+
+- ``"read"``: a note (or folder) named by its path from the vault root, to be read. This is
+  what a tool takes from an agent, and what `Vault.resolve_note_path` and `list_folder` take.
+- ``"reference"``: a note looked up for reading by `Vault.get_note` and `Vault.related`: as for
+  ``read``, and an absolute path inside the vault is accepted too (taken from the vault root,
+  ``..`` folded; any other absolute path is refused).
+- ``"write"``: a note to create, change or delete: the ``read`` rules plus the write rules.
+- ``"reindex"``: a file whose note must be brought up to date with the disk, relative to the
+  root or absolute. It names a file as it is on disk (the watcher reports real files, whatever
+  their names), so only where it really leads counts: ``..`` and symlinks are resolved and the
+  result must be inside the vault (and not the vault itself); the file may be gone (its note
+  is then removed); hidden and ignored folders pass, for the indexer to skip as the full index
+  does. The relative path returned is the resolved one.
+
+Rules for ``read``, ``reference`` and ``write`` (a NUL byte is refused for every purpose):
 
 - Separators: ``/`` and ``\\`` both separate segments (so a file whose name holds a backslash
   cannot be named); ``.`` segments and repeated separators are dropped.
-- Refused everywhere: an empty path (or one naming the vault itself); absolute paths (``/x``,
-  ``\\x``, ``//server/x``, ``\\\\server\\share``, ``C:\\x`` and drive-relative ``C:x``); ``~``
-  home paths; URLs (``file:///x``); NUL bytes, control characters and bidirectional-override
-  characters; every ``..`` segment, even one that would stay inside (``a/../b.md``): a note is
-  named from the vault root and never needs one; segments of only dots and spaces (``...``,
-  ``.. ``), which Windows collapses into ``..``; segments that only look harmless:
-  percent-encoded (``%2e%2e``, ``%2F``, double-encoded ``%252e``) or Unicode look-alikes
-  (fullwidth ``．．``, NFKC-normalised) that decode to ``..``, a hidden name or a separator are
-  refused, while other ``%`` text is kept literally (``100%25.md`` names that very file); and
-  symlinks, of the file or of any folder above it, that resolve outside the vault.
+- Refused: an empty path (or one naming the vault itself); absolute paths (``/x``, ``\\x``,
+  ``//server/x``, ``\\\\server\\share``, ``C:\\x`` and drive-relative ``C:x``), except as said
+  for ``reference``; ``~`` home paths; URLs (``file:///x``); control characters and
+  bidirectional-override characters; every ``..`` segment, even one that would stay inside
+  (``a/../b.md``): a note is named from the vault root and never needs one; segments of only
+  dots and spaces (``...``, ``.. ``), which Windows collapses into ``..``; segments that only
+  look harmless: percent-encoded (``%2e%2e``, ``%2F``, double-encoded ``%252e``) or Unicode
+  look-alikes (fullwidth ``．．``, NFKC-normalised) that decode to ``..``, a hidden name or a
+  separator are refused, while other ``%`` text is kept literally (``100%25.md`` names that
+  very file); and symlinks, of the file or of any folder above it, that resolve outside the
+  vault.
 - Hidden segments (``.name``) and the folders vrom never indexes (``.git``, ``.obsidian``,
   ``.trash``, ``node_modules``) are refused for reads as well as writes: they hold settings and
   plugin data (sometimes tokens), never notes. They are checked on the path as written and on
@@ -26,6 +43,9 @@ refuses it with a one-line `ValidationError` whose ``code`` is ``path_outside_va
   code ``path_is_symlink`` (the message names the real path), so a write always changes the
   file it names and never a file elsewhere.
 
+Code that checks paths it found itself (walking the vault, a watcher's events, the trash) uses
+the same two predicates as `confine`: `is_inside` and `is_symlink_free`.
+
 A check cannot stop another process from swapping a folder for a symlink between the check and
 the write; the writer narrows that window (temporary files are created with ``O_EXCL`` and
 renamed over the target, which replaces a symlink rather than following it) but cannot close it.
@@ -36,16 +56,26 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 from urllib.parse import unquote
 
 from vrom.errors import ValidationError
 from vrom.ingest.parse import NOTE_SUFFIXES
-from vrom.ingest.walk import IGNORED_DIRS
+
+IGNORED_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
+"""Folders vrom never indexes, reads or writes into (besides every hidden one)."""
 
 OUTSIDE = "path_outside_vault"
 NOT_A_NOTE = "not_a_note"
 IS_SYMLINK = "path_is_symlink"
+
+ReadPurpose = Literal["read", "reference"]
+"""How a note to read may be named: from the vault root, or also by an absolute path in it."""
+Purpose = Literal[ReadPurpose, "write", "reindex"]
+"""What a path is for; it decides which rules `confine` applies (see the module docstring)."""
+PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -55,68 +85,96 @@ _DECODE_ROUNDS = 3  # %2e, %252e, %25252e
 _RELATIVE = "; name notes by their path from the vault root"
 
 
-def resolve_in_vault(root: Path, user_path: str, *, for_write: bool) -> tuple[Path, str]:
-    """Return (absolute path, vault-relative POSIX path) for a note path, or refuse it.
+@dataclass(frozen=True)
+class ConfinedPath:
+    """A path that `confine` let through."""
 
-    ``for_write`` adds the write rules: the name must be a Markdown note (``.md`` is appended
-    to a name without an extension) and no symlink may be on the way. Nothing is created.
+    absolute: Path
+    """Where it is: under the vault's real root (symlinks resolved, for ``reindex``)."""
+    relative: str
+    """Its path from the vault root, POSIX style: ``Projects/Atlas.md``."""
+
+
+def confine(root: Path, user_path: str, purpose: Purpose) -> ConfinedPath:
+    """Return ``user_path`` confined to the vault at ``root`` for ``purpose``, or refuse it.
+
+    Nothing is created; for ``write`` the name may get ``.md`` appended.
     """
+    if purpose not in PURPOSES:
+        raise ValidationError(f"a path's purpose is one of {', '.join(PURPOSES)}, not {purpose!r}")
     if not isinstance(user_path, str):
         raise ValidationError(
             f"a note path must be a string, not {type(user_path).__name__}", OUTSIDE
         )
     shown = _shown(user_path)
+    if "\x00" in user_path:  # no file name holds one, and the OS would cut the path there
+        raise _refused(shown, "it contains a NUL byte")
+    real_root = Path(os.path.realpath(root))
+    if purpose == "reindex":
+        real = _resolved_inside(real_root, real_root / user_path, shown, "it")
+        return ConfinedPath(real, real.relative_to(real_root).as_posix())
+    if purpose == "reference" and os.path.isabs(user_path):
+        user_path = _from_root(real_root, user_path, shown)
     why = _string_problem(user_path)
     if why is not None:
         raise _refused(shown, why)
-    segments = []
-    for segment in user_path.replace("\\", "/").split("/"):
-        if segment in ("", "."):
-            continue
-        why = _segment_problem(segment)
-        if why is not None:
-            raise _refused(shown, why)
-        segments.append(segment)
-    if not segments:
-        raise _refused(shown, "it names the vault itself, not a note")
-    if for_write:
+    segments = _segments(user_path, shown)
+    if purpose == "write":
         segments[-1] = _note_name(segments[-1], shown)
-    real_root = Path(os.path.realpath(root))
     absolute = real_root.joinpath(*segments)
-    real = Path(os.path.realpath(absolute))
-    if real == real_root:
-        raise _refused(shown, "a symlink on the way resolves to the vault folder itself")
-    if not real.is_relative_to(real_root):
-        raise _refused(shown, f"a symlink on the way resolves to {str(real)!r}, outside the vault")
+    real = _resolved_inside(real_root, absolute, shown, "a symlink on the way")
     real_rel = real.relative_to(real_root).as_posix()
     for segment in real_rel.split("/"):
         why = _hidden_problem(segment)
         if why is not None:
             raise _refused(shown, f"a symlink on the way resolves to {real_rel!r}; {why}")
-    if for_write and real != absolute:
+    if purpose == "write" and not is_symlink_free(absolute):
         raise ValidationError(
             f"refused path {shown}: a symlink on the way leads to {real_rel!r}; vrom writes only"
             f" through real folders: use {real_rel!r}",
             IS_SYMLINK,
         )
-    return absolute, "/".join(segments)
+    return ConfinedPath(absolute, "/".join(segments))
 
 
-def note_ref_in_vault(root: Path, ref: str) -> str:
-    """Return a note reference, confined for reading, as a vault-relative path (or name).
+def is_inside(root: Path, path: str | os.PathLike[str]) -> bool:
+    """Return True when ``path`` is ``root`` or under it, compared as written.
 
-    Besides what `resolve_in_vault` takes, an absolute path inside the vault is accepted (the
-    `Vault.get_note` contract); any other absolute path is refused with ``path_outside_vault``.
+    Both must be absolute and normalised; resolve symlinks first (``os.path.realpath``) to ask
+    where a path really leads.
     """
-    if isinstance(ref, str) and os.path.isabs(ref) and "\x00" not in ref:
-        real_root = Path(os.path.realpath(root))
-        for candidate in (Path(os.path.abspath(ref)), Path(os.path.realpath(ref))):
-            if candidate != real_root and candidate.is_relative_to(real_root):
-                ref = candidate.relative_to(real_root).as_posix()
-                break
-        else:
-            raise _refused(_shown(ref), "it is an absolute path outside the vault")
-    return resolve_in_vault(root, ref, for_write=False)[1]
+    return Path(path).is_relative_to(root)
+
+
+def is_symlink_free(path: str | os.PathLike[str]) -> bool:
+    """Return True when no symlink is on the way to ``path`` (which need not exist yet).
+
+    Then writing there changes the file it names, never a file elsewhere. ``path`` must be
+    absolute and normalised.
+    """
+    return os.path.realpath(path) == os.fspath(path)
+
+
+def _from_root(real_root: Path, path: str, shown: str) -> str:
+    """Return an absolute path inside the vault as a path from its root, or refuse it."""
+    # as written first (``..`` folded); then with symlinks resolved, for a vault reached
+    # through a symlinked folder (a home on another disk, macOS's /tmp)
+    for candidate in (Path(os.path.abspath(path)), Path(os.path.realpath(path))):
+        if candidate == real_root:
+            raise _refused(shown, "it names the vault itself, not a note")
+        if is_inside(real_root, candidate):
+            return candidate.relative_to(real_root).as_posix()
+    raise _refused(shown, "it is an absolute path outside the vault")
+
+
+def _resolved_inside(real_root: Path, absolute: Path, shown: str, via: str) -> Path:
+    """Return where ``absolute`` really leads, refusing the vault folder itself and outside."""
+    real = Path(os.path.realpath(absolute))
+    if real == real_root:
+        raise _refused(shown, f"{via} resolves to the vault folder itself")
+    if not is_inside(real_root, real):
+        raise _refused(shown, f"{via} resolves to {str(real)!r}, outside the vault")
+    return real
 
 
 def _refused(shown: str, why: str) -> ValidationError:
@@ -131,8 +189,6 @@ def _shown(path: str) -> str:
 def _string_problem(path: str) -> str | None:
     if not path.strip():
         return "it is empty"
-    if "\x00" in path:
-        return "it contains a NUL byte"
     if any(unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS for c in path):
         return "it contains control characters"
     slashed = path.replace("\\", "/")
@@ -145,6 +201,21 @@ def _string_problem(path: str) -> str | None:
     if _URL.match(slashed):
         return f"URLs could lead outside the vault{_RELATIVE}"
     return None
+
+
+def _segments(path: str, shown: str) -> list[str]:
+    """Return the segments of a path from the vault root, refusing any that could escape."""
+    segments = []
+    for segment in path.replace("\\", "/").split("/"):
+        if segment in ("", "."):
+            continue
+        why = _segment_problem(segment)
+        if why is not None:
+            raise _refused(shown, why)
+        segments.append(segment)
+    if not segments:
+        raise _refused(shown, "it names the vault itself, not a note")
+    return segments
 
 
 def _forms(segment: str) -> list[str]:

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vrom.errors import ValidationError
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
+from vrom.ingest.confine import confine
 from vrom.ingest.parse import name_key, note_key, parse_note
 from vrom.ingest.relevance import human_relevance_score
 from vrom.ingest.walk import (
@@ -62,26 +62,6 @@ class _Tally:
     def skip(self, path: str, reason: str) -> None:
         self.skipped += 1
         self.warnings.append(IndexWarning(path, reason))
-
-
-def vault_relative(root: Path, path: str | os.PathLike[str]) -> str:
-    """Return ``path`` as a POSIX path relative to the vault root, refusing anything outside it.
-
-    Relative paths are taken from the root. ``..`` that climbs out, absolute paths elsewhere,
-    and symlinks that resolve outside the vault raise `ValidationError`.
-    """
-    root = root.resolve()
-    candidate = Path(path)
-    if not candidate.is_absolute():
-        candidate = root / candidate
-    resolved = Path(os.path.realpath(candidate))
-    try:
-        relative = resolved.relative_to(root)
-    except ValueError:
-        raise ValidationError(f"path {os.fspath(path)!r} is outside the vault {root}") from None
-    if not relative.parts:
-        raise ValidationError(f"path {os.fspath(path)!r} is the vault itself, not a note")
-    return relative.as_posix()
 
 
 class Indexer:
@@ -145,8 +125,8 @@ class Indexer:
         tally = _Tally()
         batch = _Batch(self._store)
         for raw in paths:
-            rel = vault_relative(self._root, raw)
-            absolute = self._root / rel
+            confined = confine(self._root, os.fspath(raw), "reindex")
+            rel, absolute = confined.relative, confined.absolute
             state = self._store.documents.state(rel)
             if is_ignored_path(rel) or not is_note_name(absolute.name):
                 tally.skip(

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from vrom.ingest.confine import IGNORED_DIRS, is_inside
 from vrom.ingest.parse import NOTE_SUFFIXES
 from vrom.results import IndexWarning
 
-IGNORED_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
 DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
 _BINARY_SNIFF_BYTES = 8192
 
@@ -68,10 +68,6 @@ def is_ignored_path(rel: str) -> bool:
     return any(part.startswith(".") or part in IGNORED_DIRS for part in rel.split("/"))
 
 
-def _inside(root: Path, target: str) -> bool:
-    return target == str(root) or target.startswith(str(root) + os.sep)
-
-
 def _entries(
     root: Path, folder: Path, prefix: str, seen_dirs: set[str], warnings: list[IndexWarning]
 ) -> Iterator[tuple[os.DirEntry[str], str]]:
@@ -100,7 +96,7 @@ def _entries(
             if not os.path.exists(target):
                 warnings.append(IndexWarning(rel, "skipped: broken symlink"))
                 continue
-            if not _inside(root, target):
+            if not is_inside(root, target):
                 warnings.append(IndexWarning(rel, "skipped: symlink points outside the vault"))
                 continue
         if is_dir:

@@ -119,11 +119,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
     async def vault_read(path: NotePath, ctx: Context) -> CallToolResult:
         """Read a note: frontmatter, body, headings, tags and links."""
 
-        def read(vault: Vault) -> Any:
-            vault.resolve_note_path(path)  # refuses paths that leave the vault
-            return vault.get_note(path)
-
-        return await call_on_vault(state, ctx, read)
+        return await call_on_vault(state, ctx, lambda vault: vault.get_note(path, purpose="read"))
 
     @server.tool(annotations=WRITE)
     async def vault_frontmatter(
@@ -141,10 +137,9 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
 
         def frontmatter(vault: Vault) -> Any:
             if set is None:
-                vault.resolve_note_path(path)
-                note = vault.get_note(path)
-                return {"path": note.path, "frontmatter": note.frontmatter}
-            note = vault.set_frontmatter(path, set, merge=merge)
+                note = vault.get_note(path, purpose="read")
+            else:
+                note = vault.set_frontmatter(path, set, merge=merge)
             return {"path": note.path, "frontmatter": note.frontmatter}
 
         return await call_on_vault(state, ctx, frontmatter)
@@ -162,8 +157,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         """List the links a note makes, each with the note it resolves to (or null)."""
 
         def links(vault: Vault) -> Any:
-            vault.resolve_note_path(path)
-            related = vault.related(path)
+            related = vault.related(path, purpose="read")
             return {"note": related.note, "links": related.links}
 
         return await call_on_vault(state, ctx, links)
@@ -173,8 +167,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         """List the notes that link to a note."""
 
         def backlinks(vault: Vault) -> Any:
-            vault.resolve_note_path(path)
-            related = vault.related(path)
+            related = vault.related(path, purpose="read")
             return {"note": related.note, "backlinks": related.backlinks}
 
         return await call_on_vault(state, ctx, backlinks)
@@ -185,11 +178,9 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
     ) -> CallToolResult:
         """Notes related to a note: its links, backlinks, shared tags and similar notes."""
 
-        def related(vault: Vault) -> Any:
-            vault.resolve_note_path(path)
-            return vault.related(path, k=k)
-
-        return await call_on_vault(state, ctx, related)
+        return await call_on_vault(
+            state, ctx, lambda vault: vault.related(path, k=k, purpose="read")
+        )
 
     @server.tool(annotations=READ)
     async def vault_tags(
@@ -266,7 +257,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         vault = await state.vault()
 
         def read(vault: Vault) -> str:
-            vault.resolve_note_path(path)
-            return (vault.root / vault.get_note(path).path).read_text(encoding="utf-8")
+            note = vault.get_note(path, purpose="read")
+            return (vault.root / note.path).read_text(encoding="utf-8")
 
         return await asyncio.to_thread(state.run, read, vault)

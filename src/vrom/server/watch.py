@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vrom.errors import VromError
+from vrom.ingest.confine import is_inside
+from vrom.ingest.walk import is_ignored_path, is_note_name
 from vrom.vault import Vault
 
 DEBOUNCE_MS = 300
-_NOTE_SUFFIXES = (".md", ".markdown")
-_IGNORED = frozenset({".git", ".obsidian", ".trash", "node_modules"})
 
 
 class Watcher:
@@ -79,11 +79,8 @@ class Watcher:
 
 
 def _is_note(root: Path, path: str) -> bool:
+    """Return True when a changed path is a note that indexing would take (by its name)."""
     candidate = Path(path)
-    if candidate.suffix.lower() not in _NOTE_SUFFIXES:
+    if not is_note_name(candidate.name) or not is_inside(root, candidate):
         return False
-    try:
-        parts = candidate.relative_to(root).parts
-    except ValueError:
-        return False
-    return not any(part.startswith(".") or part in _IGNORED for part in parts)
+    return not is_ignored_path(candidate.relative_to(root).as_posix())
