@@ -27,6 +27,7 @@ LAYERS = {
     # facades: each keeps its own vocabulary; settings are read here and in the faces only
     "vault": FACADES,
     "vault_files": FACADES,
+    "vault_notes": FACADES,
     "collection": FACADES,
     "documents": FACADES,
     "agent_memory": FACADES,

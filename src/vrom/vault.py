@@ -25,8 +25,7 @@ from vrom.ingest.indexer import (
     IndexOptions,
     ProgressCallback,
 )
-from vrom.ingest.parse import note_key, parse_note
-from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES, read_note_text
+from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
 from vrom.memories import Memories
 from vrom.results import (
     BackendInfo,
@@ -35,21 +34,18 @@ from vrom.results import (
     FolderListing,
     Hit,
     IndexSummary,
-    Link,
     Note,
     NoteRef,
     Related,
-    SharedTags,
-    SimilarNote,
     TagCount,
     VaultStats,
     WriteResult,
 )
 from vrom.search.context import expand_hits, format_context
-from vrom.search.links import backlink_sources, resolve_link
 from vrom.search.vector import HNSW_THRESHOLD
 from vrom.store import StoredDocument, open_store
 from vrom.vault_files import VaultFiles
+from vrom.vault_notes import VaultNotes
 
 VAULT_ENV = settings.VAULT_ENV
 __all__ = ["AUTO", "VAULT_ENV", "EmbedderChoice", "Vault"]
@@ -76,6 +72,7 @@ class Vault:
         self._options = options
         self._state_base = state_base
         self._indexer = Indexer(self.store, root, options)
+        self._notes = VaultNotes(root, self.store)
         # through the public method, so a caller's wrapper of reindex_paths applies to writes too
         self._files = VaultFiles(
             root, self.store, options.max_file_bytes, lambda paths: self.reindex_paths(paths)
@@ -351,42 +348,6 @@ class Vault:
             )
         return context
 
-    def _document(self, path_or_id: str | int, purpose: ReadPurpose) -> StoredDocument:
-        if purpose not in ("read", "reference"):
-            raise ValidationError(f"purpose must be 'read' or 'reference', not {purpose!r}")
-        if isinstance(path_or_id, int) and not isinstance(path_or_id, bool):
-            doc = self.store.documents.get(path_or_id)
-            if doc is None:
-                raise NotFoundError(f"no note with id {path_or_id} in vault {self.root}")
-            return doc
-        if not isinstance(path_or_id, str):
-            raise ValidationError("a note is named by its path, its name or its id")
-        ref = confine(self.root, path_or_id.strip(), purpose).relative
-        key = note_key(ref)
-        matches = self.store.documents.find(key)
-        if matches:
-            return matches[0]
-        if ref.isdigit():
-            doc = self.store.documents.get(int(ref))
-            if doc is not None:
-                return doc
-        raise NotFoundError(f"no note {path_or_id!r} in vault {self.root}")
-
-    def _links(self, doc: StoredDocument) -> list[Link]:
-        links = []
-        for link in self.store.documents.links_of(doc.document_id):
-            target = resolve_link(self.store, link, doc)
-            links.append(
-                Link(
-                    link.kind,
-                    link.target,
-                    link.heading,
-                    link.alias,
-                    None if target is None else target.path,
-                )
-            )
-        return links
-
     def get_note(self, path_or_id: str | int, *, purpose: ReadPurpose = "reference") -> Note:
         """Return a note by path (with or without ``.md``), name, or id, with its current body.
 
@@ -395,37 +356,7 @@ class Vault:
         inside the vault is accepted, unless ``purpose="read"``: the rule for paths from an
         agent, which takes only paths from the vault root (and names and ids).
         """
-        doc = self._document(path_or_id, purpose)
-        absolute = confine(self.root, doc.path, "read").absolute
-        text: str | None = None
-        try:
-            text, _ = read_note_text(absolute.read_bytes())
-        except OSError:
-            text = None
-        if text is None:  # gone from disk since indexing: rebuild the body from its chunks
-            chunks = self.store.documents.chunks_of(doc.document_id)
-            text = "\n\n".join(c.text for c in chunks)
-            headings = list(dict.fromkeys(c.heading_path for c in chunks if c.heading_path))
-            body = text
-        else:
-            parsed = parse_note(text, doc.path)
-            headings = [h.text for h in parsed.headings]
-            body = text[parsed.body_start :]
-        return Note(
-            note_id=doc.document_id,
-            path=doc.path,
-            title=doc.title,
-            frontmatter=doc.frontmatter,
-            headings=headings,
-            tags=self.store.documents.tags_of(doc.document_id),
-            links=self._links(doc),
-            content_hash=doc.content_hash,
-            modified_unix=doc.mtime,
-            size=doc.size,
-            human_relevance_score=doc.human_relevance_score,
-            chunk_count=doc.chunk_count,
-            body=body,
-        )
+        return self._notes.get_note(path_or_id, purpose)
 
     def related(
         self, path_or_id: str | int, k: int = 20, *, purpose: ReadPurpose = "reference"
@@ -435,27 +366,7 @@ class Vault:
         Similar notes (cosine of mean chunk vectors) come only when the store has vectors. The
         note is named as for `get_note`, ``purpose`` included.
         """
-        doc = self._document(path_or_id, purpose)
-        shared = []
-        for other_id, tags in self.store.documents.sharing_tags(doc.document_id, k):
-            other = self.store.documents.get(other_id)
-            if other is not None:
-                shared.append(SharedTags(_ref(other), tags))
-        similar = []
-        if self.corpus.has_vectors():
-            from vrom.search.similar import similar_notes  # numpy: only with vectors
-
-            for other_id, score in similar_notes(self.store, doc.document_id, k):
-                other = self.store.documents.get(other_id)
-                if other is not None:
-                    similar.append(SimilarNote(_ref(other), round(score, 6)))
-        return Related(
-            note=_ref(doc),
-            links=self._links(doc),
-            backlinks=[_ref(src) for src in backlink_sources(self.store, doc)],
-            shared_tags=shared,
-            similar=similar,
-        )
+        return self._notes.related(path_or_id, k, purpose, similar_too=self.corpus.has_vectors())
 
     def stats(self) -> VaultStats:
         """Return counts and sizes of the vault's store."""
