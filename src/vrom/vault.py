@@ -51,10 +51,6 @@ VAULT_ENV = settings.VAULT_ENV
 __all__ = ["AUTO", "VAULT_ENV", "EmbedderChoice", "Vault"]
 
 
-def _ref(doc: StoredDocument) -> NoteRef:
-    return NoteRef(doc.document_id, doc.path, doc.title)
-
-
 class Vault:
     """A notes vault and its store. Open it with `Vault.open`; close it (or use ``with``)."""
 
