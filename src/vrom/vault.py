@@ -43,7 +43,7 @@ from vrom.results import (
 )
 from vrom.search.context import expand_hits, format_context
 from vrom.search.vector import HNSW_THRESHOLD
-from vrom.store import StoredDocument, open_store
+from vrom.store import open_store
 from vrom.vault_files import VaultFiles
 from vrom.vault_notes import VaultNotes
 
