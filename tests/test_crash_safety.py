@@ -112,6 +112,7 @@ def read_store(db: Path) -> StoreReading:
             "memories",
             "memories_fts",
             "memory_vectors",
+            "memory_vector_changes",
         }
         if not tables:  # killed before the schema's transaction committed
             return StoreReading(problems, {}, None, has_schema=False)
@@ -134,7 +135,7 @@ def read_store(db: Path) -> StoreReading:
         chunks: dict[int, list[tuple[object, ...]]] = {}
         rows = conn.execute(
             "SELECT c.document_id, c.id, c.position, c.prev_id, c.next_id, c.heading_path, c.text,"
-            " c.char_start, c.char_end, c.content_hash, c.metadata,"
+            " c.char_start, c.char_end, c.content_hash,"
             " (SELECT count(*) FROM chunks_fts f WHERE f.rowid = c.id),"
             " f.title, f.heading_path, f.body"
             " FROM chunks c LEFT JOIN chunks_fts f ON f.rowid = c.id"
@@ -170,9 +171,9 @@ def read_store(db: Path) -> StoreReading:
                 next_id = ids[i + 1] if i + 1 < len(ids) else None
                 if (chunk[2], chunk[3]) != (prev_id, next_id):
                     problems.append(f"{path}: chunk {chunk[0]} has prev/next {chunk[2:4]}")
-                if chunk[10] != 1:
-                    problems.append(f"{path}: chunk {chunk[0]} has {chunk[10]} keyword rows")
-            content = [chunk[4:10] + chunk[11:] for chunk in own]  # no ids: they vary by run
+                if chunk[9] != 1:
+                    problems.append(f"{path}: chunk {chunk[0]} has {chunk[9]} keyword rows")
+            content = [chunk[4:9] + chunk[10:] for chunk in own]  # no ids: they vary by run
             parts = (title, frontmatter, size, relevance, count, content)
             notes[path] = (
                 content_hash,
@@ -410,9 +411,9 @@ def test_store_killed_while_being_created_never_appears(tmp_path: Path) -> None:
     state = tmp_path / "state"
     kill_in_schema_transaction = (
         "import os, signal, sys\n"
-        "from vrom.store.sqlite import SQLiteStore\n"
+        "from vrom.store.sqlite_database import Database\n"
         "def die(*args): os.kill(os.getpid(), signal.SIGKILL)\n"
-        "SQLiteStore._put_meta = die  # first called inside the schema's transaction\n"
+        "Database.put_meta = die  # first called inside the schema's transaction\n"
         "from vrom.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
