@@ -68,6 +68,7 @@ class Corpus:
         self.store = store
         self._binding = embedder
         self._encoding = encoding
+        self._checked: tuple[int, str] | None = None  # (vector generation, `_vector_state`)
         options: dict[str, Any] = {
             "metric": metric,
             "kind": index,
@@ -123,16 +124,31 @@ class Corpus:
         """Return ``hybrid`` when the store holds vectors of the configured model, else keyword."""
         return "hybrid" if self.has_vectors() else "keyword"
 
-    def _query_vector(self, query: str, mode: str) -> npt.NDArray[np.float32]:
+    def _vector_state(self, mode: str) -> str:
+        """Return ``ready`` or ``empty`` (nothing stored yet), or raise why ``mode`` can't run.
+
+        Checked once per vector generation: the model can only change with a rebuild, which
+        clears the vectors and so moves the generation.
+        """
+        generation = self.store.vectors.generation()
+        if self._checked is not None and self._checked[0] == generation:
+            return self._checked[1]
         embedder = self.embedder
         if embedder is None:
             raise ValidationError(f"{mode} search needs an embedder, and none is configured")
         stored = stored_fingerprint(self.store)
-        if stored is None or not self.store.vectors.has_any():
+        if not self.store.vectors.has_any():
+            if self.store.documents.count():
+                raise NotFoundError(f"{mode} search needs vectors: run 'vrom embed' first")
+            state = "empty"  # nothing added yet: nothing to find, nothing to embed
+        elif stored is None:
             raise NotFoundError(f"{mode} search needs vectors: run 'vrom embed' first")
-        if stored != embedder.fingerprint:
-            bind_embedder(self.store, embedder)  # raises, naming both models and the fix
-        return embedder.embed_query(query)
+        else:
+            if stored != embedder.fingerprint:
+                bind_embedder(self.store, embedder)  # raises, naming both models and the fix
+            state = "ready"
+        self._checked = (generation, state)
+        return state
 
     # -- chunks ----------------------------------------------------------------------------
 
@@ -163,9 +179,9 @@ class Corpus:
         parsed, where_filter = parse_query(query), as_filter(where)
         if mode == "keyword":
             return self._keyword(parsed, k, where_filter, per_document)
-        if not self.store.vectors.has_any() and not self.store.documents.count():
-            return []  # nothing added yet: nothing to find, nothing to embed
-        vector = self._query_vector(query, mode)
+        if self._vector_state(mode) == "empty":
+            return []
+        vector = self.require_embedder(f"{mode} search").embed_query(query)
         if mode == "rerank":
             from vrom.search.rerank import rerank_search  # numpy: only with vectors
 
