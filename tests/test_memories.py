@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from vrom import Embedder
+from vrom import Embedder, Vault
 from vrom.errors import ModelError, NotFoundError, ValidationError
 from vrom.memories import FINGERPRINT_META_KEY, Memories, Memory
 from vrom.store.schema import MIGRATIONS, SCHEMA_VERSION
@@ -363,3 +363,33 @@ def test_ids_made_in_the_same_millisecond_still_sort_in_order() -> None:
     ids = [_new_id(1_700_000_000.0) for _ in range(200)]
     assert ids == sorted(ids) and len(set(ids)) == 200
     assert _new_id(1_600_000_000.0) > ids[-1], "a clock that steps back does not reorder ids"
+
+
+def test_a_vault_rebuild_re_embeds_its_memories_with_the_new_model(tmp_path: Path) -> None:
+    vault_dir = tmp_path / "vault"
+    vault_dir.mkdir()
+    (vault_dir / "Coffee.md").write_text("# Coffee\n\nEspresso without sugar.\n", encoding="utf-8")
+    with Vault.open(vault_dir, tmp_path / "state", embedder=Embedder.fake(64)) as vault:
+        vault.index()
+        made = _remember_facts(vault.memories)
+    with Vault.open(vault_dir, tmp_path / "state", embedder=Embedder.fake(32)) as vault:
+        with pytest.raises(ModelError, match=r"\(64 d\)"):
+            vault.memories.recall("espresso")
+        assert vault.embed(rebuild=True) == 1, "one chunk re-embedded"
+        assert vault.memories.stats().embedded == len(FACTS), "and every memory"
+        assert vault.memories.recall("espresso")[0].memory.id == made["coffee"].id
+        assert vault.search("espresso", mode="vector")[0].path == "Coffee.md"
+
+
+def test_memories_past_the_threshold_are_recalled_through_an_hnsw_graph(
+    tmp_path: Path,
+) -> None:
+    vault_dir = tmp_path / "vault"
+    vault_dir.mkdir()
+    with Vault.open(vault_dir, tmp_path / "state", embedder=Embedder.fake(), hnsw_threshold=2) as v:
+        made = _remember_facts(v.memories)
+        assert v.memories.recall("espresso sugar", k=1)[0].memory.id == made["coffee"].id
+        assert type(v.corpus._memory_index.current).__name__ == "HnswIndex"
+        assert list((tmp_path / "state").rglob("store.db.memories.hnsw.usearch")), "cached"
+        v.memories.archive(made["coffee"].id)  # the filter keeps it out, graph or not
+        assert all(h.memory.id != made["coffee"].id for h in v.memories.recall("espresso"))

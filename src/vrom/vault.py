@@ -237,16 +237,17 @@ class Vault:
         return summary
 
     def embed(self, *, rebuild: bool = False, progress: EmbedProgress | None = None) -> int:
-        """Embed every chunk that has no vector yet; return how many were embedded.
+        """Embed every chunk that has no vector yet; return how many chunks were embedded.
 
-        ``rebuild`` drops all vectors first: the way to switch the store to another model.
+        ``rebuild`` drops all vectors first, the memories' too, and embeds both again: the way
+        to switch the store to another model.
         """
         if self.corpus.embedder is None:
             raise ValidationError("no embedder is configured (embedder=None)")
         self.corpus.bind(rebuild=rebuild)
         embedded = self.corpus.embed_missing(progress)
         if rebuild:
-            embedded += self.memories.embed()
+            self.memories.embed()
         return embedded
 
     @property
