@@ -12,6 +12,8 @@ from types import TracebackType
 from typing import Any
 
 from vrom import settings, state
+from vrom._vault_files import VaultFiles
+from vrom._vault_notes import VaultNotes
 from vrom.corpus import Corpus
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import NotFoundError, ValidationError
@@ -44,8 +46,6 @@ from vrom.results import (
 from vrom.search.context import expand_hits, format_context
 from vrom.search.vector import HNSW_THRESHOLD
 from vrom.store import open_store
-from vrom.vault_files import VaultFiles
-from vrom.vault_notes import VaultNotes
 
 VAULT_ENV = settings.VAULT_ENV
 __all__ = ["AUTO", "VAULT_ENV", "EmbedderChoice", "Vault"]

@@ -24,7 +24,7 @@ Vectors are stored as float32, so `get_vector` gives back exactly what was inser
 cast to float32) and distances carry only float32 rounding; float16 would halve the memory but
 round every stored value to about three significant digits.
 
-A saved database is one zip file of its settings, graph and metadata; `vrom.vectordb_file`
+A saved database is one zip file of its settings, graph and metadata; `vrom._vectordb_file`
 writes and checks it.
 
 Every method is safe to call from several threads: calls run one at a time under a lock
@@ -47,13 +47,13 @@ import numpy.typing as npt
 from usearch.compiled import MetricKind
 from usearch.index import Index
 
-from vrom.errors import NotFoundError, StorageError, ValidationError
-from vrom.vectordb_file import (
+from vrom._vectordb_file import (
     read_vectordb_file,
     restore_graph,
     unreadable,
     write_vectordb_file,
 )
+from vrom.errors import NotFoundError, StorageError, ValidationError
 
 __all__ = ["METRICS", "Metric", "Neighbor", "VectorDB", "VectorDBStats"]
 
