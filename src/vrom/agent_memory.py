@@ -30,16 +30,13 @@ from vrom.packs.cache import CachedPack, PullProgress, StorageEstimate, VromCach
 from vrom.packs.manifest import PackManifest, RegistryEntry
 from vrom.results import Hit, MountStatus, SearchResult
 from vrom.search.context import check_context_window, estimate_tokens, expand_hits
-from vrom.search.vector import VectorIndex
+from vrom.search.vector import VectorIndex, check_mode
 from vrom.store import open_store
 
 logger = logging.getLogger("vrom.agent_memory")
 
 ModelProgress = Callable[[Mapping[str, Any]], None]
 """Called with ``{"phase": "model", "model": id, "status": "loading" | "ready"}``."""
-
-
-AGENT_MEMORY_MODES = ("vector", "keyword", "hybrid", "rerank")
 
 
 @dataclass
@@ -227,10 +224,7 @@ class AgentMemory:
             raise ValidationError(
                 f"ef_search must be an integer of at least top_k={top_k}, not {ef_search!r}"
             )
-        if mode not in AGENT_MEMORY_MODES:
-            raise ValidationError(
-                f"mode must be one of {', '.join(AGENT_MEMORY_MODES)}, not {mode!r}"
-            )
+        check_mode(mode)
         check_context_window(context_window)
         hits = mounted.corpus.search(query, top_k, None, mode, ef_search=ef_search)
         if expand_context and context_window:

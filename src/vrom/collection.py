@@ -44,7 +44,7 @@ from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.results import Hit
 from vrom.search.keyword import check_k
 from vrom.search.query import parse_metadata_where
-from vrom.search.vector import INDEX_KINDS, check_ef_search
+from vrom.search.vector import INDEX_KINDS, check_ef_search, check_mode
 from vrom.store import ChunkRecord, DocumentRecord, Store, database_file, open_store
 from vrom.tools import SearchTool
 
@@ -57,7 +57,6 @@ __all__ = [  # the limits and Document live in vrom.documents; they are named he
     "Document",
     "storage_path",
 ]
-SEARCH_MODES = ("vector", "hybrid", "keyword", "rerank")
 KEY_ENV = settings.STORAGE_KEY_ENV
 """The environment variable an encrypted collection's key is read from when none is given."""
 
@@ -293,9 +292,7 @@ class Collection:
     def _mode(self, mode: str | None) -> str:
         if mode is None:
             return "keyword" if self._embedder is None else "vector"
-        if mode not in SEARCH_MODES:
-            raise ValidationError(f"mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}")
-        if mode != "keyword" and self._embedder is None:
+        if check_mode(mode) != "keyword" and self._embedder is None:
             raise ValidationError(
                 f"collection {self._name!r} has no embedder: only mode='keyword' is possible"
             )

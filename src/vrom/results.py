@@ -301,15 +301,18 @@ def to_jsonable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class SearchResult:
-    """One result of searching a mounted pack (`vrom.AgentMemory.search`).
+    """One result of searching a mounted pack (`vrom.AgentMemory.search`): the seed's view of a
+    `Hit` (see `vrom.agent_memory.search_result`).
 
     Fields:
-        text: the chunk's text (with ``expand_context``, joined with its neighbours by blank
-            lines).
+        text: the chunk's text (with ``expand_context``, joined with its neighbours).
         metadata: ``chunk_id``, ``source_file``, ``section_heading``, ``prev_chunk_id``,
-            ``next_chunk_id``, ``url``, ``doc_title``, ``content_hash``; expanded results also
-            carry ``_expanded`` (True) and ``_context_chunks`` (the chunk ids joined, in order).
-        distance: cosine distance in [0, 2], smaller is nearer (results come nearest first).
+            ``next_chunk_id``, ``url``, ``doc_title``, ``content_hash``, and ``text`` (the chunk
+            before any expansion); expanded results also carry ``_expanded`` (True) and
+            ``_context_chunks`` (how many chunks were joined); outside vector mode, ``score``
+            and its parts ``scores``.
+        distance: in vector mode the cosine distance in [0, 2], smaller is nearer; otherwise
+            ``1 - score / best score`` (0 for the best). Results come best first.
         id: the chunk's id in the pack.
     """
 
