@@ -2,8 +2,9 @@
 
 A memory is a short titled text (a decision, a fact, a preference...) with a project, tags, the
 notes it relates to and where it came from. Memories live in the vault's store file beside the
-notes, so they survive reopening and share its crash safety; they are searched like chunks: BM25
-over title, content and tags, cosine over one vector each, fused by reciprocal rank (k=60).
+notes, so they survive reopening and share its crash safety; they are searched by the same core
+as chunks: BM25 over title, content and tags, cosine over one vector each (the same exact or HNSW
+indexes), fused by reciprocal rank (k=60).
 
     memories = Memories(store, Embedder.default())
     memories.remember("Deploys go through CI", "Never push to prod by hand.", type="decision")
@@ -357,8 +358,9 @@ class Memories:
     ) -> builtins.list[MemoryHit]:
         """Return the ``k`` memories that best match ``query``, best first.
 
-        With an embedder: reciprocal rank fusion (k=60) of BM25 and cosine similarity (exact,
-        over the vectors of the memories that pass the filters); without one: BM25 alone.
+        Ranked by the search core (`Corpus.recall`). With an embedder: reciprocal rank fusion
+        (k=60) of BM25 and cosine similarity among the memories that pass the filters (exact,
+        or an HNSW graph past the vault's threshold, as for chunks); without one: BM25 alone.
         ``project`` and ``type`` must match exactly; ``status`` is one of the statuses or
         ``"any"``. Query syntax is keyword search's: words, "phrases", -excluded, prefix*.
         """
