@@ -393,8 +393,11 @@ def test_killed_indexing_leaves_a_sound_store(tmp_path: Path) -> None:
     finally:
         store.close()
 
-    # Not vacuous: most kills must have landed while the indexer was writing.
-    assert interrupted > TRIALS // 2, (
+    # Not vacuous: a good share of the kills must have landed while the indexer was writing.
+    # On 2 cores 12-15 of 25 land there (the rest finish first, or die before writing or after
+    # the final commit, and are checked as well; the baseline before the search-core change
+    # landed 13): "more than half" sat on that spread and failed a clean CI run with 12.
+    assert interrupted >= TRIALS // 3, (
         f"only {interrupted}/{TRIALS} kills landed mid-index ({finished} runs finished first, "
         f"{early} were killed before the store existed or had its schema); seed={SEED}"
     )
