@@ -450,14 +450,50 @@ def test_dims_that_change_between_calls_are_a_model_error(make: Any, server: Fak
         embedder.embed_query("q")
 
 
-def test_connection_refused_becomes_a_model_error(make: Any, server: FakeServer) -> None:
+def test_connection_refused_fails_at_once(make: Any, server: FakeServer) -> None:
     embedder, sleeps = make(max_retries=3)
     embedder.embed_query("q")
     server.stop()
-    with pytest.raises(ModelError, match=r"after 4 attempts.*ConnectError") as caught:
+    with pytest.raises(ModelError, match=r"cannot connect.*is the server running") as caught:
         embedder.embed_query("q")
-    assert len(sleeps) == 3 and server.base_url in str(caught.value)
+    assert sleeps == [], "a refused connection is not retried"
+    assert server.base_url in str(caught.value)
     assert isinstance(caught.value.__cause__, httpx.ConnectError)
+
+
+def test_an_unknown_host_fails_at_once() -> None:
+    seen: list[httpx.Request] = []
+
+    def unknown(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        raise httpx.ConnectError("[Errno -2] Name or service not known", request=request)
+
+    sleeps = Sleeps()
+    embedder = OpenAIEmbedder(
+        "m", "http://no-such-host.invalid/v1", sleep=sleeps, transport=httpx.MockTransport(unknown)
+    )
+    with pytest.raises(ModelError, match=r"cannot connect.*Name or service not known"):
+        embedder.embed_query("q")
+    assert len(seen) == 1 and len(sleeps) == 0
+
+
+def test_a_connection_dropped_mid_request_is_retried() -> None:
+    seen: list[httpx.Request] = []
+
+    def drops_once(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) == 1:
+            raise httpx.RemoteProtocolError("server disconnected", request=request)
+        body = json.loads(request.content)
+        data = [{"index": i, "embedding": raw_vector(t)} for i, t in enumerate(body["input"])]
+        return httpx.Response(200, json={"data": data})
+
+    sleeps = Sleeps()
+    embedder = OpenAIEmbedder(
+        "m", "http://127.0.0.1:9/v1", sleep=sleeps, transport=httpx.MockTransport(drops_once)
+    )
+    assert embedder.embed_query("q").shape == (DIMS,)
+    assert len(seen) == 2 and len(sleeps) == 1
 
 
 def _timing_out(failures: int) -> tuple[httpx.MockTransport, list[httpx.Request]]:

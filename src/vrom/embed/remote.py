@@ -2,8 +2,10 @@
 
 Works with OpenAI, NVIDIA NIM (which wants ``input_type`` query/passage), Ollama and vLLM. Texts
 go in batches of at most 64; rows come back in each item's ``index`` order and are L2-normalised
-here, because some servers do not normalise. 429, 5xx, timeouts and dropped connections are
-retried with capped exponential backoff (honouring ``Retry-After``); anything else fails at once.
+here, because some servers do not normalise. Only what a retry can fix is retried, with capped
+exponential backoff (honouring ``Retry-After``), up to ``max_retries`` times (5 by default): 429,
+5xx, timeouts, and connections dropped mid-request. A connection that cannot be made (refused,
+an unknown host), another 4xx, or a bad response fails at once.
 Every failure is a `ModelError` that names the endpoint and the status, never the API key.
 
 The key is passed in, never read here: `vrom.Embedder.openai` and the ``openai:`` spec look it up
@@ -34,6 +36,8 @@ from vrom.settings import OPENAI_API_KEY_ENV
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_BATCH_SIZE = 64
 PROBE_TEXT = "dimension probe"
+_RETRYABLE = (httpx.TimeoutException, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+"""Transport failures a later attempt can get past (a connection that cannot be made is not)."""
 BACKOFF_BASE = 0.5  # seconds before the first retry; doubles with each retry
 MAX_DELAY = 30.0  # the longest single wait, whether from backoff or from a server's Retry-After
 _SPEC = re.compile(r"(?P<model>.+?)@(?P<url>https?://.+)")
@@ -160,8 +164,13 @@ class OpenAIEmbedder(Embedder):
             retry_after: float | None = None
             try:
                 response = self._client.post(self._url, content=content)
-            except httpx.TransportError as exc:  # refused, reset, timed out: worth another go
+            except _RETRYABLE as exc:  # timed out or dropped mid-request: worth another go
                 cause, last = exc, _one_line(f"{type(exc).__name__}: {exc}")
+            except httpx.ConnectError as exc:  # refused, unknown host: a retry will not help
+                raise ModelError(
+                    f"embedding request to {self._endpoint} failed: cannot connect "
+                    f"({_one_line(str(exc))}); is the server running and the URL right?"
+                ) from exc
             except httpx.HTTPError as exc:  # e.g. a body that cannot be decoded
                 raise ModelError(
                     f"embedding request to {self._endpoint} failed: {_one_line(str(exc))}"
@@ -178,10 +187,9 @@ class OpenAIEmbedder(Embedder):
                 if detail:
                     last += f" ({detail})"
             if attempt >= self._max_retries:
-                hint = "; is the server running?" if isinstance(cause, httpx.ConnectError) else ""
                 raise ModelError(
                     f"embedding request to {self._endpoint} failed after {attempt + 1} "
-                    f"attempts; last: {last}{hint}"
+                    f"attempts; last: {last}"
                 ) from cause
             self._sleep(_delay(attempt, retry_after))
             attempt += 1
