@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import shlex
@@ -131,3 +132,28 @@ def test_every_readme_benchmark_script_and_flag_exists() -> None:
 def test_every_command_has_help_text() -> None:
     for name, parser in _subcommands().items():
         assert parser.description, f"vrom {name} has no description"  # type: ignore[attr-defined]
+
+
+@pytest.mark.data
+def test_the_readme_eval_example_runs_on_data_that_exists(tmp_path: Path) -> None:
+    line = next(
+        line.split("  #", 1)[0] for line in README.splitlines() if line.startswith("vrom eval ")
+    )
+    words = shlex.split(line)
+    dataset = REPO / words[2]
+    if not dataset.is_dir():
+        pytest.skip(f"{words[2]} is not here (the shared evaluation data sits beside the repo)")
+    env = {**os.environ, "VROM_STATE_DIR": str(tmp_path / "state")}
+    result = subprocess.run(
+        [shutil.which("vrom") or "vrom", *words[1:]],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    (keyword,) = report["results"]
+    assert keyword["mode"] == "keyword" and keyword["queries"] == 100
+    assert 0.0 < keyword["ndcg"] <= 1.0 and report["index"]["documents"] > 1000
