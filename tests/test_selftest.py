@@ -6,6 +6,7 @@ import argparse
 import importlib.util
 import io
 import json
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from vrom import Vault
 from vrom.cli.setup import add_setup_commands
 from vrom.install import CLIENTS, install
-from vrom.selftest import FAIL, OK, SKIP, WARN, Check, SelftestReport, run_selftest
+from vrom.selftest import FAIL, OK, SKIP, WARN, Check, SelftestReport, run_selftest, vector_coverage
 from vrom.store.sqlite import SQLiteStore
 from vrom.vault import AUTO
 
@@ -81,7 +82,36 @@ def test_a_working_setup_with_the_fake_model_passes(vault: Path, tmp_path: Path)
         assert checks[name].status == OK, checks[name]
     assert "2 notes" in checks["vault"].detail and "fake-hashed-words" in checks["vault"].detail
     assert "cosine 1.0000" in checks["embedder"].detail
+    assert checks["vectors"].status == OK and checks["vectors"].detail.startswith("2 / 2 (100%)")
     assert all(checks[f"client {c}"].status == SKIP for c in CLIENTS)
+
+
+def test_a_partly_embedded_vault_is_a_warning_with_the_count(vault: Path, tmp_path: Path) -> None:
+    _index(vault, tmp_path, "fake")
+    with Vault.open(vault, tmp_path / "state", create=False, embedder=None) as opened:
+        store_file = opened.stats().store_path
+    with sqlite3.connect(store_file) as raw:  # as if embedding had stopped half way
+        raw.execute("DELETE FROM vectors WHERE chunk_id = (SELECT min(chunk_id) FROM vectors)")
+    report = run_selftest(vault, embedder="fake", clients=_no_clients(tmp_path))
+    check = _by_name(report)["vectors"]
+    assert check.status == WARN and not check.required and report.ok
+    assert "1 / 2 (50%)" in check.detail and "embed" in (check.fix or "")
+
+
+@pytest.mark.parametrize(
+    ("vectors", "chunks", "shown"),
+    [
+        (2368, 24096, "2,368 / 24,096 (10%)"),
+        (24095, 24096, "24,095 / 24,096 (99%)"),
+        (3, 1000, "3 / 1,000 (0.3%)"),
+        (0, 10, "0 / 10 (0%)"),
+        (10, 10, "10 / 10 (100%)"),
+    ],
+)
+def test_vector_coverage_reads_like_a_person_would_write_it(
+    vectors: int, chunks: int, shown: str
+) -> None:
+    assert vector_coverage(vectors, chunks) == shown
 
 
 def test_no_embedder_is_a_skip_not_a_failure(vault: Path, tmp_path: Path) -> None:
@@ -104,8 +134,9 @@ def test_the_cli_exits_0_and_prints_one_line_per_check(
     assert code == 0, out
     lines = out.splitlines()
     assert lines[-1] == "all required checks passed"
-    assert [line[0] for line in lines[:-1]] == ["✓"] * 7 + ["–"] * len(CLIENTS)
-    assert lines[4].startswith("✓ embedder: fake-hashed-words")
+    assert [line[0] for line in lines[:-1]] == ["✓"] * 8 + ["–"] * len(CLIENTS)
+    assert lines[4].startswith("✓ vectors: 2 / 2 (100%)")
+    assert lines[5].startswith("✓ embedder: fake-hashed-words")
 
 
 def test_a_missing_vault_exits_1_with_a_fix(tmp_path: Path, isolated_clients: Path) -> None:

@@ -333,3 +333,12 @@ class MountStatus:
     vectors: int
     dim: int
     model: str | None
+
+
+def vector_coverage(vectors: int, chunks: int) -> str:
+    """Return how complete a store's vectors are: ``2,368 / 24,096 (10%)``."""
+    share = 100 * vectors / chunks if chunks else 100.0
+    percent = f"{share:.0f}%" if share >= 1 or not vectors else f"{share:.1f}%"
+    if vectors < chunks and percent == "100%":
+        percent = "99%"  # never round an unfinished store up to complete
+    return f"{vectors:,} / {chunks:,} ({percent})"

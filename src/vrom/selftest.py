@@ -31,6 +31,7 @@ from vrom.install.client_configs import (
     parse_config,
 )
 from vrom.install.server_entry import entry_command, resolve_vault
+from vrom.results import vector_coverage
 from vrom.settings import EMBEDDER_ENV
 from vrom.vault import AUTO, Vault
 
@@ -141,7 +142,22 @@ def _vault_checks(
         )
     else:
         checks.append(Check("store", OK, f"{stats.store_path} passes its integrity check"))
+    if fingerprint is not None and stats.chunks:
+        checks.append(_vectors_check(stats.vectors, stats.chunks, root))
     return checks, root, title, None if fingerprint is None else fingerprint.to_json()
+
+
+def _vectors_check(vectors: int, chunks: int, root: Path) -> Check:
+    coverage = vector_coverage(vectors, chunks)
+    if vectors >= chunks:
+        return Check("vectors", OK, f"{coverage} chunks embedded")
+    return Check(
+        "vectors",
+        WARN,
+        f"only {coverage} chunks embedded: searches by meaning miss the rest",
+        f"run 'vrom --vault {root} embed' to finish embedding",
+        required=False,
+    )
 
 
 def _embedder_check(spec: str | None, stored: str | None) -> tuple[Check, Embedder | None]:

@@ -15,6 +15,7 @@ from vrom.results import (
     Note,
     Related,
     VaultStats,
+    vector_coverage,
 )
 
 
@@ -100,7 +101,8 @@ def format_stats(stats: VaultStats, out: TextIO) -> None:
         f"({stats.store_bytes / 1e6:.1f} MB)\nnotes:       {stats.notes:,}\n"
         f"chunks:      {stats.chunks:,}\nlinks:       {stats.links:,} "
         f"({stats.unresolved_links:,} unresolved)\ntags:        {stats.tags:,}\n"
-        f"vectors:     {stats.vectors:,} ({stats.embedding_model or 'no model'})\n"
+        f"vectors:     {vector_coverage(stats.vectors, stats.chunks)} chunks embedded"
+        f" ({stats.embedding_model or 'no model'})\n"
         f"last index:  {last}\n"
     )
 
