@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import io
 import json
 import os
@@ -467,3 +468,22 @@ def test_the_installed_entry_starts_a_server_a_client_can_use(
             return {tool.name for tool in (await session.list_tools()).tools}
 
     assert "vault_search" in asyncio.run(main())
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_without_the_mcp_sdk_nothing_is_written(
+    vault: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dry_run: bool
+) -> None:
+    real = importlib.util.find_spec
+
+    def without_mcp(name: str, *args: Any) -> Any:
+        return None if name == "mcp" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_mcp)
+    config = tmp_path / "client" / "config.json"
+    with pytest.raises(ValidationError, match=r"pip install 'vrom\[mcp\]' first"):
+        install("cursor", vault, config=config, dry_run=dry_run)
+    assert not config.parent.exists(), "no config whose server cannot start"
+    with pytest.raises(ValidationError, match=r"vrom\[mcp\]"):  # the CLI's one-line error
+        _run(["install", "cursor", "--vault", str(vault), "--config", str(config)])
+    assert not config.exists()

@@ -22,9 +22,11 @@ neither is backed up.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +90,16 @@ class InstallResult:
         return any(f.changed for f in self.files)
 
 
+def _require_mcp_sdk() -> None:
+    """Refuse to write an entry whose server could not start: the MCP SDK must be importable
+    by this Python, which every entry runs."""
+    if importlib.util.find_spec("mcp") is None:
+        raise ValidationError(
+            f"the MCP SDK is not installed for {sys.executable}, so the server this entry "
+            "starts could not run: pip install 'vrom[mcp]' first (nothing was written)"
+        )
+
+
 def install(
     client: str,
     vault: str | os.PathLike[str] | None = None,
@@ -112,6 +124,7 @@ def install(
             f"server name {name!r} must be lowercase letters and digits, joined by single "
             "hyphens (at most 64 characters)"
         )
+    _require_mcp_sdk()
     root = resolve_vault(vault, state_dir)
     launch = server_launch(root, state_dir=state_dir, embedder=embedder, launcher=launcher)
     entry = client_entry(client, launch)
