@@ -89,9 +89,13 @@ class IndexSummary:
         unchanged: notes whose content was already indexed.
         skipped: files left out (binary, too large, unreadable, escaping symlinks, ...).
         notes, chunks: totals in the store after the run.
-        seconds: wall time of the keyword part of the run (embedding is not included).
+        seconds: the run's whole wall time, embedding included.
         warnings: one entry per skipped file or caveat (broken frontmatter, bad UTF-8, ...).
         embedded: chunks embedded by this run (0 without an embedder).
+        parse_seconds: of ``seconds``, reading, parsing and chunking notes.
+        index_seconds: of ``seconds``, the rest of the keyword part: walking the folder and
+            writing notes, chunks and the keyword index.
+        embed_seconds: of ``seconds``, embedding (the model's loading included).
     """
 
     added: int
@@ -105,6 +109,9 @@ class IndexSummary:
     seconds: float
     warnings: Sequence[IndexWarning] = ()
     embedded: int = 0
+    parse_seconds: float = 0.0
+    index_seconds: float = 0.0
+    embed_seconds: float = 0.0
 
 
 @dataclass(frozen=True)

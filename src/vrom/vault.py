@@ -6,7 +6,8 @@ import dataclasses
 import functools
 import json
 import os
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -225,16 +226,37 @@ class Vault:
         for each file. With an embedder, new and changed chunks are then embedded in batches
         (``embed_progress(embedded, total)``); unchanged text keeps its vector.
         """
+
+        def run() -> IndexSummary:
+            summary = self._indexer.index(progress, force=force)
+            if self._state_base is not None:
+                state.remember_last_vault(self._state_base, self.root)
+            return summary
+
+        return self._index_then_embed(run, embed_progress)
+
+    def _index_then_embed(
+        self, run: Callable[[], IndexSummary], embed_progress: EmbedProgress | None = None
+    ) -> IndexSummary:
+        """Run a keyword indexing pass, then embed what it left without vectors; time both.
+
+        Another model's vectors are refused before anything is written.
+        """
+        started = time.perf_counter()
         embedding = self.corpus.embedder is not None
-        if embedding:  # refuse another model (or encoding) before writing anything
-            self.corpus.bind()
-        summary = self._indexer.index(progress, force=force)
-        if self._state_base is not None:
-            state.remember_last_vault(self._state_base, self.root)
         if embedding:
-            embedded = self.corpus.embed_missing(embed_progress)
-            summary = dataclasses.replace(summary, embedded=embedded)
-        return summary
+            self.corpus.bind()
+        summary = run()
+        keyword_done = time.perf_counter()
+        embedded = self.corpus.embed_missing(embed_progress) if embedding else 0
+        finished = time.perf_counter()
+        return dataclasses.replace(
+            summary,
+            embedded=embedded,
+            seconds=round(finished - started, 4),
+            index_seconds=round(max(0.0, keyword_done - started - summary.parse_seconds), 4),
+            embed_seconds=round(finished - keyword_done, 4),
+        )
 
     def embed(self, *, rebuild: bool = False, progress: EmbedProgress | None = None) -> int:
         """Embed every chunk that has no vector yet; return how many chunks were embedded.
@@ -274,14 +296,7 @@ class Vault:
             paths = [paths]
         # all confined before any is re-indexed, so a refused path changes nothing
         paths = [confine(self.root, os.fspath(path), "reindex").relative for path in paths]
-        embedding = self.corpus.embedder is not None
-        if embedding:
-            self.corpus.bind()
-        summary = self._indexer.reindex_paths(paths)
-        if embedding:
-            embedded = self.corpus.embed_missing()
-            summary = dataclasses.replace(summary, embedded=embedded)
-        return summary
+        return self._index_then_embed(lambda: self._indexer.reindex_paths(paths))
 
     # -- reading ---------------------------------------------------------------------------
 

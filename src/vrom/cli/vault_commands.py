@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from vrom.cli.output import print_json
 from vrom.cli.packs import search_pack
+from vrom.cli.progress import LineProgress, terminal_progress
 from vrom.cli.vault_format import (
     format_backend_info,
     format_context,
@@ -72,22 +73,14 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         vector_encoding=args.vector_encoding,
     )
     with vault:
-        if not (args.json or args.quiet) and sys.stderr.isatty():
-            from rich.progress import Progress  # the progress bar is only for people at a TTY
-
-            with Progress(transient=True) as bar:
-                notes = bar.add_task("indexing", total=None)
-                chunks = bar.add_task("embedding", total=None, visible=False)
-
-                def progress(done: int, total: int, path: str) -> None:
-                    bar.update(notes, completed=done, total=total)
-
-                def embed_progress(done: int, total: int) -> None:
-                    bar.update(chunks, completed=done, total=total, visible=True)
-
-                summary = vault.index(progress, force=args.force, embed_progress=embed_progress)
-        else:
+        if args.json or args.quiet:
             summary = vault.index(force=args.force)
+        elif sys.stderr.isatty():
+            with terminal_progress() as bar:
+                summary = vault.index(bar.notes, force=args.force, embed_progress=bar.chunks)
+        else:  # a log or a pipe: a line to stderr every few seconds of a long run
+            lines = LineProgress(sys.stderr)
+            summary = vault.index(lines.notes, force=args.force, embed_progress=lines.chunks)
     if args.json:
         print_json(summary, out)
     elif not args.quiet:

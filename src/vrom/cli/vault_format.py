@@ -35,13 +35,17 @@ def format_hits(hits: Sequence[Hit], out: TextIO) -> None:
 
 
 def format_summary(summary: IndexSummary) -> str:
-    """Return one line saying what an index run did and how long it took."""
+    """Return one line saying what an index run did, how long it took, and where time went."""
     embedded = f", {summary.embedded:,} chunks embedded" if summary.embedded else ""
+    parts = f"parse {summary.parse_seconds:.2f} s, keyword index {summary.index_seconds:.2f} s"
+    if summary.embedded:
+        rate = summary.embedded / summary.embed_seconds if summary.embed_seconds else 0.0
+        parts += f", embedding {summary.embed_seconds:.2f} s at {rate:,.1f} chunks/s"
     return (
         f"indexed {summary.notes:,} notes, {summary.chunks:,} chunks in "
         f"{summary.seconds:.2f} s: {summary.added:,} added, {summary.changed:,} changed, "
         f"{summary.removed:,} removed, {summary.renamed:,} renamed, "
-        f"{summary.unchanged:,} unchanged, {summary.skipped:,} skipped{embedded}"
+        f"{summary.unchanged:,} unchanged, {summary.skipped:,} skipped{embedded} ({parts})"
     )
 
 

@@ -114,6 +114,8 @@ def embed_missing(
         total = counts.chunks - counts.vectors
     encoding = store.vectors.encoding()
     done = after = 0
+    if progress is not None and total:
+        progress(0, total)  # shown at once: the model may take seconds to load before a batch
     while True:
         # a cursor, so each batch starts where the last ended instead of rescanning the store
         chunks = store.vectors.missing(batch, after)

@@ -57,6 +57,7 @@ class _Tally:
     renamed: int = 0
     unchanged: int = 0
     skipped: int = 0
+    parse_seconds: float = 0.0  # reading, decoding, parsing and chunking notes
     warnings: list[IndexWarning] = field(default_factory=list)
 
     def skip(self, path: str, reason: str) -> None:
@@ -163,6 +164,22 @@ class Indexer:
         batch: _Batch,
         tally: _Tally,
     ) -> None:
+        parsing = time.perf_counter()
+        try:
+            self._read_and_tally(note_file, state, by_hash, vanished, rewrite_all, batch, tally)
+        finally:
+            tally.parse_seconds += time.perf_counter() - parsing - batch.take_write_seconds()
+
+    def _read_and_tally(
+        self,
+        note_file: NoteFile,
+        state: DocumentState | None,
+        by_hash: dict[str, list[str]],
+        vanished: dict[str, DocumentState],
+        rewrite_all: bool,
+        batch: _Batch,
+        tally: _Tally,
+    ) -> None:
         try:
             data = note_file.abs_path.read_bytes()
         except OSError as exc:
@@ -248,6 +265,7 @@ class Indexer:
             chunks=counts.chunks,
             seconds=round(time.perf_counter() - started, 4),
             warnings=tuple(tally.warnings),
+            parse_seconds=round(tally.parse_seconds, 4),
         )
 
 
@@ -261,6 +279,7 @@ class _Batch:
         self._store = store
         self._ops: list[Callable[[], object]] = []
         self._opened = time.perf_counter()
+        self._write_seconds = 0.0
 
     def put(
         self,
@@ -278,6 +297,11 @@ class _Batch:
     def delete(self, document_id: int) -> None:
         self._add(lambda: self._store.documents.delete(document_id))
 
+    def take_write_seconds(self) -> float:
+        """Return the seconds spent committing since the last call (and start again at 0)."""
+        spent, self._write_seconds = self._write_seconds, 0.0
+        return spent
+
     def _add(self, op: Callable[[], object]) -> None:
         if not self._ops:
             self._opened = time.perf_counter()
@@ -289,7 +313,9 @@ class _Batch:
         """Commit what is pending in one transaction."""
         if not self._ops:
             return
+        writing = time.perf_counter()
         with self._store.transaction():
             for op in self._ops:
                 op()
         self._ops.clear()
+        self._write_seconds += time.perf_counter() - writing
