@@ -29,7 +29,7 @@ from vrom.ingest.embedding import (
     embed_missing_memories,
     stored_fingerprint,
 )
-from vrom.results import Hit
+from vrom.results import Hit, SearchReport
 from vrom.search.fusion import first_k, first_pool, reciprocal_rank_fusion, widen
 from vrom.search.keyword import check_k, make_hit, prior_factor, rank_keyword
 from vrom.search.query import as_filter, parse_query, query_words
@@ -113,9 +113,10 @@ class Corpus:
         return embed_missing(self.store, embedder, progress)
 
     def has_vectors(self) -> bool:
-        """True when an embedder is configured and the store holds chunk vectors."""
+        """True when there is an embedder and the store holds chunk vectors (of any model)."""
         return (
             self._binding.configured
+            and self.embedder is not None
             and stored_fingerprint(self.store) is not None
             and self.store.vectors.has_any()
         )
@@ -124,8 +125,10 @@ class Corpus:
         """Return ``hybrid`` when the store holds vectors of the configured model, else keyword."""
         return "hybrid" if self.has_vectors() else "keyword"
 
-    def _vector_state(self, mode: str) -> str:
-        """Return ``ready`` or ``empty`` (nothing stored yet), or raise why ``mode`` can't run.
+    def _vector_state(self) -> str:
+        """Return whether searches by meaning can run: ``ready``; ``empty`` (nothing stored
+        yet: nothing to find); ``no-model`` (keyword only); ``no-vectors`` (documents, but no
+        vector yet). Another model's vectors raise `ModelError`, naming both models.
 
         Checked once per vector generation: the model can only change with a rebuild, which
         clears the vectors and so moves the generation.
@@ -135,20 +138,30 @@ class Corpus:
             return self._checked[1]
         embedder = self.embedder
         if embedder is None:
-            raise ValidationError(f"{mode} search needs an embedder, and none is configured")
-        stored = stored_fingerprint(self.store)
-        if not self.store.vectors.has_any():
-            if self.store.documents.count():
-                raise NotFoundError(f"{mode} search needs vectors: run 'vrom embed' first")
-            state = "empty"  # nothing added yet: nothing to find, nothing to embed
-        elif stored is None:
-            raise NotFoundError(f"{mode} search needs vectors: run 'vrom embed' first")
+            state = "no-model"
+        elif not self.store.vectors.has_any():
+            state = "no-vectors" if self.store.documents.count() else "empty"
         else:
-            if stored != embedder.fingerprint:
-                bind_embedder(self.store, embedder)  # raises, naming both models and the fix
-            state = "ready"
+            stored = stored_fingerprint(self.store)
+            if stored is None:
+                state = "no-vectors"
+            else:
+                if stored != embedder.fingerprint:
+                    bind_embedder(self.store, embedder)  # raises, naming both models and the fix
+                state = "ready"
         self._checked = (generation, state)
         return state
+
+    def _why_not(self, state: str, mode: str) -> str:
+        if state == "no-model":
+            return (
+                f"{mode} search needs an embedder (an embedding model), and none is configured:"
+                " search by keyword, or choose a model (--embedder, $VROM_EMBEDDER)"
+            )
+        return (
+            f"{mode} search needs vectors, and none of the store's chunks has one yet: run"
+            " 'vrom embed' (or let indexing finish), or search by keyword"
+        )
 
     # -- chunks ----------------------------------------------------------------------------
 
@@ -179,8 +192,13 @@ class Corpus:
         parsed, where_filter = parse_query(query), as_filter(where)
         if mode == "keyword":
             return self._keyword(parsed, k, where_filter, per_document)
-        if self._vector_state(mode) == "empty":
+        state = self._vector_state()
+        if state == "empty":
             return []
+        if state == "no-model":
+            raise ValidationError(self._why_not(state, mode))
+        if state == "no-vectors":
+            raise NotFoundError(self._why_not(state, mode))
         vector = self.require_embedder(f"{mode} search").embed_query(query)
         if mode == "rerank":
             from vrom.search.rerank import rerank_search  # numpy: only with vectors
@@ -192,6 +210,41 @@ class Corpus:
         if mode == "vector":
             return self._vector(parsed, vector, k, allowed, ef_search, per_document)
         return self._hybrid(parsed, vector, k, where_filter, allowed, ef_search, per_document)
+
+    def search_report(
+        self,
+        query: str,
+        k: int = 10,
+        where: Mapping[str, Any] | Where | None = None,
+        mode: str | None = None,
+        *,
+        per_document: bool = False,
+        ef_search: int | None = None,
+    ) -> SearchReport:
+        """Return what `search` finds, and how: the mode that ran, why it is not the one asked
+        for, and how many chunks have vectors.
+
+        Where `search` refuses a mode by meaning that cannot run (no embedder, no vector yet),
+        this searches by keyword and says why in ``fallback``; the default mode says so too
+        when vectors exist but no embedder is configured, or an embedder but no vector yet.
+        Another model's vectors are still refused: a mistake to fix, not a state to work around.
+        """
+        fallback = None
+        if mode is None:  # hybrid once it can run; keyword-only stores are not told off
+            state = self._vector_state()
+            ran = "hybrid" if state == "ready" else "keyword"
+            if state == "no-vectors" or (state == "no-model" and self.store.vectors.has_any()):
+                fallback = self._why_not(state, "hybrid")
+        else:
+            ran = check_mode(mode)
+            if ran != "keyword":
+                state = self._vector_state()
+                if state in ("no-model", "no-vectors"):
+                    ran, fallback = "keyword", self._why_not(state, ran)
+        hits = self.search(query, k, where, ran, per_document=per_document, ef_search=ef_search)
+        with self.store.snapshot():
+            vectors, chunks = self.store.vectors.count(), self.store.documents.chunk_count()
+        return SearchReport(hits, ran, fallback, vectors, chunks)
 
     def _keyword(
         self, parsed: KeywordQuery, k: int, where: Where | None, per_document: bool

@@ -73,6 +73,27 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class SearchReport:
+    """What a search found, and how (what the MCP server's ``vault_search`` returns).
+
+    Fields:
+        results: the hits, best first.
+        mode: the mode that ran: ``keyword``, ``vector``, ``hybrid`` or ``rerank``.
+        fallback: why ``mode`` is keyword when another mode was asked for (or is the default
+            once vectors exist): no embedder is configured, or no chunk has a vector yet. None
+            when the search ran as asked.
+        vectors, chunks: how many of the store's chunks have a vector: searches by meaning
+            see only those (keyword search sees every chunk).
+    """
+
+    results: Sequence[Hit]
+    mode: str
+    fallback: str | None
+    vectors: int
+    chunks: int
+
+
+@dataclass(frozen=True)
 class IndexWarning:
     """A file that was skipped or indexed with a caveat, and why (``reason`` is one line)."""
 

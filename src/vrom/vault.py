@@ -40,6 +40,7 @@ from vrom.results import (
     Note,
     NoteRef,
     Related,
+    SearchReport,
     TagCount,
     VaultStats,
     WriteResult,
@@ -329,6 +330,28 @@ class Vault:
         """
         hits = self.corpus.search(query, k, where, mode, ef_search=ef_search)
         return expand_hits(self.store, hits, context_window) if expand_context else hits
+
+    def search_report(
+        self,
+        query: str,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        mode: str | None = None,
+        *,
+        expand_context: bool = False,
+        context_window: int = 1,
+        ef_search: int | None = None,
+    ) -> SearchReport:
+        """Return `search`'s hits with how they were found (what agents and the CLI are told).
+
+        Where `search` refuses a mode by meaning that cannot run (no embedder, no vector
+        yet), this searches by keyword and says why; it also counts the chunks with vectors.
+        """
+        report = self.corpus.search_report(query, k, where, mode, ef_search=ef_search)
+        if not expand_context:
+            return report
+        expanded = expand_hits(self.store, report.results, context_window)
+        return dataclasses.replace(report, results=expanded)
 
     def context(
         self,

@@ -30,6 +30,7 @@ from vrom.cli.vault_options import add_vault_options, open_vault
 from vrom.errors import ValidationError
 from vrom.index import ENCODINGS
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
+from vrom.results import vector_coverage
 from vrom.search.vector import MODES
 from vrom.settings import REGISTRY_URL_ENV
 from vrom.vault import Vault
@@ -108,6 +109,32 @@ def _reader(
         return 0
 
     return handler
+
+
+def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
+    """Search the vault; say on stderr when the search fell back to keyword, and why."""
+    with open_vault(args) as vault:
+        report = vault.search_report(
+            args.query,
+            k=args.k,
+            where=_where(args),
+            mode=args.mode,
+            expand_context=args.expand_context,
+            context_window=args.context_window,
+            ef_search=args.ef_search,
+        )
+    if report.fallback:
+        sys.stderr.write(f"note: searched by keyword: {report.fallback}\n")
+    elif report.mode != "keyword" and report.vectors < report.chunks:
+        sys.stderr.write(
+            f"note: only {vector_coverage(report.vectors, report.chunks)} chunks have vectors"
+            " so far: the rest are found by keyword only\n"
+        )
+    if args.json:
+        print_json(report.results, out)
+    else:
+        format_hits(report.results, out)
+    return 0
 
 
 def _search(args: argparse.Namespace, out: TextIO) -> int:
@@ -228,22 +255,7 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
             "(each hit carries fts_score, vector_score, text_quality_score, ranking_runtime).",
         ),
     ):
-        sub = command(
-            name,
-            _reader(
-                lambda v, a: v.search(
-                    a.query,
-                    k=a.k,
-                    where=_where(a),
-                    mode=a.mode,
-                    expand_context=a.expand_context,
-                    context_window=a.context_window,
-                    ef_search=a.ef_search,
-                ),
-                format_hits,
-            ),
-            help_text,
-        )
+        sub = command(name, _search_vault, help_text)
         if mode is None:  # `vrom search --pack ID QUERY` searches a knowledge pack instead
             sub.set_defaults(vault_handler=sub.get_default("handler"), handler=_search)
             sub.add_argument(

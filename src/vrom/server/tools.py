@@ -90,11 +90,15 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             bool, Field(description="Add each hit's neighbouring chunks as context_text")
         ] = False,
     ) -> CallToolResult:
-        """Search the notes by meaning and keywords; each hit cites path, heading, chunk, hash."""
+        """Search the notes by meaning and keywords; each hit cites path, heading, chunk, hash.
+
+        The reply says which mode ran (keyword when no model or no vector is there yet, with
+        the reason in `fallback`) and how many chunks have vectors.
+        """
         return await call_on_vault(
             state,
             ctx,
-            lambda vault: vault.search(
+            lambda vault: vault.search_report(
                 query, k=k, where=where, mode=mode, expand_context=expand_context
             ),
         )

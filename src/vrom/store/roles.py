@@ -174,6 +174,10 @@ class DocumentStore(Protocol):
         """Return how many documents there are."""
         ...
 
+    def chunk_count(self) -> int:
+        """Return how many chunks there are."""
+        ...
+
     def chunks_of(self, document_id: int) -> list[StoredChunk]:
         """Return a document's chunks in order."""
         ...

@@ -223,6 +223,11 @@ class SQLiteDocuments:
         with self._db.guard("counting"):
             return int(self._db.scalar("SELECT count(*) FROM documents"))
 
+    def chunk_count(self) -> int:
+        """Return how many chunks there are."""
+        with self._db.guard("counting"):
+            return int(self._db.scalar("SELECT count(*) FROM chunks"))
+
     def unresolved_link_count(self) -> int:
         """Return how many links point to no stored note (same rules as `find_documents`)."""
         with self._db.guard("counting unresolved links"):
