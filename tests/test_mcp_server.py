@@ -67,6 +67,8 @@ def vault_root(write_vault: Callable[[dict[str, str | bytes]], Path]) -> Path:
 def state(vault_root: Path) -> Iterator[ServerState]:
     state = ServerState(vault_root, embedder="fake", watch=False)
     state.open_explicit()
+    assert state.embedding is not None
+    state.embedding.join(60)  # vectors are embedded in the background: these tests want them all
     yield state
     state.close()
 

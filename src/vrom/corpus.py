@@ -14,7 +14,7 @@ around them and never rank by themselves.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -106,11 +106,16 @@ class Corpus:
         if rebuild:
             bind_memory_embedder(self.store, embedder, rebuild=True)
 
-    def embed_missing(self, progress: EmbedProgress | None = None) -> int:
-        """Embed every chunk without a vector (after `bind`); return how many were embedded."""
+    def embed_missing(
+        self, progress: EmbedProgress | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
+        """Embed every chunk without a vector, a committed batch at a time; return how many.
+
+        ``stop()`` is asked before each batch (True ends the run; the next one resumes).
+        """
         embedder = self.require_embedder("embedding")
         bind_embedder(self.store, embedder, encoding=self._encoding)
-        return embed_missing(self.store, embedder, progress)
+        return embed_missing(self.store, embedder, progress, stop=stop)
 
     def has_vectors(self) -> bool:
         """True when there is an embedder and the store holds chunk vectors (of any model)."""

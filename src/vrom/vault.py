@@ -219,13 +219,17 @@ class Vault:
         *,
         force: bool = False,
         embed_progress: EmbedProgress | None = None,
+        embed: bool = True,
     ) -> IndexSummary:
         """Bring the store up to date with the vault; return what changed.
 
         Only notes whose content changed are rewritten; deleted notes are removed; renamed notes
         keep their id. ``force`` rewrites every note. ``progress(done, total, path)`` is called
         for each file. With an embedder, new and changed chunks are then embedded in batches
-        (``embed_progress(embedded, total)``); unchanged text keeps its vector.
+        (``embed_progress(embedded, total)``); unchanged text keeps its vector. ``embed=False``
+        stops after the keyword index (seconds even for thousands of notes): embed later, or in
+        the background (`vrom.vault.Vault.embed`, `vrom mcp`); another model's vectors are
+        refused all the same.
         """
 
         def run() -> IndexSummary:
@@ -234,10 +238,14 @@ class Vault:
                 state.remember_last_vault(self._state_base, self.root)
             return summary
 
-        return self._index_then_embed(run, embed_progress)
+        return self._index_then_embed(run, embed_progress, embed=embed)
 
     def _index_then_embed(
-        self, run: Callable[[], IndexSummary], embed_progress: EmbedProgress | None = None
+        self,
+        run: Callable[[], IndexSummary],
+        embed_progress: EmbedProgress | None = None,
+        *,
+        embed: bool = True,
     ) -> IndexSummary:
         """Run a keyword indexing pass, then embed what it left without vectors; time both.
 
@@ -249,7 +257,7 @@ class Vault:
             self.corpus.bind()
         summary = run()
         keyword_done = time.perf_counter()
-        embedded = self.corpus.embed_missing(embed_progress) if embedding else 0
+        embedded = self.corpus.embed_missing(embed_progress) if embedding and embed else 0
         finished = time.perf_counter()
         return dataclasses.replace(
             summary,

@@ -128,17 +128,19 @@ class Embedder(abc.ABC):
         return OpenAIEmbedder(model, base_url, **_with_api_key(options))
 
     @staticmethod
-    def fake(dims: int = 64) -> Embedder:
-        """Return a deterministic, instant embedder for tests (hashed words, not meaning)."""
+    def fake(dims: int = 64, delay_per_text: float = 0.0) -> Embedder:
+        """Return a deterministic embedder for tests (hashed words, not meaning): instant, or
+        ``delay_per_text`` seconds a text to stand in for a slow model."""
         from vrom.embed.fake import FakeEmbedder
 
-        return FakeEmbedder(dims)
+        return FakeEmbedder(dims, delay_per_text)
 
     @staticmethod
     def from_spec(spec: str) -> Embedder | None:
         """Return the embedder a short spec names.
 
-        ``default``; ``none`` (keyword search only); ``fake`` or ``fake:DIMS``;
+        ``default``; ``none`` (keyword search only); ``fake``, ``fake:DIMS`` or
+        ``fake:DIMS:MS`` (MS milliseconds a text: a slow model, for tests);
         ``onnx:/path/to/model-dir``; ``openai:MODEL`` or ``openai:MODEL@BASE_URL``.
         """
         if not isinstance(spec, str):
@@ -150,8 +152,9 @@ class Embedder(abc.ABC):
         if kind == "none" and not argument:
             return None
         if kind == "fake":
+            dims, _, delay_ms = argument.partition(":")
             try:
-                return Embedder.fake(int(argument) if argument else 64)
+                return Embedder.fake(int(dims) if dims else 64, float(delay_ms or 0) / 1000)
             except ValueError:
                 pass
         if kind == "onnx" and argument:
@@ -161,7 +164,7 @@ class Embedder(abc.ABC):
 
             return OpenAIEmbedder.from_argument(argument, **_with_api_key({}))
         raise ValidationError(
-            f"unknown embedder {spec!r}: use 'default', 'none', 'fake[:DIMS]', 'onnx:DIR' "
+            f"unknown embedder {spec!r}: use 'default', 'none', 'fake[:DIMS[:MS]]', 'onnx:DIR' "
             "or 'openai:MODEL[@URL]'"
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,10 +22,13 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 class FakeEmbedder(Embedder):
     """Hashes each lower-cased word into one of ``dims`` buckets with a sign, then normalises."""
 
-    def __init__(self, dims: int = 64) -> None:
+    def __init__(self, dims: int = 64, delay_per_text: float = 0.0) -> None:
         if dims < 2:
             raise ValueError("a fake embedder needs at least 2 dimensions")
+        if delay_per_text < 0:
+            raise ValueError("a fake embedder's delay cannot be negative")
         self._fingerprint = Fingerprint("fake-hashed-words", "1", dims, "sum", 0)
+        self._delay = delay_per_text  # a slow model, for tests of work that waits on one
 
     @property
     def fingerprint(self) -> Fingerprint:
@@ -32,6 +36,8 @@ class FakeEmbedder(Embedder):
         return self._fingerprint
 
     def _embed(self, texts: Sequence[str], kind: str) -> npt.NDArray[np.float32]:
+        if self._delay:
+            time.sleep(self._delay * len(texts))
         dims = self._fingerprint.dims
         matrix = np.zeros((len(texts), dims), dtype=np.float32)
         for row, text in enumerate(texts):

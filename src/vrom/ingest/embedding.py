@@ -103,10 +103,12 @@ def embed_missing(
     embedder: Embedder,
     progress: EmbedProgress | None = None,
     batch: int = EMBED_BATCH,
+    stop: Callable[[], bool] | None = None,
 ) -> int:
     """Embed every chunk that has no vector yet, in batches; return how many were embedded.
 
-    Each batch is committed on its own, so an interrupted run keeps what it finished.
+    Each batch is committed on its own, so an interrupted run keeps what it finished, and the
+    next run starts where it stopped. ``stop()`` is asked before each batch: True ends the run.
     """
     total = 0
     if progress is not None:  # counting costs a pass over the store: only for a progress bar
@@ -116,7 +118,7 @@ def embed_missing(
     done = after = 0
     if progress is not None and total:
         progress(0, total)  # shown at once: the model may take seconds to load before a batch
-    while True:
+    while stop is None or not stop():
         # a cursor, so each batch starts where the last ended instead of rescanning the store
         chunks = store.vectors.missing(batch, after)
         if not chunks:
@@ -129,6 +131,7 @@ def embed_missing(
         done += len(chunks)
         if progress is not None:
             progress(done, max(total, done))
+    return done
 
 
 def embed_missing_memories(store: Store, embedder: Embedder, batch: int = EMBED_BATCH) -> int:

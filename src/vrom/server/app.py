@@ -74,7 +74,7 @@ def serve(
     server = build_server(state)
     app = http_app(server, host, token) if transport == "http" else None  # checks before indexing
     try:
-        state.open_explicit()
+        state.open_in_background()  # initialize and the tool list are answered meanwhile
         if app is None:
             server.run("stdio")
         else:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from vrom import settings
+from vrom._background_embedding import BackgroundEmbedding
 from vrom.errors import NotFoundError
 from vrom.server.watch import Watcher
 from vrom.settings import VAULT_ENV
@@ -50,6 +51,7 @@ class ServerState:
         self._vault: Vault | None = None
         self._opening: asyncio.Lock | None = None
         self.watcher: Watcher | None = None
+        self.embedding: BackgroundEmbedding | None = None
 
     @property
     def explicit(self) -> bool:
@@ -57,25 +59,52 @@ class ServerState:
         return self._explicit is not None
 
     def open(self, root: Path) -> Vault:
-        """Open (indexing first if needed, progress on stderr) and watch the vault at ``root``."""
+        """Open and watch the vault at ``root``: bring its keyword index up to date (seconds,
+        progress on stderr), then embed what has no vector in the background."""
         with self.lock:
             if self._vault is not None:
                 return self._vault
             vault = Vault.open(root, self._state_dir, embedder=self._embedder)
             self._log(f"vrom: indexing {vault.root} ...")
-            summary = vault.index(progress=_progress(self._log))
+            summary = vault.index(progress=_progress(self._log), embed=False)
             self._log(
                 f"vrom: {summary.notes} notes, {summary.chunks} chunks "
-                f"({summary.added} added, {summary.changed} changed, {summary.removed} removed, "
-                f"{summary.embedded} embedded) in {summary.seconds:.1f} s"
+                f"({summary.added} added, {summary.changed} changed, {summary.removed} removed) "
+                f"in {summary.seconds:.1f} s: searchable by keyword"
             )
             for warning in summary.warnings[:20]:
                 self._log(f"vrom: warning: {warning.path}: {warning.reason}")
             self._vault = vault
+            embedder = vault.embedder
+            if embedder is not None:
+                self.embedding = BackgroundEmbedding(
+                    vault.root, self._state_dir, embedder, self._log
+                )
+                self.embedding.start()
             if self._watch:
                 self.watcher = Watcher(vault, self.lock, self._log)
                 self.watcher.start()
             return vault
+
+    def open_in_background(self) -> threading.Thread | None:
+        """Start opening the ``--vault`` vault in a thread, so the server answers at once.
+
+        Tool calls wait for the keyword index (they take the lock ``open`` holds); a failure
+        is logged here and met again, as an error result, by the first tool call.
+        """
+        if self._explicit is None:
+            return None
+        explicit = self._explicit
+
+        def open_logged() -> None:
+            try:
+                self.open(explicit)
+            except Exception as exc:  # told to the client by the first tool call
+                self._log(f"vrom: cannot open {explicit}: {exc}")
+
+        thread = threading.Thread(target=open_logged, name="vrom-open", daemon=True)
+        thread.start()
+        return thread
 
     def open_explicit(self) -> Vault | None:
         """Open the ``--vault`` vault now, if one was named."""
@@ -105,6 +134,8 @@ class ServerState:
         """Stop the watcher and close the vault (saving its index)."""
         if self.watcher is not None:
             self.watcher.stop()
+        if self.embedding is not None:
+            self.embedding.stop()  # after the batch it is on: the next start resumes
         with self.lock:
             if self._vault is not None:
                 self._vault.close()

@@ -202,8 +202,14 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
 
     @server.tool(annotations=READ)
     async def vault_stats(ctx: Context) -> CallToolResult:
-        """Counts and sizes: notes, chunks, links, tags, vectors, the store's path and model."""
-        return await call_on_vault(state, ctx, lambda vault: vault.stats())
+        """Counts and sizes: notes, chunks, links, tags, vectors, the store's path and model,
+        and how far background embedding has got (with chunks/s and the time left)."""
+
+        def stats(vault: Vault) -> dict[str, Any]:
+            embedding = None if state.embedding is None else state.embedding.progress()
+            return {**to_jsonable(vault.stats()), "embedding": to_jsonable(embedding)}
+
+        return await call_on_vault(state, ctx, stats)
 
     @server.tool(annotations=DESTRUCTIVE)
     async def vault_write(

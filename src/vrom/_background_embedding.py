@@ -1,0 +1,128 @@
+"""Embedding a vault in the background, so it can be searched by keyword at once.
+
+`BackgroundEmbedding` runs in a thread with its own connection to the vault's store: it embeds
+the chunks that have no vector a batch at a time, committing each, while the served vault keeps
+answering (searches use the vectors that exist; `vrom.results.SearchReport` says how many). A
+run that is stopped or killed keeps every committed batch, and the next run starts with the
+chunks still missing, so no committed work is done twice.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from vrom.embed import Embedder
+from vrom.vault import Vault
+
+
+@dataclass(frozen=True)
+class EmbeddingProgress:
+    """How far background embedding has got.
+
+    Fields: ``running`` (the worker is embedding), ``vectors`` and ``chunks`` (how many of the
+    store's chunks have a vector), ``embedded`` (by this run), ``chunks_per_second`` and
+    ``eta_seconds`` (measured from the first batch on; None until then), ``error`` (why the
+    worker stopped early, else None).
+    """
+
+    running: bool
+    vectors: int
+    chunks: int
+    embedded: int
+    chunks_per_second: float | None
+    eta_seconds: float | None
+    error: str | None = None
+
+
+class BackgroundEmbedding:
+    """A thread that embeds a vault's missing vectors; `start`, `progress`, `stop`."""
+
+    def __init__(
+        self,
+        root: Path,
+        state_dir: str | os.PathLike[str] | None,
+        embedder: Embedder,
+        log: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._root = root
+        self._state_dir = state_dir
+        self._embedder = embedder  # shared with the served vault: never closed here
+        self._log = log
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._vectors = self._chunks = self._embedded = 0
+        self._first: tuple[float, int] | None = None  # (time, embedded) at the first batch
+        self._rate: float | None = None
+        self._error: str | None = None
+
+    def start(self) -> None:
+        """Start embedding in a daemon thread (it ends by itself when nothing is missing)."""
+        self._thread = threading.Thread(target=self._run, name="vrom-embedding", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Ask the worker to stop after the batch it is on, and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the worker to finish (tests, and commands that embed in the foreground)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def progress(self) -> EmbeddingProgress:
+        """Return how far the worker has got."""
+        with self._lock:
+            running = self._thread is not None and self._thread.is_alive()
+            left = self._chunks - self._vectors
+            eta = left / self._rate if self._rate else None
+            return EmbeddingProgress(
+                running,
+                self._vectors,
+                self._chunks,
+                self._embedded,
+                None if self._rate is None else round(self._rate, 2),
+                None if eta is None else round(eta, 1),
+                self._error,
+            )
+
+    def _run(self) -> None:
+        try:
+            with Vault.open(self._root, self._state_dir, embedder=self._embedder) as vault:
+                counts = vault.store.counts()
+                with self._lock:
+                    self._vectors, self._chunks = counts.vectors, counts.chunks
+                if counts.vectors >= counts.chunks:
+                    return
+                self._log(
+                    f"vrom: embedding {counts.chunks - counts.vectors:,} chunks in the background"
+                )
+                start_vectors = counts.vectors
+                embedded = vault.corpus.embed_missing(
+                    lambda done, total: self._batch(start_vectors, done),
+                    stop=self._stop.is_set,
+                )
+                self._log(f"vrom: embedded {embedded:,} chunks")
+        except Exception as exc:  # the worker must say why it stopped, never die silently
+            with self._lock:
+                self._error = f"{type(exc).__name__}: {exc}"
+            self._log(f"vrom: background embedding stopped: {self._error}")
+
+    def _batch(self, start_vectors: int, done: int) -> None:
+        now = self._clock()
+        with self._lock:
+            self._embedded = done
+            self._vectors = start_vectors + done
+            if done and self._first is None:
+                self._first = (now, done)
+            elif self._first is not None and now > self._first[0] and done > self._first[1]:
+                self._rate = (done - self._first[1]) / (now - self._first[0])
