@@ -13,7 +13,8 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,7 +108,8 @@ class Indexer:
             ):
                 tally.unchanged += 1
             else:
-                self._index_file(note_file, state, by_hash, vanished, rewrite_all, batch, tally)
+                with _parsing(tally, batch):
+                    self._index_file(note_file, state, by_hash, vanished, rewrite_all, batch, tally)
             if progress is not None:
                 progress(done, len(files), note_file.path)
         batch.flush()
@@ -150,27 +152,12 @@ class Indexer:
                     tally.removed += 1
                 continue
             note_file = NoteFile(rel, absolute, stat.st_size, stat.st_mtime)
-            self._index_file(note_file, state, {}, {}, False, batch, tally)
+            with _parsing(tally, batch):
+                self._index_file(note_file, state, {}, {}, False, batch, tally)
         batch.flush()
         return self._summary(tally, started)
 
     def _index_file(
-        self,
-        note_file: NoteFile,
-        state: DocumentState | None,
-        by_hash: dict[str, list[str]],
-        vanished: dict[str, DocumentState],
-        rewrite_all: bool,
-        batch: _Batch,
-        tally: _Tally,
-    ) -> None:
-        parsing = time.perf_counter()
-        try:
-            self._read_and_tally(note_file, state, by_hash, vanished, rewrite_all, batch, tally)
-        finally:
-            tally.parse_seconds += time.perf_counter() - parsing - batch.take_write_seconds()
-
-    def _read_and_tally(
         self,
         note_file: NoteFile,
         state: DocumentState | None,
@@ -267,6 +254,16 @@ class Indexer:
             warnings=tuple(tally.warnings),
             parse_seconds=round(tally.parse_seconds, 4),
         )
+
+
+@contextmanager
+def _parsing(tally: _Tally, batch: _Batch) -> Iterator[None]:
+    """Count the block's time as parsing, less what the batch spent committing meanwhile."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        tally.parse_seconds += time.perf_counter() - started - batch.take_write_seconds()
 
 
 class _Batch:
