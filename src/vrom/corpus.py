@@ -127,8 +127,11 @@ class Corpus:
         )
 
     def default_mode(self) -> str:
-        """Return ``hybrid`` when the store holds vectors of the configured model, else keyword."""
-        return "hybrid" if self.has_vectors() else "keyword"
+        """Return ``hybrid`` when the store holds vectors of the configured model, else keyword.
+
+        Another model's vectors raise `ModelError` (a search by meaning would too).
+        """
+        return "hybrid" if self._vector_state() == "ready" else "keyword"
 
     def _vector_state(self) -> str:
         """Return whether searches by meaning can run: ``ready``; ``empty`` (nothing stored
