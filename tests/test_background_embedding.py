@@ -3,6 +3,7 @@ committed batches, and a restart resumes without redoing what was committed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -177,3 +178,104 @@ def test_a_large_vault_over_stdio_answers_at_once_and_resumes_after_a_kill(
         second.process.kill()
         second.process.wait(timeout=30)
     assert _vector_writes(str(store_file)) == notes, "no chunk's vector was written twice"
+
+
+def test_wake_embeds_what_was_indexed_after_the_worker_ended(tmp_path: Path) -> None:
+    root, state_dir = _vault(tmp_path / "vault", 20), tmp_path / "state"
+    lines: list[str] = []
+    with Vault.open(root, state_dir, embedder=Embedder.fake(32)) as vault:
+        vault.index(embed=False)
+        worker = BackgroundEmbedding(
+            vault.root, state_dir, Embedder.fake(32), lines.append, progress_seconds=0
+        )
+        worker.start()
+        worker.join(60)
+        assert worker.progress().vectors == 20 and not worker.progress().running
+        (root / "note 0000.md").write_text("# Narwhal\n\nA new chunk.\n", encoding="utf-8")
+        (root / "extra.md").write_text("# Extra\n\nAnother one.\n", encoding="utf-8")
+        vault.reindex_paths(["note 0000.md", "extra.md"], embed=False)
+        assert vault.store.counts().vectors == 19, "indexed by keyword only"
+        worker.wake()
+        worker.join(60)
+        done = worker.progress()
+        assert done.error is None and done.vectors == done.chunks == 21
+        assert done.embedded == 22, "counted over both passes"
+        assert vault.store.counts().vectors == 21
+    assert any("chunks have vectors" in line for line in lines), "progress is logged"
+    worker.wake()  # nothing missing: the pass ends at once
+    worker.join(60)
+    worker.stop()
+    worker.wake()  # after stop, wake does nothing
+    assert not worker.progress().running
+
+
+def test_wakes_during_a_pass_are_never_lost_and_nothing_is_embedded_twice(
+    tmp_path: Path,
+) -> None:
+    rounds = 30
+    root, state_dir = _vault(tmp_path / "vault", 5), tmp_path / "state"
+    with Vault.open(root, state_dir, embedder=Embedder.fake(32)) as vault:
+        vault.index(embed=False)
+        worker = BackgroundEmbedding(
+            vault.root, state_dir, Embedder.fake(32, delay_per_text=0.001), lambda _: None
+        )
+        worker.start()
+        for i in range(rounds):
+            (root / f"new {i}.md").write_text(f"# New {i}\n\nFresh text {i}.\n", encoding="utf-8")
+            vault.reindex_paths([f"new {i}.md"], embed=False)
+            worker.wake()
+        worker.join(60)
+        assert not worker.progress().running
+        counts = vault.store.counts()
+        assert counts.vectors == counts.chunks == 5 + rounds, "every wake-up was honoured"
+        store_file = vault.stats().store_path
+    assert _vector_writes(store_file) == 5 + rounds, "no chunk was embedded twice"
+
+
+def test_an_edit_is_searchable_by_keyword_at_once_and_embedded_in_the_background(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("mcp")
+    from mcp import Client, StdioServerParameters
+
+    root, state_dir = _vault(tmp_path / "vault", 5), tmp_path / "state"
+    with Vault.open(root, state_dir, embedder=Embedder.fake(32)) as vault:
+        vault.index()  # every chunk has its vector before the server starts
+    params = StdioServerParameters(
+        command=sys.executable,
+        # the same model (fake, 32 d), slow: 3 s a text, so embedding an edit takes a while
+        args=["-m", "vrom", "--embedder", "fake:32:3000", "mcp", "--vault", str(root)],
+        env={**os.environ, "VROM_STATE_DIR": str(state_dir)},
+    )
+
+    async def call(client: Any, name: str, **arguments: Any) -> dict[str, Any]:
+        result = await client.call_tool(name, arguments)
+        assert not result.is_error, result.content[0].text
+        return result.structured_content  # type: ignore[no-any-return]
+
+    async def main() -> None:
+        async with Client(params, mode="legacy") as client:
+            stats = await call(client, "vault_stats")
+            assert stats["vectors"] == stats["chunks"] == 5
+            await asyncio.sleep(0.5)  # let the watcher start
+            (root / "note 0001.md").write_text(
+                "# Note 1\n\nNow about narwhal migrations.\n", encoding="utf-8"
+            )
+            while True:  # the watcher re-indexes within about a second
+                found = await call(client, "vault_search", query="narwhal", mode="keyword")
+                if found["results"]:
+                    break
+                await asyncio.sleep(0.05)
+            assert found["results"][0]["path"] == "note 0001.md"
+            assert found["vectors"] < found["chunks"], "found by keyword before its vector"
+            while True:
+                embedding = (await call(client, "vault_stats"))["embedding"]
+                assert embedding["error"] is None
+                if not embedding["running"] and embedding["vectors"] == embedding["chunks"]:
+                    break
+                await asyncio.sleep(0.2)
+            assert embedding["embedded"] == 1, "only the edited note's chunk was embedded"
+            by_meaning = await call(client, "vault_search", query="narwhal", mode="vector", k=1)
+            assert by_meaning["results"][0]["path"] == "note 0001.md"
+
+    asyncio.run(asyncio.wait_for(main(), timeout=120))

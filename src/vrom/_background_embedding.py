@@ -39,8 +39,16 @@ class EmbeddingProgress:
     error: str | None = None
 
 
+PROGRESS_SECONDS = 5.0
+"""How often a long run logs how far it has got."""
+
+
 class BackgroundEmbedding:
-    """A thread that embeds a vault's missing vectors; `start`, `progress`, `stop`."""
+    """A thread that embeds a vault's missing vectors; `start`, `wake`, `progress`, `stop`.
+
+    One worker writes at a time: `wake` after new chunks are indexed runs another pass on the
+    same worker, or starts one if the last has ended.
+    """
 
     def __init__(
         self,
@@ -49,6 +57,7 @@ class BackgroundEmbedding:
         embedder: Embedder,
         log: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
+        progress_seconds: float = PROGRESS_SECONDS,
     ) -> None:
         self._root = root
         self._state_dir = state_dir
@@ -62,17 +71,42 @@ class BackgroundEmbedding:
         self._first: tuple[float, int] | None = None  # (time, embedded) at the first batch
         self._rate: float | None = None
         self._error: str | None = None
+        self._progress_seconds = progress_seconds
+        self._logged = 0.0  # when progress was last logged
+        self._running = False  # a worker is embedding, or about to (set and read under _lock)
+        self._again = False  # woken while a pass ran: run another before ending
+        self._before = 0  # chunks embedded by earlier passes of this worker
 
     def start(self) -> None:
         """Start embedding in a daemon thread (it ends by itself when nothing is missing)."""
-        self._thread = threading.Thread(target=self._run, name="vrom-embedding", daemon=True)
+        with self._lock:
+            self._start()
+
+    def wake(self) -> None:
+        """Embed chunks indexed since the last pass: start the worker again if it has ended,
+        else have it run one more pass before it ends (never two writers)."""
+        with self._lock:
+            if self._stop.is_set():
+                return
+            if self._running:
+                self._again = True
+            else:
+                self._start()
+
+    def _start(self) -> None:
+        self._running, self._again, self._error = True, False, None
+        self._thread = threading.Thread(
+            target=self._run, args=(self._thread,), name="vrom-embedding", daemon=True
+        )
         self._thread.start()
 
     def stop(self, timeout: float = 60.0) -> None:
         """Ask the worker to stop after the batch it is on, and wait for it."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        with self._lock:  # so that no `wake` starts a worker this misses
+            self._stop.set()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the worker to finish (tests, and commands that embed in the foreground)."""
@@ -95,34 +129,62 @@ class BackgroundEmbedding:
                 self._error,
             )
 
-    def _run(self) -> None:
+    def _run(self, previous: threading.Thread | None) -> None:
+        if previous is not None:
+            previous.join()  # it may still be closing its connection: one worker at a time
         try:
             with Vault.open(self._root, self._state_dir, embedder=self._embedder) as vault:
-                counts = vault.store.counts()
-                with self._lock:
-                    self._vectors, self._chunks = counts.vectors, counts.chunks
-                if counts.vectors >= counts.chunks:
-                    return
-                self._log(
-                    f"vrom: embedding {counts.chunks - counts.vectors:,} chunks in the background"
-                )
-                start_vectors = counts.vectors
-                embedded = vault.corpus.embed_missing(
-                    lambda done, total: self._batch(start_vectors, done),
-                    stop=self._stop.is_set,
-                )
-                self._log(f"vrom: embedded {embedded:,} chunks")
+                while True:
+                    self._pass(vault)
+                    with self._lock:  # `wake` takes this lock too: no wake-up is lost
+                        if not self._again or self._stop.is_set():
+                            self._running = False
+                            return
+                        self._again = False
         except Exception as exc:  # the worker must say why it stopped, never die silently
             with self._lock:
                 self._error = f"{type(exc).__name__}: {exc}"
             self._log(f"vrom: background embedding stopped: {self._error}")
+        finally:
+            with self._lock:
+                if self._thread is threading.current_thread():  # not a newer worker's flag
+                    self._running = False
+
+    def _pass(self, vault: Vault) -> None:
+        """Embed what is missing now, logging the start, progress and end."""
+        counts = vault.store.counts()
+        with self._lock:
+            self._vectors, self._chunks = counts.vectors, counts.chunks
+            self._before, self._first = self._embedded, None
+        if counts.vectors >= counts.chunks:
+            return
+        self._log(f"vrom: embedding {counts.chunks - counts.vectors:,} chunks in the background")
+        self._logged = self._clock()
+        start_vectors = counts.vectors
+        embedded = vault.corpus.embed_missing(
+            lambda done, total: self._batch(start_vectors, done), stop=self._stop.is_set
+        )
+        self._log(f"vrom: embedded {embedded:,} chunks")
 
     def _batch(self, start_vectors: int, done: int) -> None:
         now = self._clock()
         with self._lock:
-            self._embedded = done
+            self._embedded = self._before + done
             self._vectors = start_vectors + done
             if done and self._first is None:
                 self._first = (now, done)
             elif self._first is not None and now > self._first[0] and done > self._first[1]:
                 self._rate = (done - self._first[1]) / (now - self._first[0])
+        if now - self._logged >= self._progress_seconds:
+            self._logged = now
+            progress = self.progress()
+            pace = ""
+            if progress.chunks_per_second is not None and progress.eta_seconds is not None:
+                pace = (
+                    f" ({progress.chunks_per_second:g} chunks/s, "
+                    f"about {progress.eta_seconds:g} s left)"
+                )
+            self._log(
+                f"vrom: embedding: {progress.vectors:,}/{progress.chunks:,} chunks have vectors"
+                + pace
+            )

@@ -294,18 +294,21 @@ class Vault:
         """The agent's memories, kept in this vault's store (see `vrom.memories.Memories`)."""
         return Memories(self.corpus)
 
-    def reindex_paths(self, paths: Iterable[str | os.PathLike[str]]) -> IndexSummary:
+    def reindex_paths(
+        self, paths: Iterable[str | os.PathLike[str]], *, embed: bool = True
+    ) -> IndexSummary:
         """Re-index just these notes (vault-relative or absolute paths inside the vault).
 
         A path that no longer exists is removed from the store. A path that leads outside the
         vault raises `ValidationError` (code ``path_outside_vault``) before any is re-indexed.
-        With an embedder, the notes' new chunks are embedded too.
+        With an embedder, the notes' new chunks are embedded too, unless ``embed=False`` (as
+        in `index`: they are then embedded later, or in the background).
         """
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         # all confined before any is re-indexed, so a refused path changes nothing
         paths = [confine(self.root, os.fspath(path), "reindex").relative for path in paths]
-        return self._index_then_embed(lambda: self._indexer.reindex_paths(paths))
+        return self._index_then_embed(lambda: self._indexer.reindex_paths(paths), embed=embed)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -82,7 +82,8 @@ class ServerState:
                 )
                 self.embedding.start()
             if self._watch:
-                self.watcher = Watcher(vault, self.lock, self._log)
+                wake = None if self.embedding is None else self.embedding.wake
+                self.watcher = Watcher(vault, self.lock, self._log, embed_later=wake)
                 self.watcher.start()
             return vault
 

@@ -1,7 +1,9 @@
 """Re-index notes that change on disk while the server runs (watchfiles, debounced).
 
 Changes are gathered for `DEBOUNCE_MS` after the last event, then the changed notes are
-re-indexed (and embedded) in one go, so an editor's save is searchable within about a second.
+re-indexed in one go, so an editor's save is searchable by keyword within about a second. Their
+new chunks are embedded by the background worker (`embed_later`, which the server passes), not
+while the watcher holds the vault's lock; without one they are embedded inline.
 Only Markdown notes count; hidden and ignored folders are skipped the way indexing skips them.
 """
 
@@ -22,10 +24,17 @@ DEBOUNCE_MS = 300
 class Watcher:
     """A daemon thread that re-indexes the notes that change under a vault's root."""
 
-    def __init__(self, vault: Vault, lock: threading.RLock, log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        vault: Vault,
+        lock: threading.RLock,
+        log: Callable[[str], None],
+        embed_later: Callable[[], None] | None = None,
+    ) -> None:
         self._vault = vault
         self._lock = lock
         self._log = log
+        self._embed_later = embed_later
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="vrom-watch", daemon=True)
         self.reindexed = 0
@@ -67,7 +76,7 @@ class Watcher:
     def _reindex(self, paths: list[str]) -> None:
         try:
             with self._lock:
-                summary = self._vault.reindex_paths(paths)
+                summary = self._vault.reindex_paths(paths, embed=self._embed_later is None)
         except VromError as exc:
             self._log(f"vrom: warning: re-indexing {len(paths)} changed notes failed: {exc}")
             return
@@ -76,6 +85,8 @@ class Watcher:
             f"vrom: re-indexed {len(paths)} changed notes ({summary.added} added, "
             f"{summary.changed} changed, {summary.removed} removed)"
         )
+        if self._embed_later is not None:
+            self._embed_later()
 
 
 def _is_note(root: Path, path: str) -> bool:
