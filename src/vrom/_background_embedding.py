@@ -144,7 +144,7 @@ class BackgroundEmbedding:
         except Exception as exc:  # the worker must say why it stopped, never die silently
             with self._lock:
                 self._error = f"{type(exc).__name__}: {exc}"
-            self._log(f"vrom: background embedding stopped: {self._error}")
+            self._log(f"vrom: error: background embedding stopped: {self._error}")
         finally:
             with self._lock:
                 if self._thread is threading.current_thread():  # not a newer worker's flag

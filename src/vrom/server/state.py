@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
@@ -21,11 +21,21 @@ from urllib.parse import unquote, urlparse
 from vrom import settings
 from vrom._background_embedding import BackgroundEmbedding
 from vrom.errors import NotFoundError
+from vrom.results import IndexSummary
+from vrom.server.logs import ClientLog
 from vrom.server.watch import Watcher
 from vrom.settings import VAULT_ENV
 from vrom.vault import EmbedderChoice, Vault
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class IndexingProgress:
+    """How many of the vault's files an indexing run has read (``done`` of ``total``)."""
+
+    done: int
+    total: int
 
 
 class ServerState:
@@ -44,7 +54,8 @@ class ServerState:
         self._state_dir = state_dir
         self._embedder = embedder
         self._watch = watch
-        self._log = log or _to_stderr
+        self.log = ClientLog(log)
+        """Where the server's parts log: stderr, and the clients that set a log level."""
         # One SQLite connection serves every tool call; calls run in worker threads, so they
         # take turns (searches are milliseconds; the watcher's re-index holds it briefly).
         self.lock = threading.RLock()
@@ -52,6 +63,7 @@ class ServerState:
         self._opening: asyncio.Lock | None = None
         self.watcher: Watcher | None = None
         self.embedding: BackgroundEmbedding | None = None
+        self._indexing: IndexingProgress | None = None
 
     @property
     def explicit(self) -> bool:
@@ -60,32 +72,65 @@ class ServerState:
 
     def open(self, root: Path) -> Vault:
         """Open and watch the vault at ``root``: bring its keyword index up to date (seconds,
-        progress on stderr), then embed what has no vector in the background."""
+        progress logged), then embed what has no vector in the background."""
         with self.lock:
             if self._vault is not None:
                 return self._vault
             vault = Vault.open(root, self._state_dir, embedder=self._embedder)
-            self._log(f"vrom: indexing {vault.root} ...")
-            summary = vault.index(progress=_progress(self._log), embed=False)
-            self._log(
-                f"vrom: {summary.notes} notes, {summary.chunks} chunks "
-                f"({summary.added} added, {summary.changed} changed, {summary.removed} removed) "
-                f"in {summary.seconds:.1f} s: searchable by keyword"
-            )
-            for warning in summary.warnings[:20]:
-                self._log(f"vrom: warning: {warning.path}: {warning.reason}")
+            self._index(vault, force=False)
             self._vault = vault
             embedder = vault.embedder
             if embedder is not None:
                 self.embedding = BackgroundEmbedding(
-                    vault.root, self._state_dir, embedder, self._log
+                    vault.root, self._state_dir, embedder, self.log
                 )
                 self.embedding.start()
             if self._watch:
                 wake = None if self.embedding is None else self.embedding.wake
-                self.watcher = Watcher(vault, self.lock, self._log, embed_later=wake)
+                self.watcher = Watcher(vault, self.lock, self.log, embed_later=wake)
                 self.watcher.start()
             return vault
+
+    def reindex(
+        self, vault: Vault, paths: Sequence[str] | None = None, *, force: bool = False
+    ) -> IndexSummary:
+        """Re-index the vault (or just ``paths``) by keyword, logging as the first indexing
+        does, and have the background worker embed what changed (call it holding the lock)."""
+        if paths:
+            summary = vault.reindex_paths(paths, embed=False)
+        else:
+            summary = self._index(vault, force=force)
+        if self.embedding is not None:
+            self.embedding.wake()
+        return summary
+
+    @property
+    def indexing(self) -> IndexingProgress | None:
+        """How far the running (or last) whole-vault indexing has got; None before the first."""
+        return self._indexing
+
+    @property
+    def ready(self) -> bool:
+        """True once the vault is open and indexed by keyword (tool calls no longer wait)."""
+        return self._vault is not None
+
+    def _index(self, vault: Vault, *, force: bool) -> IndexSummary:
+        self._indexing = None  # not the last run's count: progress is this run's
+        self.log(f"vrom: indexing {vault.root} ...")
+        summary = vault.index(self._indexed, force=force, embed=False)  # embedded by the worker
+        self.log(
+            f"vrom: {summary.notes} notes, {summary.chunks} chunks "
+            f"({summary.added} added, {summary.changed} changed, {summary.removed} removed) "
+            f"in {summary.seconds:.1f} s: searchable by keyword"
+        )
+        for warning in summary.warnings[:20]:
+            self.log(f"vrom: warning: {warning.path}: {warning.reason}")
+        return summary
+
+    def _indexed(self, done: int, total: int, path: str) -> None:
+        self._indexing = IndexingProgress(done, total)
+        if done == total or done % 500 == 0:
+            self.log(f"vrom: indexed {done}/{total} files")
 
     def open_in_background(self) -> threading.Thread | None:
         """Start opening the ``--vault`` vault in a thread, so the server answers at once.
@@ -101,7 +146,7 @@ class ServerState:
             try:
                 self.open(explicit)
             except Exception as exc:  # told to the client by the first tool call
-                self._log(f"vrom: cannot open {explicit}: {exc}")
+                self.log(f"vrom: error: cannot open {explicit}: {exc}")
 
         thread = threading.Thread(target=open_logged, name="vrom-open", daemon=True)
         thread.start()
@@ -169,15 +214,3 @@ def _fallback_root() -> Path:
             raise NotFoundError(f"${VAULT_ENV} names {env!r}, which is not a folder")
         return folder
     return Path.cwd()
-
-
-def _progress(log: Callable[[str], None]) -> Callable[[int, int, str], None]:
-    def report(done: int, total: int, path: str) -> None:
-        if done == total or done % 500 == 0:
-            log(f"vrom: indexed {done}/{total} files")
-
-    return report
-
-
-def _to_stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

@@ -6,10 +6,11 @@ to build its input schema, and needs them as objects.)
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
@@ -48,16 +49,67 @@ def _error(message: str) -> CallToolResult:
     )
 
 
+Progress = tuple[float, float | None, str]
+"""What a progress notification says: done, total (None: unknown), and a message."""
+
+PROGRESS_SECONDS = 0.5
+"""How often a waiting tool call looks at its progress (it reports only a change)."""
+
+
 async def call_on_vault(
-    state: ServerState, ctx: Context, work: Callable[[Vault], Any]
+    state: ServerState,
+    ctx: Context,
+    work: Callable[[Vault], Any],
+    progress: Callable[[], Progress | None] | None = None,
 ) -> CallToolResult:
-    """Run ``work`` on the served vault in a worker thread; a `VromError` is an error result."""
+    """Run ``work`` on the served vault in a worker thread; a `VromError` is an error result.
+
+    A client that sent a progress token hears how the wait for the keyword index goes (when
+    the vault is still being opened) and, with ``progress``, how ``work`` goes.
+    """
     try:
-        vault = await state.vault(_roots(ctx))
-        value = await asyncio.to_thread(state.run, work, vault)
+        opening = state.vault(_roots(ctx))
+        vault = await (opening if state.ready else _reporting(ctx, opening, state_progress(state)))
+        running = asyncio.to_thread(state.run, work, vault)
+        value = await (running if progress is None else _reporting(ctx, running, progress))
     except VromError as exc:
         return _error(str(exc))
     return _result(value)
+
+
+async def _reporting(
+    ctx: Context, work: Awaitable[T], progress: Callable[[], Progress | None]
+) -> T:
+    """Await ``work``, sending the client ``progress()`` whenever it has grown, the last
+    state included; without a progress token in the request, just await it."""
+    if progress_token_from_params(ctx.request_context.params) is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    sent: float | None = None
+    while True:
+        finished, _ = await asyncio.wait({task}, timeout=PROGRESS_SECONDS)
+        now = progress()
+        if now is not None and (sent is None or now[0] > sent):  # progress must grow
+            await ctx.report_progress(*now)
+            sent = now[0]
+        if finished:
+            return task.result()
+
+
+def state_progress(state: ServerState) -> Callable[[], Progress | None]:
+    """Return a reader of the vault's indexing progress, as a progress notification says it."""
+
+    def read() -> Progress | None:
+        indexing = state.indexing
+        if indexing is None:
+            return None
+        return (
+            indexing.done,
+            indexing.total,
+            f"indexing the vault by keyword: {indexing.done}/{indexing.total} files",
+        )
+
+    return read
 
 
 def _roots(ctx: Context) -> Callable[[], Any] | None:
@@ -252,10 +304,14 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         ] = None,
         force: Annotated[bool, Field(description="Rewrite every note")] = False,
     ) -> CallToolResult:
-        """Bring the index up to date with the files (changed notes only, unless force)."""
-        if paths:
-            return await call_on_vault(state, ctx, lambda vault: vault.reindex_paths(paths))
-        return await call_on_vault(state, ctx, lambda vault: vault.index(force=force))
+        """Bring the keyword index up to date with the files (changed notes only, unless force);
+        new chunks get their vectors in the background (see vault_stats)."""
+        return await call_on_vault(
+            state,
+            ctx,
+            lambda vault: state.reindex(vault, paths, force=force),
+            None if paths else state_progress(state),
+        )
 
     @server.resource(
         "vault://note/{+path}",

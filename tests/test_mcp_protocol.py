@@ -1,0 +1,204 @@
+"""The MCP server's protocol features beyond tools: log notifications and levels, progress,
+note resources listed a page at a time, prompts, and JSON-RPC error codes; through the official
+SDK's client (in memory and over stdio) and, for error codes, raw JSON-RPC lines."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client, StdioServerParameters
+from mcp.types import LoggingMessageNotificationParams
+
+from vrom import Embedder, Vault
+from vrom.server.app import build_server
+from vrom.server.state import ServerState
+
+NOTES: dict[str, str | bytes] = {
+    "Projects/Atlas.md": "# Atlas\n\nAtlas maps every office network switch.\n",
+    "Projects/Beacon.md": "# Beacon\n\nBeacon sends alerts when a switch fails.\n",
+    "Journal/2024-05-01.md": "# Monday\n\nTalked about [[Atlas]] and gardening.\n",
+    "README.md": "# Readme\n\nThe vault's front page.\n",
+}
+
+
+@pytest.fixture
+def vault_root(write_vault: Callable[[dict[str, str | bytes]], Path]) -> Path:
+    return write_vault(NOTES)
+
+
+async def _set_level(client: Client, level: Any) -> None:
+    with warnings.catch_warnings():  # logging is deprecated by the 2026-07-28 protocol only
+        warnings.simplefilter("ignore")
+        await client.set_logging_level(level)
+
+
+async def _until(condition: Callable[[], Any], timeout: float = 60.0) -> None:
+    """Wait for ``condition()`` (the timeout guards against hanging; it measures nothing)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "gave up waiting"
+        await asyncio.sleep(0.05)
+
+
+# -- logging ----------------------------------------------------------------------------------
+
+
+def test_log_notifications_follow_the_level_the_client_sets(
+    vault_root: Path, tmp_path: Path
+) -> None:
+    state_dir = tmp_path / "state"
+    with Vault.open(vault_root, state_dir, embedder=Embedder.fake(32)) as vault:
+        vault.index()  # vectors ready: only what the test edits is embedded while it watches
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "vrom", "--embedder", "fake:32:50", "mcp", "--vault", str(vault_root)],
+        env={**os.environ, "VROM_STATE_DIR": str(state_dir)},
+    )
+    logged: list[LoggingMessageNotificationParams] = []
+
+    async def on_log(params: LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    def lines() -> list[str]:
+        return [str(entry.data) for entry in logged]
+
+    async def main() -> None:
+        async with Client(params, mode="legacy", logging_callback=on_log) as client:
+            assert client.server_capabilities.logging is not None
+            await client.call_tool("vault_stats", {})  # the vault is open and watched
+            await _set_level(client, "info")
+            await asyncio.sleep(0.3)  # let the watcher start
+            (vault_root / "Projects" / "Atlas.md").write_text("# Atlas\n\nNow about narwhals.\n")
+            await _until(lambda: "embedded 1 chunks" in lines())
+            assert lines()[-3:] == [
+                "re-indexed 1 changed notes (0 added, 1 changed, 0 removed)",
+                "embedding 1 chunks in the background",
+                "embedded 1 chunks",
+            ]
+            assert {entry.level for entry in logged} == {"info"}
+            assert {entry.logger for entry in logged} == {"vrom"}
+
+            await _set_level(client, "warning")  # info lines stop
+            before = len(logged)
+            (vault_root / "README.md").write_text("# Readme\n\nNow about walruses.\n")
+
+            async def embedded() -> bool:
+                found = await client.call_tool("vault_search", {"query": "walruses"})
+                stats = (await client.call_tool("vault_stats", {})).structured_content
+                assert stats is not None
+                progress = stats["embedding"]
+                return bool(found.structured_content["results"]) and not progress["running"]
+
+            deadline = time.monotonic() + 60
+            while not await embedded():
+                assert time.monotonic() < deadline, "gave up waiting"
+                await asyncio.sleep(0.1)
+            assert len(logged) == before, lines()[before:]
+
+    asyncio.run(main())
+
+
+def test_log_lines_go_to_each_client_that_asked_and_never_wait_for_one(
+    vault_root: Path,
+) -> None:
+    state = ServerState(vault_root, embedder=None, watch=False)
+    state.open_explicit()
+    server = build_server(state)
+    heard: dict[str, list[tuple[str, str]]] = {"a": [], "b": [], "quiet": []}
+
+    def listener(name: str) -> Any:
+        async def on_log(params: LoggingMessageNotificationParams) -> None:
+            heard[name].append((params.level, str(params.data)))
+
+        return on_log
+
+    async def main() -> None:
+        async with (
+            Client(server, mode="legacy", logging_callback=listener("a")) as a,
+            Client(server, mode="legacy", logging_callback=listener("b")) as b,
+            Client(server, mode="legacy", logging_callback=listener("quiet")),
+        ):
+            await _set_level(a, "debug")
+            await _set_level(a, "info")  # the same connection again: still one entry
+            await _set_level(b, "error")
+            assert state.log.clients == 2
+            # logged from worker threads, as indexing and embedding do
+            for line in ("vrom: indexed 500/900 files", "vrom: warning: x.md: bad YAML"):
+                await asyncio.to_thread(state.log, line)
+            await asyncio.to_thread(state.log, "vrom: error: background embedding stopped: boom")
+            await _until(lambda: len(heard["a"]) == 3 and len(heard["b"]) == 1)
+
+    try:
+        asyncio.run(main())
+    finally:
+        state.close()
+    assert heard["a"] == [
+        ("info", "indexed 500/900 files"),
+        ("warning", "x.md: bad YAML"),
+        ("error", "background embedding stopped: boom"),
+    ]
+    assert heard["b"] == [("error", "background embedding stopped: boom")]
+    assert heard["quiet"] == [], "no level set: no log notifications"
+
+
+# -- progress ---------------------------------------------------------------------------------
+
+
+def test_progress_while_a_call_waits_for_the_index_and_during_a_reindex(
+    vault_root: Path,
+) -> None:
+    state = ServerState(vault_root, embedder=None, watch=False)
+    server = build_server(state)
+    reports: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append((progress, total, message))
+
+    async def main() -> None:
+        async with Client(server, mode="legacy") as client:
+            state.lock.acquire()  # hold indexing back until the search is waiting for it
+            state.open_in_background()
+            search = asyncio.create_task(
+                client.call_tool("vault_search", {"query": "switch"}, progress_callback=on_progress)
+            )
+            await asyncio.sleep(0.6)
+            assert not search.done(), "the search waits for the keyword index"
+            state.lock.release()
+            assert not (await search).is_error
+            assert reports and reports[-1][:2] == (4, 4)
+            assert "indexing the vault" in str(reports[-1][2])
+            progress = [report[0] for report in reports]
+            assert progress == sorted(set(progress)), "progress only grows"
+
+            reports.clear()
+            quiet = await client.call_tool(
+                "vault_search", {"query": "switch"}, progress_callback=on_progress
+            )
+            assert not quiet.is_error and reports == [], "an open vault has nothing to wait for"
+
+            reindex = await client.call_tool(
+                "vault_reindex", {"force": True}, progress_callback=on_progress
+            )
+            assert reindex.structured_content is not None
+            assert reindex.structured_content["changed"] == 4
+            assert reports and reports[-1][:2] == (4, 4)
+
+            reports.clear()
+            await client.call_tool("vault_reindex", {"force": True})
+            assert reports == [], "no progress token, no progress notifications"
+
+    try:
+        asyncio.run(main())
+    finally:
+        state.close()
