@@ -202,3 +202,48 @@ def test_progress_while_a_call_waits_for_the_index_and_during_a_reindex(
         asyncio.run(main())
     finally:
         state.close()
+
+
+# -- resources --------------------------------------------------------------------------------
+
+
+def test_notes_are_listed_a_page_at_a_time_and_each_reads_back(tmp_path: Path) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    root = tmp_path / "vault"
+    names = [f"Notes/note {i:03d}.md" for i in range(230)]
+    names += ["Ünïcode/日本 #1.md", "odd/100% done?.md", "top.md"]
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"# {Path(name).stem}\n\nBody of {name}.\n", encoding="utf-8")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "vrom", "mcp", "--vault", str(root), "--no-watch"],
+        env={**os.environ, "VROM_STATE_DIR": str(tmp_path / "state")},
+    )
+
+    async def main() -> None:
+        async with Client(params, mode="legacy") as client:
+            pages, cursor, listed = 0, None, []
+            while True:
+                page = await client.list_resources(cursor=cursor)
+                pages += 1
+                listed += page.resources
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            assert pages == 3 and len(listed) == len(names)
+            assert [r.name for r in listed] == sorted(names)
+            assert all(r.mime_type == "text/markdown" for r in listed)
+            for resource in listed:
+                read = await client.read_resource(str(resource.uri))
+                text = read.contents[0].text  # type: ignore[union-attr]
+                assert f"Body of {resource.name}." in text
+            with pytest.raises(MCPError) as refused:
+                await client.list_resources(cursor="not-a-cursor")
+            assert refused.value.error.code == -32602
+            with pytest.raises(MCPError) as missing:
+                await client.read_resource("vault://note/Nope.md")
+            assert missing.value.error.code == -32602 and "Nope.md" in missing.value.error.message
+
+    asyncio.run(main())

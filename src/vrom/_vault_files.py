@@ -93,6 +93,13 @@ class VaultFiles:
         ]
         return FolderListing(folder=rel, folders=folders, notes=notes)
 
+    def notes(self, after: str, limit: int) -> list[NoteRef]:
+        """Return up to ``limit`` indexed notes whose paths sort after ``after``, by path."""
+        return [
+            NoteRef(doc.document_id, doc.path, doc.title)
+            for doc in self._store.documents.after_path(after, limit)
+        ]
+
     def tags(self) -> list[TagCount]:
         """Return every tag with the number of notes that have it, most used first."""
         return [TagCount(tag, count) for tag, count in self._store.documents.tag_counts()]

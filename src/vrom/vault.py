@@ -458,6 +458,18 @@ class Vault:
         """
         return self._files.list_folder(folder)
 
+    def notes(self, after: str = "", limit: int = 100) -> list[NoteRef]:
+        """Return up to ``limit`` indexed notes by path, those after the path ``after``.
+
+        Pass the last path of one page as ``after`` to get the next: notes added or removed
+        meanwhile shift no page.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValidationError(f"limit must be a positive integer, not {limit!r}")
+        if not isinstance(after, str):
+            raise ValidationError(f"after is a note path, not {type(after).__name__}")
+        return self._files.notes(after, limit)
+
     def tags(self) -> list[TagCount]:
         """Return every tag with the number of notes that have it, most used first."""
         return self._files.tags()

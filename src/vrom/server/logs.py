@@ -19,14 +19,19 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, get_args
+from typing import Any, Final, get_args
 
+from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.types import (
+    EmptyResult,
     LoggingLevel,
     LoggingMessageNotification,
     LoggingMessageNotificationParams,
+    SetLevelRequestParams,
 )
+
+from vrom.server.base import VromMCPServer
 
 LEVELS: Final[tuple[LoggingLevel, ...]] = get_args(LoggingLevel)
 """The MCP (syslog) levels, least severe first."""
@@ -127,6 +132,18 @@ class ClientLog:
             for key, known in list(self._clients.items()):
                 if known is client:
                     del self._clients[key]
+
+
+def serve_logging(server: VromMCPServer, log: ClientLog) -> None:
+    """Answer ``logging/setLevel``: the client gets the server's log lines from that level up."""
+
+    async def set_level(
+        ctx: ServerRequestContext[Any], params: SetLevelRequestParams
+    ) -> EmptyResult:
+        log.set_level(ctx.session, params.level)
+        return EmptyResult()
+
+    server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
 
 
 def level_of(line: str) -> tuple[LoggingLevel, str]:

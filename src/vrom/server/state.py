@@ -12,11 +12,14 @@ import asyncio
 import os
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
+
+from mcp.server.session import ServerSession
+from mcp.types import ListRootsResult
 
 from vrom import settings
 from vrom._background_embedding import BackgroundEmbedding
@@ -186,6 +189,14 @@ class ServerState:
             if self._vault is not None:
                 self._vault.close()
                 self._vault = None
+
+
+def client_roots(session: ServerSession) -> Callable[[], Awaitable[ListRootsResult]] | None:
+    """Return the call that asks the client for its roots (None when it declared none)."""
+    capabilities = session.client_capabilities
+    if capabilities is None or capabilities.roots is None:
+        return None
+    return session.list_roots
 
 
 async def _root_from_client(roots: Callable[[], Any] | None) -> Path | None:

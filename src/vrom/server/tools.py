@@ -16,7 +16,7 @@ from pydantic import Field
 
 from vrom.errors import VromError
 from vrom.results import to_jsonable
-from vrom.server.state import ServerState
+from vrom.server.state import ServerState, client_roots
 from vrom.vault import Vault
 
 T = TypeVar("T")
@@ -68,7 +68,7 @@ async def call_on_vault(
     the vault is still being opened) and, with ``progress``, how ``work`` goes.
     """
     try:
-        opening = state.vault(_roots(ctx))
+        opening = state.vault(client_roots(ctx.session))
         vault = await (opening if state.ready else _reporting(ctx, opening, state_progress(state)))
         running = asyncio.to_thread(state.run, work, vault)
         value = await (running if progress is None else _reporting(ctx, running, progress))
@@ -112,15 +112,8 @@ def state_progress(state: ServerState) -> Callable[[], Progress | None]:
     return read
 
 
-def _roots(ctx: Context) -> Callable[[], Any] | None:
-    capabilities = ctx.client_capabilities
-    if capabilities is None or getattr(capabilities, "roots", None) is None:
-        return None
-    return ctx.session.list_roots  # type: ignore[no-any-return]
-
-
 def register_vault_tools(server: MCPServer, state: ServerState) -> None:
-    """Add the ``vault_*`` tools and the note resources to ``server``."""
+    """Add the ``vault_*`` tools to ``server``."""
 
     @server.tool(annotations=READ)
     async def vault_search(
@@ -312,18 +305,3 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             lambda vault: state.reindex(vault, paths, force=force),
             None if paths else state_progress(state),
         )
-
-    @server.resource(
-        "vault://note/{+path}",
-        name="note",
-        description="A note of the vault as Markdown, by its path relative to the vault root",
-        mime_type="text/markdown",
-    )
-    async def note_resource(path: str) -> str:
-        vault = await state.vault()
-
-        def read(vault: Vault) -> str:
-            note = vault.get_note(path, purpose="read")
-            return (vault.root / note.path).read_text(encoding="utf-8")
-
-        return await asyncio.to_thread(state.run, read, vault)

@@ -218,6 +218,10 @@ class DocumentStore(Protocol):
         """Return the documents directly in ``folder`` ("" for the root), by path."""
         ...
 
+    def after_path(self, after: str, limit: int) -> list[StoredDocument]:
+        """Return up to ``limit`` documents whose paths sort after ``after``, by path."""
+        ...
+
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: Where | None = None
     ) -> list[KeywordRow]:

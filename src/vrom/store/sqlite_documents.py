@@ -352,6 +352,16 @@ class SQLiteDocuments:
             )
             return [document_from_row(row) for row in rows]
 
+    def after_path(self, after: str, limit: int) -> list[StoredDocument]:
+        """Return up to ``limit`` notes whose paths sort after ``after``, by path (a page of a
+        listing that stays in step when notes are added or removed between pages)."""
+        with self._db.guard("listing notes"):
+            rows = self._db.conn.execute(
+                f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE path > ? ORDER BY path LIMIT ?",
+                (after, limit),
+            )
+            return [document_from_row(row) for row in rows]
+
     def chunk_ids_matching(self, where: Where) -> list[int]:
         """Return the ids of the chunks whose note passes the filter."""
         with self._db.guard("filtering"):
