@@ -5,7 +5,9 @@ SDK's client (in memory and over stdio) and, for error codes, raw JSON-RPC lines
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -247,3 +249,118 @@ def test_notes_are_listed_a_page_at_a_time_and_each_reads_back(tmp_path: Path) -
             assert missing.value.error.code == -32602 and "Nope.md" in missing.value.error.message
 
     asyncio.run(main())
+
+
+# -- prompts ----------------------------------------------------------------------------------
+
+
+def test_the_summarise_prompt_carries_the_passages_to_cite(vault_root: Path) -> None:
+    state = ServerState(vault_root, embedder=None, watch=False)
+    server = build_server(state)
+
+    async def main() -> None:
+        async with Client(server, mode="legacy") as client:
+            prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+            assert set(prompts) == {"summarise"}
+            assert [(a.name, a.required) for a in prompts["summarise"].arguments or ()] == [
+                ("topic", True)
+            ]
+            got = await client.get_prompt("summarise", {"topic": "network switch"})
+            (message,) = got.messages
+            assert message.role == "user"
+            text = message.content.text  # type: ignore[union-attr]
+            assert text.startswith("Summarise what my notes say about 'network switch'")
+            assert "[1] " in text and "Sources:" in text and "Projects/Atlas.md" in text
+            nothing = await client.get_prompt("summarise", {"topic": "zebra quantum"})
+            assert "nothing about 'zebra quantum'" in nothing.messages[0].content.text  # type: ignore[union-attr]
+
+    try:
+        asyncio.run(main())
+    finally:
+        state.close()
+
+
+# -- JSON-RPC errors --------------------------------------------------------------------------
+
+
+BAD_REQUESTS: list[tuple[str, dict[str, Any] | None, int, str]] = [
+    ("no/such-method", {}, -32601, ""),
+    ("tools/call", {}, -32602, ""),
+    ("tools/call", {"name": 5}, -32602, ""),
+    ("resources/read", {}, -32602, ""),
+    ("resources/read", {"uri": "vault://note/Nope.md"}, -32602, "Nope.md"),
+    ("resources/read", {"uri": "other://thing"}, -32602, "other://thing"),
+    ("resources/list", {"cursor": "@@not-ours@@"}, -32602, "cursor"),
+    ("prompts/get", {"name": "nope"}, -32602, "summarise"),
+    ("prompts/get", {"name": "summarise", "arguments": {}}, -32602, "topic"),
+    ("prompts/get", {"name": "summarise", "arguments": {"topic": ["x"]}}, -32602, ""),
+    ("logging/setLevel", {"level": "loudest"}, -32602, ""),
+]
+
+
+def test_json_rpc_errors_carry_standard_codes_never_zero(vault_root: Path, tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vrom", "mcp", "--vault", str(vault_root), "--no-watch"],
+        env={**os.environ, "VROM_STATE_DIR": str(tmp_path / "state")},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(message) + "\n")
+        process.stdin.flush()
+
+    def reply(request_id: int) -> dict[str, Any]:
+        assert process.stdout is not None
+        while True:
+            answer: dict[str, Any] = json.loads(process.stdout.readline())
+            if answer.get("id") == request_id:
+                return answer
+
+    try:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        )
+        assert "result" in reply(0)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for request_id, (method, params, code, mentions) in enumerate(BAD_REQUESTS, start=1):
+            send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            error = reply(request_id).get("error")
+            assert error is not None, method
+            assert error["code"] == code, (method, params, error)
+            assert mentions in error["message"], (method, params, error)
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+    stderr = process.stderr.read() if process.stderr else ""
+    assert "Traceback" not in stderr, "a bad request is the client's problem, not a crash"
+
+
+def test_an_unexpected_failure_is_an_internal_error_not_code_zero() -> None:
+    from types import SimpleNamespace
+
+    from mcp.shared.exceptions import MCPError
+
+    from vrom.server.base import internal_errors
+
+    async def broken(_ctx: Any) -> Any:
+        raise RuntimeError("the disk caught fire")
+
+    request = SimpleNamespace(method="resources/list", request_id=7)
+    with pytest.raises(MCPError) as raised:
+        asyncio.run(internal_errors(request, broken))  # type: ignore[arg-type]
+    assert raised.value.error.code == -32603
+    assert raised.value.error.message == "resources/list failed: RuntimeError: the disk caught fire"

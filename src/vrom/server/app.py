@@ -9,6 +9,7 @@ from vrom.server.base import VromMCPServer
 from vrom.server.http import http_app
 from vrom.server.logs import serve_logging
 from vrom.server.memory_tools import register_memory_tools
+from vrom.server.prompts import register_prompts
 from vrom.server.resources import register_note_resources
 from vrom.server.state import ServerState
 from vrom.server.tools import register_vault_tools
@@ -22,7 +23,9 @@ vrom serves a Markdown notes vault (Obsidian-style) and the agent's own memories
   vault_related.
 - Write with vault_write (create / overwrite / append, frontmatter merge) and
   vault_frontmatter; vault_delete moves a note to .trash/. Writes are indexed at once.
-- Keep what you learn across sessions with memory_remember; look it up with memory_recall."""
+- Keep what you learn across sessions with memory_remember; look it up with memory_recall.
+- Every note is a resource (vault://note/<path>); the prompt summarise(topic) asks for a
+  summary of what the notes say about a topic, with the passages to cite."""
 
 
 def build_server(state: ServerState) -> VromMCPServer:
@@ -33,6 +36,7 @@ def build_server(state: ServerState) -> VromMCPServer:
     register_vault_tools(server, state)
     register_memory_tools(server, state)
     register_note_resources(server, state)
+    register_prompts(server, state)
     serve_logging(server, state.log)
     return server
 
