@@ -128,7 +128,7 @@ class _RawServer:
         reply = self.request("tools/call", {"name": name, "arguments": arguments})
         result = reply["result"]
         assert not result.get("isError"), result
-        return json.loads(result["content"][0]["text"])  # type: ignore[no-any-return]
+        return result["structuredContent"]  # type: ignore[no-any-return]
 
 
 @pytest.mark.slow

@@ -84,7 +84,8 @@ def test_the_mcp_search_of_a_vault_served_without_a_model_degrades(tmp_path: Pat
         async with Client(build_server(state), mode="legacy") as client:
             result = await client.call_tool("vault_search", {"query": "espresso"})
             assert not result.is_error, result.content[0].text
-            return json.loads(result.content[0].text)  # type: ignore[no-any-return]
+            assert "needs an embedder" in result.content[0].text, "the summary says so too"
+            return result.structured_content  # type: ignore[return-value]
 
     try:
         reply = asyncio.run(run())

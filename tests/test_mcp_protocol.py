@@ -298,55 +298,100 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any] | None, int, str]] = [
 ]
 
 
-def test_json_rpc_errors_carry_standard_codes_never_zero(vault_root: Path, tmp_path: Path) -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "vrom", "mcp", "--vault", str(vault_root), "--no-watch"],
-        env={**os.environ, "VROM_STATE_DIR": str(tmp_path / "state")},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdin is not None and process.stdout is not None
+class _RawStdio:
+    """`vrom mcp` over stdio, spoken to in raw JSON-RPC lines (to see exactly what it sends)."""
 
-    def send(message: dict[str, Any]) -> None:
-        assert process.stdin is not None
-        process.stdin.write(json.dumps(message) + "\n")
-        process.stdin.flush()
-
-    def reply(request_id: int) -> dict[str, Any]:
-        assert process.stdout is not None
-        while True:
-            answer: dict[str, Any] = json.loads(process.stdout.readline())
-            if answer.get("id") == request_id:
-                return answer
-
-    try:
-        send(
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "1"},
-                },
-            }
+    def __init__(self, vault: Path, state_dir: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "vrom", "mcp", "--vault", str(vault), "--no-watch"],
+            env={**os.environ, "VROM_STATE_DIR": str(state_dir)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        assert "result" in reply(0)
-        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        for request_id, (method, params, code, mentions) in enumerate(BAD_REQUESTS, start=1):
-            send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            error = reply(request_id).get("error")
+        self._id = 0
+        reply, _ = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        )
+        assert "result" in reply
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+        """Send a request; return its reply and the reply's line as it came."""
+        assert self.process.stdout is not None
+        self._id += 1
+        self._send({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params})
+        while True:
+            line = self.process.stdout.readline()
+            reply: dict[str, Any] = json.loads(line)
+            if reply.get("id") == self._id:
+                return reply, line
+
+    def close(self) -> str:
+        """Leave (the server exits); return what it wrote to stderr."""
+        assert self.process.stdin is not None and self.process.stderr is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        return self.process.stderr.read()
+
+
+def test_json_rpc_errors_carry_standard_codes_never_zero(vault_root: Path, tmp_path: Path) -> None:
+    server = _RawStdio(vault_root, tmp_path / "state")
+    try:
+        for method, params, code, mentions in BAD_REQUESTS:
+            error = server.request(method, params)[0].get("error")
             assert error is not None, method
             assert error["code"] == code, (method, params, error)
             assert mentions in error["message"], (method, params, error)
     finally:
-        process.stdin.close()
-        process.wait(timeout=30)
-    stderr = process.stderr.read() if process.stderr else ""
+        stderr = server.close()
     assert "Traceback" not in stderr, "a bad request is the client's problem, not a crash"
+
+
+# -- vault_search's reply ---------------------------------------------------------------------
+
+EXAMPLE_VAULT = Path(__file__).resolve().parents[1] / "examples" / "vault"
+BYTES_BEFORE = 19_819
+"""vault_search "project" k=10's reply line on the example vault before it was made compact."""
+
+
+def test_the_search_reply_sends_its_data_once_without_nulls(tmp_path: Path) -> None:
+    server = _RawStdio(EXAMPLE_VAULT, tmp_path / "state")
+    try:
+        arguments = {"query": "project", "k": 10}
+        reply, line = server.request("tools/call", {"name": "vault_search", "arguments": arguments})
+    finally:
+        server.close()
+    result = reply["result"]
+    report = result["structuredContent"]
+    assert len(report["results"]) == 10 and report["mode"] == "keyword"
+    assert (report["vectors"], report["chunks"]) == (0, 16) and "fallback" not in report
+    for hit in report["results"]:
+        assert {"path", "heading_path", "chunk_id", "content_hash", "modified_unix", "text"} <= set(
+            hit
+        )
+        assert None not in hit.values(), hit
+    (text,) = result["content"]
+    summary_lines = text["text"].splitlines()
+    assert (
+        len(summary_lines) == 11 and "keyword search; 0/16 chunks have vectors" in summary_lines[0]
+    )
+    for hit, summary in zip(report["results"], summary_lines[1:], strict=True):
+        assert f"{hit['path']} › {hit['heading_path']} (chunk {hit['chunk_id']}," in summary
+    assert len(text["text"]) * 5 < len(json.dumps(report)), "the text is no second copy"
+    print(f"vault_search reply: {len(line.encode())} bytes (was {BYTES_BEFORE})")
+    assert len(line.encode()) < BYTES_BEFORE / 2
 
 
 def test_an_unexpected_failure_is_an_internal_error_not_code_zero() -> None:

@@ -47,8 +47,11 @@ def _run(state: ServerState, session: Session) -> None:
 
 
 def _data(result: Any) -> Any:
+    """Return a tool reply's data (its structured content; the text is a summary or the same
+    data as JSON)."""
     assert not result.is_error, result.content[0].text
-    return json.loads(result.content[0].text)
+    assert result.structured_content is not None
+    return result.structured_content
 
 
 def _error(result: Any) -> str:

@@ -15,7 +15,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from vrom.errors import VromError
-from vrom.results import to_jsonable
+from vrom.results import SearchReport, to_jsonable
 from vrom.server.state import ServerState, client_roots
 from vrom.vault import Vault
 
@@ -43,6 +43,26 @@ def _result(value: Any) -> CallToolResult:
     )
 
 
+def _search_reply(report: SearchReport) -> CallToolResult:
+    """Return a search report: the data once, as structured content without null fields, and
+    as text a one-line-per-hit summary (not the same data again, serialized)."""
+    how = f"{report.mode} search"
+    if report.fallback:
+        how += f" ({report.fallback})"
+    lines = [
+        f"{len(report.results)} hits, {how}; {report.vectors}/{report.chunks} chunks have "
+        "vectors. Each hit's text, content_hash, time and scores are in the structured content."
+    ]
+    lines += [
+        f"{rank}. {hit.path} › {hit.heading_path} (chunk {hit.chunk_id}, score {hit.score:.3g})"
+        for rank, hit in enumerate(report.results, start=1)
+    ]
+    return CallToolResult(
+        content=[TextContent(type="text", text="\n".join(lines))],
+        structured_content=to_jsonable(report, omit_none=True),
+    )
+
+
 def _error(message: str) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=" ".join(message.split()))], is_error=True
@@ -61,8 +81,10 @@ async def call_on_vault(
     ctx: Context,
     work: Callable[[Vault], Any],
     progress: Callable[[], Progress | None] | None = None,
+    reply: Callable[[Any], CallToolResult] = _result,
 ) -> CallToolResult:
-    """Run ``work`` on the served vault in a worker thread; a `VromError` is an error result.
+    """Run ``work`` on the served vault in a worker thread; a `VromError` is an error result,
+    anything else becomes ``reply(value)`` (by default JSON, as text and structured content).
 
     A client that sent a progress token hears how the wait for the keyword index goes (when
     the vault is still being opened) and, with ``progress``, how ``work`` goes.
@@ -74,7 +96,7 @@ async def call_on_vault(
         value = await (running if progress is None else _reporting(ctx, running, progress))
     except VromError as exc:
         return _error(str(exc))
-    return _result(value)
+    return reply(value)
 
 
 async def _reporting(
@@ -137,8 +159,11 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
     ) -> CallToolResult:
         """Search the notes by meaning and keywords; each hit cites path, heading, chunk, hash.
 
-        The reply says which mode ran (keyword when no model or no vector is there yet, with
-        the reason in `fallback`) and how many chunks have vectors.
+        The structured reply has the hits (`results`: path, heading_path, chunk_id, text,
+        excerpt, content_hash, modified_unix, scores, metadata), the `mode` that ran, the
+        reason it fell back to keyword (`fallback`, only when it did: no model, or no vector
+        yet) and how many `vectors` of the `chunks` exist; null fields are left out. The text
+        reply is a one-line-per-hit summary.
         """
         return await call_on_vault(
             state,
@@ -146,6 +171,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             lambda vault: vault.search_report(
                 query, k=k, where=where, mode=mode, expand_context=expand_context
             ),
+            reply=_search_reply,
         )
 
     @server.tool(annotations=READ)
