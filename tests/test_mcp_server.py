@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -282,7 +283,7 @@ def _free_port() -> int:
 
 
 def _start_http(vault: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], int]:
-    port = _free_port()
+    """Start ``vrom mcp --transport http --port 0``; return it and the port its line names."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -294,7 +295,7 @@ def _start_http(vault: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.Po
             "--transport",
             "http",
             "--port",
-            str(port),
+            "0",
             *extra,
         ],
         env=_env(tmp_path),
@@ -302,19 +303,12 @@ def _start_http(vault: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.Po
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(
-                f"server exited: {process.stderr.read() if process.stderr else ''}"
-            )
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process, port
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise AssertionError("server did not start listening")
+    assert process.stderr is not None
+    for line in process.stderr:  # ends when the server exits
+        found = re.fullmatch(r"vrom: listening on http://127\.0\.0\.1:(\d+)/mcp\n", line)
+        if found:
+            return process, int(found.group(1))
+    raise AssertionError(f"server exited without listening: {process.wait(timeout=30)}")
 
 
 def _stop(process: subprocess.Popen[str]) -> str:
@@ -393,6 +387,40 @@ def test_http_transport_with_a_token(vault_root: Path, tmp_path: Path) -> None:
         asyncio.run(main())
     finally:
         _stop(process)
+
+
+def test_http_says_where_it_listens_and_logs_each_refused_request_in_one_line(
+    vault_root: Path, tmp_path: Path
+) -> None:
+    import httpx
+
+    token = "s3cret-token-for-tests-0123456789"
+    process, port = _start_http(vault_root, tmp_path, "--token", token)
+    url = f"http://127.0.0.1:{port}/mcp"
+    good = {
+        "authorization": f"Bearer {token}",
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+    }
+    refusals = [
+        ({**good, "authorization": "Bearer wrong-token-wrong-token-00"}, b"{}", 401),
+        (good, b'{"jsonrpc": "2.0", "id": 1, "method": ', 400),  # malformed JSON
+        ({**good, "content-type": "text/plain"}, b"{}", 400),
+        ({**good, "accept": "text/html"}, b"{}", 406),
+        ({**good, "host": "evil.example"}, b"{}", 421),
+    ]
+    try:
+        for headers, body, status in refusals:
+            assert httpx.post(url, content=body, headers=headers).status_code == status
+    finally:
+        stderr = _stop(process)
+    lines = stderr.splitlines()
+    refused = [line for line in lines if line.startswith("vrom: warning: refused POST /mcp")]
+    assert [int(line.split(": ")[3].split()[0]) for line in refused] == [401, 400, 400, 406, 421]
+    assert "missing or wrong bearer token" in refused[0] and "Parse error" in refused[1]
+    assert all(line.startswith("vrom: ") for line in lines), stderr
+    assert "Traceback" not in stderr and "Uvicorn" not in stderr
+    assert not any("listening on" in line for line in lines), "said once, at the start"
 
 
 def test_http_on_another_address_needs_a_token(vault_root: Path, tmp_path: Path) -> None:

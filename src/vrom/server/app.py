@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 from vrom import __version__, settings
 from vrom.server.base import VromMCPServer
-from vrom.server.http import http_app
+from vrom.server.http import http_app, run_http
 from vrom.server.logs import serve_logging
 from vrom.server.memory_tools import register_memory_tools
 from vrom.server.prompts import register_prompts
@@ -54,16 +55,36 @@ def serve(
 ) -> None:
     """Serve a vault over MCP until the client disconnects (stdio) or the process is stopped."""
     token = token or settings.mcp_token()
+    _log_in_lines()
     state = ServerState(vault, state_dir=state_dir, embedder=embedder, watch=watch)
     server = build_server(state)
-    app = http_app(server, host, token) if transport == "http" else None  # checks before indexing
+    stderr = state.log.stderr
+    app = http_app(server, host, token, stderr) if transport == "http" else None  # checks first
     try:
         state.open_in_background()  # initialize and the tool list are answered meanwhile
         if app is None:
             server.run("stdio")
         else:
-            import uvicorn
-
-            uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+            run_http(app, host, port, stderr)
     finally:
         state.close()
+
+
+class _OneLine(logging.Formatter):
+    """``vrom: warning: message (logger)``: the libraries' log records in vrom's form."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"vrom: {record.levelname.lower()}: {record.getMessage()} ({record.name})"
+        if record.exc_info:  # a bug: its traceback is worth the lines
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def _log_in_lines() -> None:
+    """Send the MCP SDK's and uvicorn's log records to stderr one line each, warnings and up
+    (the SDK would set up multi-line, boxed output), minus the refusals `RequestLog` reports."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(_OneLine())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    for name in ("mcp.server.transport_security", "mcp.server.streamable_http_manager"):
+        logging.getLogger(name).setLevel(logging.ERROR)

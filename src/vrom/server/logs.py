@@ -66,7 +66,8 @@ class ClientLog:
     """A ``log(line)`` callable for the server's parts: stderr plus the clients that asked."""
 
     def __init__(self, stderr: Callable[[str], None] | None = None) -> None:
-        self._stderr = stderr or _to_stderr
+        self.stderr = stderr or _to_stderr
+        """Where every line goes (for lines the clients need not hear)."""
         self._lock = threading.Lock()
         # keyed by the connection's initialize params: one entry per connection, however many
         # times it sets its level (each request gets a new ServerSession proxy)
@@ -75,7 +76,7 @@ class ClientLog:
 
     def __call__(self, line: str) -> None:
         """Write ``line`` to stderr and send it to each client whose level lets it through."""
-        self._stderr(line)
+        self.stderr(line)
         level, text = level_of(line)
         with self._lock:
             clients = list(self._clients.values())
