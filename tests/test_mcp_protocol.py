@@ -409,3 +409,53 @@ def test_an_unexpected_failure_is_an_internal_error_not_code_zero() -> None:
         asyncio.run(internal_errors(request, broken))  # type: ignore[arg-type]
     assert raised.value.error.code == -32603
     assert raised.value.error.message == "resources/list failed: RuntimeError: the disk caught fire"
+
+
+def test_over_http_each_session_that_set_a_level_hears_the_log(
+    vault_root: Path, tmp_path: Path
+) -> None:
+    import re
+
+    command = [sys.executable, "-m", "vrom", "mcp", "--vault", str(vault_root)]
+    process = subprocess.Popen(
+        [*command, "--transport", "http", "--port", "0"],
+        env={**os.environ, "VROM_STATE_DIR": str(tmp_path / "state")},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    port = next(
+        int(found.group(1))
+        for line in process.stderr
+        if (found := re.search(r"listening on http://127\.0\.0\.1:(\d+)/mcp", line))
+    )
+    heard: dict[str, list[str]] = {"a": [], "b": [], "quiet": []}
+
+    def listener(name: str) -> Any:
+        async def on_log(params: LoggingMessageNotificationParams) -> None:
+            heard[name].append(str(params.data))
+
+        return on_log
+
+    async def main() -> None:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with (
+            Client(url, mode="legacy", logging_callback=listener("a")) as a,
+            Client(url, mode="legacy", logging_callback=listener("b")) as b,
+            Client(url, mode="legacy", logging_callback=listener("quiet")) as quiet,
+        ):
+            for client in (a, b, quiet):
+                await client.call_tool("vault_stats", {})  # open and watched
+            await _set_level(a, "info")
+            await _set_level(b, "info")
+            await asyncio.sleep(0.3)  # let the watcher start
+            (vault_root / "README.md").write_text("# Readme\n\nNow about walruses.\n")
+            changed = "re-indexed 1 changed notes (0 added, 1 changed, 0 removed)"
+            await _until(lambda: changed in heard["a"] and changed in heard["b"])
+
+    try:
+        asyncio.run(main())
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert heard["quiet"] == []
