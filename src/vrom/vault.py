@@ -45,7 +45,7 @@ from vrom.results import (
     VaultStats,
     WriteResult,
 )
-from vrom.search.context import expand_hits, format_context
+from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
 from vrom.search.vector import HNSW_THRESHOLD
 from vrom.store import open_store
 
@@ -372,10 +372,14 @@ class Vault:
         expand_context: bool = False,
         context_window: int = 1,
         include_sources: bool = True,
+        relative_cutoff: float | None = RELATIVE_CUTOFF,
     ) -> Context:
         """Return LLM-ready text for a query: the best passages within ``max_tokens``, cited.
 
         ``expand_context`` joins each hit with ``context_window`` neighbouring chunks a side.
+        Hits under ``relative_cutoff`` times the best score are left out, overlapping text is
+        given once, and the budget is filled with the most relevant distinct text first (see
+        `vrom.format_context`).
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 50:
             raise ValidationError(
@@ -384,7 +388,9 @@ class Vault:
         hits = self.search(
             query, k, where, mode=mode, expand_context=expand_context, context_window=context_window
         )
-        context = format_context(hits, max_tokens, include_sources, query)
+        context = format_context(
+            hits, max_tokens, include_sources, query, relative_cutoff=relative_cutoff
+        )
         if hits and not context.sources:
             raise ValidationError(
                 f"max_tokens={max_tokens} cannot hold one passage with its source: raise it"
