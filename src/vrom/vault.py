@@ -21,6 +21,7 @@ from vrom.errors import NotFoundError, ValidationError
 from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.confine import ReadPurpose, confine
+from vrom.ingest.embed_job import EmbeddingBusy, embedding_status
 from vrom.ingest.embedding import EmbedProgress, stored_fingerprint
 from vrom.ingest.indexer import (
     STRATEGY_META_KEY,
@@ -257,11 +258,17 @@ class Vault:
             self.corpus.bind()
         summary = run()
         keyword_done = time.perf_counter()
-        embedded = self.corpus.embed_missing(embed_progress) if embedding and embed else 0
+        embedded, not_embedded = 0, None
+        if embedding and embed:
+            try:
+                embedded = self.corpus.embed_missing(embed_progress)
+            except EmbeddingBusy as exc:  # that run embeds what this one added too
+                not_embedded = str(exc)
         finished = time.perf_counter()
         return dataclasses.replace(
             summary,
             embedded=embedded,
+            not_embedded=not_embedded,
             seconds=round(finished - started, 4),
             index_seconds=round(max(0.0, keyword_done - started - summary.parse_seconds), 4),
             embed_seconds=round(finished - keyword_done, 4),
@@ -435,6 +442,7 @@ class Vault:
             chunk_strategy=json.loads(self.store.get_meta(STRATEGY_META_KEY) or "{}"),
             vectors=counts.vectors,
             embedding_model=None if fingerprint is None else fingerprint.describe(),
+            embedding=embedding_status(self.store),
         )
 
     def backend_info(self) -> BackendInfo:
