@@ -96,7 +96,7 @@ def test_pack_mount_benchmark_runs_on_a_small_pack(tmp_path: Path) -> None:
 def test_first_hour_benchmark_runs_on_a_generated_vault(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     vault.mkdir()
-    for i in range(300):  # one chunk each: 6 s of embedding at 20 ms a chunk
+    for i in range(200):  # one chunk each: 8 s of embedding at 40 ms a chunk
         (vault / f"note {i}.md").write_text(f"# Note {i}\n\nPlugins and templates {i}.\n")
     out = tmp_path / "first_hour.json"
     result = subprocess.run(
@@ -106,9 +106,11 @@ def test_first_hour_benchmark_runs_on_a_generated_vault(tmp_path: Path) -> None:
             "--vault",
             str(vault),
             "--minutes",
-            "0.5",
+            "0.25",
+            "--search-minutes",
+            "0.03",
             "--embedder",
-            "fake:16:20",
+            "fake:16:40",
             "--out",
             str(out),
         ],
