@@ -233,7 +233,6 @@ def main(argv: list[str] | None = None) -> int:
         if vectors:
             raw, raw_texts = _raw_rate(store_file, args.embedder, vectors)
         idle_p50 = _idle_search(store_file, args.embedder)
-    chunks = served["chunks"]
     latencies = served["latencies_s"]
     complete = vectors >= chunks
     result = {
