@@ -91,3 +91,37 @@ def test_pack_mount_benchmark_runs_on_a_small_pack(tmp_path: Path) -> None:
     assert numbers["mount_from_cache"]["first_answer_s"] > 0
     assert numbers["default_model_load_s"] > 0
     assert "first answer with the default model" in result.stdout
+
+
+def test_first_hour_benchmark_runs_on_a_generated_vault(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for i in range(200):  # one chunk each: 8 s of embedding at 40 ms a chunk
+        (vault / f"note {i}.md").write_text(f"# Note {i}\n\nPlugins and templates {i}.\n")
+    out = tmp_path / "first_hour.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "first_hour.py"),
+            "--vault",
+            str(vault),
+            "--minutes",
+            "0.25",
+            "--search-minutes",
+            "0.03",
+            "--embedder",
+            "fake:16:40",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    numbers = json.loads(out.read_text())
+    assert 0 < numbers["initialize_s"] <= numbers["keyword_complete_s"]
+    assert numbers["chunks"] > 0 and numbers["searches_while_embedding"] > 0
+    assert numbers["search_p50_ms"] > 0
+    assert numbers["raw_chunks_per_second"] > 0 and numbers["background_over_raw"] > 0
+    assert "background_over_raw" in result.stdout

@@ -39,6 +39,7 @@ SUMMARY_KEYS = {
     "parse_seconds",
     "index_seconds",
     "embed_seconds",
+    "not_embedded",
 }
 HIT_KEYS = {
     "chunk_id",
@@ -397,8 +398,12 @@ def test_index_lifecycle_edit_delete_rename(tmp_path: Path) -> None:
 
     def index(*extra: str) -> dict[str, Any]:
         summary = run("index", str(vault), "--json", *extra, state=state).ok().json()
-        assert summary["warnings"] == []
-        return {k: v for k, v in summary.items() if k != "warnings" and not k.endswith("seconds")}
+        assert summary["warnings"] == [] and summary["not_embedded"] is None
+        return {
+            k: v
+            for k, v in summary.items()
+            if k not in ("warnings", "not_embedded") and not k.endswith("seconds")
+        }
 
     zero = dict.fromkeys(
         ("added", "changed", "removed", "renamed", "unchanged", "skipped", "embedded"), 0

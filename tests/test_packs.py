@@ -216,7 +216,7 @@ def test_search_arguments_are_checked(memory: AgentMemory) -> None:
 def test_format_context_respects_the_budget() -> None:
     results = [
         SearchResult(
-            "a" * 40,
+            f"passage {i} " + "a" * 30,
             {"section_heading": f"H{i}", "url": f"https://x.org/{i}"},
             0.1 * i,
             i,
@@ -226,7 +226,7 @@ def test_format_context_respects_the_budget() -> None:
     full = AgentMemory.format_context(results)
     blocks = full.split("\n\n---\n\n")
     assert len(blocks) == 5
-    assert blocks[0] == "## H0\n\n" + "a" * 40 + "\n\n[Source: https://x.org/0]"
+    assert blocks[0] == "## H0\n\npassage 0 " + "a" * 30 + "\n\n[Source: https://x.org/0]"
     assert "[Source:" not in AgentMemory.format_context(results, include_sources=False)
     first_block_tokens = math.ceil(len(blocks[0]) / 4)
     two = AgentMemory.format_context(results, max_tokens=first_block_tokens + 30)

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vrom.embed import Embedder
+from vrom.ingest.embed_job import EmbeddingBusy, embedding_status
+from vrom.results import EmbeddingStatus
 from vrom.vault import Vault
+
+BUSY_RETRY_S = 2.0  # how often a worker waiting for another process's run looks again
+PROGRESS_SECONDS = 5.0
+"""How often a long run logs how far it has got."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +33,8 @@ class EmbeddingProgress:
     Fields: ``running`` (the worker is embedding), ``vectors`` and ``chunks`` (how many of the
     store's chunks have a vector), ``embedded`` (by this run), ``chunks_per_second`` and
     ``eta_seconds`` (measured from the first batch on; None until then), ``error`` (why the
-    worker stopped early, else None).
+    worker stopped early, else None), ``other_process`` (the pid of another process embedding
+    the store, whose progress this mirrors while it waits for it; -1 when its pid is unknown).
     """
 
     running: bool
@@ -37,10 +44,7 @@ class EmbeddingProgress:
     chunks_per_second: float | None
     eta_seconds: float | None
     error: str | None = None
-
-
-PROGRESS_SECONDS = 5.0
-"""How often a long run logs how far it has got."""
+    other_process: int | None = None
 
 
 class BackgroundEmbedding:
@@ -71,6 +75,7 @@ class BackgroundEmbedding:
         self._first: tuple[float, int] | None = None  # (time, embedded) at the first batch
         self._rate: float | None = None
         self._error: str | None = None
+        self._other_process: int | None = None
         self._progress_seconds = progress_seconds
         self._logged = 0.0  # when progress was last logged
         self._running = False  # a worker is embedding, or about to (set and read under _lock)
@@ -127,6 +132,7 @@ class BackgroundEmbedding:
                 None if self._rate is None else round(self._rate, 2),
                 None if eta is None else round(eta, 1),
                 self._error,
+                self._other_process,
             )
 
     def _run(self, previous: threading.Thread | None) -> None:
@@ -135,7 +141,9 @@ class BackgroundEmbedding:
         try:
             with Vault.open(self._root, self._state_dir, embedder=self._embedder) as vault:
                 while True:
-                    self._pass(vault)
+                    while not self._embed(vault):  # another process is embedding: wait for it
+                        if self._stop.wait(BUSY_RETRY_S):
+                            return
                     with self._lock:  # `wake` takes this lock too: no wake-up is lost
                         if not self._again or self._stop.is_set():
                             self._running = False
@@ -150,21 +158,44 @@ class BackgroundEmbedding:
                 if self._thread is threading.current_thread():  # not a newer worker's flag
                     self._running = False
 
-    def _pass(self, vault: Vault) -> None:
-        """Embed what is missing now, logging the start, progress and end."""
+    def _embed(self, vault: Vault) -> bool:
+        """Embed what is missing; return False when another process holds the store's claim
+        (its progress is mirrored meanwhile), True when the work is done or stopped."""
         counts = vault.store.counts()
         with self._lock:
             self._vectors, self._chunks = counts.vectors, counts.chunks
             self._before, self._first = self._embedded, None
         if counts.vectors >= counts.chunks:
-            return
-        self._log(f"vrom: embedding {counts.chunks - counts.vectors:,} chunks in the background")
+            return True
+        if self._other_process is None:
+            self._log(
+                f"vrom: embedding {counts.chunks - counts.vectors:,} chunks in the background"
+            )
         self._logged = self._clock()
-        start_vectors = counts.vectors
-        embedded = vault.corpus.embed_missing(
-            lambda done, total: self._batch(start_vectors, done), stop=self._stop.is_set
-        )
+        try:
+            embedded = vault.corpus.embed_missing(
+                lambda done, total: self._batch(counts.vectors, done),
+                stop=self._stop.is_set,
+            )
+        except EmbeddingBusy as exc:
+            self._mirror(exc.pid, embedding_status(vault.store))
+            return False
+        with self._lock:
+            self._other_process = None
         self._log(f"vrom: embedded {embedded:,} chunks")
+        return True
+
+    def _mirror(self, pid: int | None, status: EmbeddingStatus | None) -> None:
+        """Report another process's embedding run as this worker's progress."""
+        with self._lock:
+            first_time = self._other_process is None
+            self._other_process = pid or -1
+            if status is not None and status.running:
+                self._vectors = max(self._vectors, status.vectors)
+                self._rate = status.chunks_per_second
+        if first_time:
+            who = f"process {pid}" if pid else "another process"
+            self._log(f"vrom: {who} is embedding this vault: searches use its vectors as they come")
 
     def _batch(self, start_vectors: int, done: int) -> None:
         now = self._clock()

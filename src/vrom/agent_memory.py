@@ -29,7 +29,17 @@ from vrom.index.hnsw import HnswIndex
 from vrom.packs.cache import CachedPack, PullProgress, StorageEstimate, VromCache
 from vrom.packs.manifest import PackManifest, RegistryEntry
 from vrom.results import Hit, MountStatus, SearchResult
-from vrom.search.context import check_context_window, estimate_tokens, expand_hits
+from vrom.search.context import (
+    RELATIVE_CUTOFF,
+    Passage,
+    above_cutoff,
+    check_context_window,
+    distinct_passages,
+    estimate_tokens,
+    expand_hits,
+    fill_budget,
+    without_repeated_lines,
+)
 from vrom.search.vector import VectorIndex, check_mode
 from vrom.store import open_store
 
@@ -238,26 +248,55 @@ class AgentMemory:
         results: Sequence[SearchResult],
         include_sources: bool = True,
         max_tokens: int | None = None,
+        *,
+        relative_cutoff: float | None = RELATIVE_CUTOFF,
     ) -> str:
         """Return results as prompt context: ``## heading``, text, ``[Source: url]``, split by
-        ``---``; stops before the budget (tokens estimated as ceil(characters / 4)) is passed."""
+        ``---``, within ``max_tokens`` (estimated as ceil(characters / 4)), best first.
+
+        As `vrom.format_context` does for a vault: results far below the best are left out
+        (``relative_cutoff`` of the best similarity, or of the best score outside vector mode;
+        None keeps all), overlapping texts of one document (expanded neighbours) are joined
+        once and a text or line already given is not repeated, and each block that fits is used (an
+        expanded one too long is tried as its chunk alone), so the budget holds the most
+        relevant distinct text.
+        """
         if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
             raise ValidationError(f"max_tokens must be a positive integer, not {max_tokens!r}")
         separator = "\n\n---\n\n"
-        blocks: list[str] = []
-        used = 0
-        for result in results:
-            heading = result.metadata.get("section_heading") or result.metadata.get("doc_title")
-            block = f"## {heading}\n\n{result.text}" if heading else result.text
-            url = result.metadata.get("url")
-            if include_sources and url:
-                block += f"\n\n[Source: {url}]"
-            cost = estimate_tokens(block if not blocks else separator + block)
-            if max_tokens is not None and used + cost > max_tokens:
-                break
-            blocks.append(block)
-            used += cost
-        return separator.join(blocks)
+        similarity = [_similarity(result) for result in results]
+        kept = [results[i] for i in above_cutoff(similarity, relative_cutoff)]
+        passages = distinct_passages(
+            [(str(r.metadata.get("source_file") or f"#{r.id}"), r.text) for r in kept]
+        )
+
+        def blocks(selection: list[Passage]) -> list[str]:
+            rendered = []
+            bodies = without_repeated_lines([p.text for p in selection])
+            for passage, body in zip(selection, bodies, strict=True):
+                first = kept[passage.members[0]]
+                heading = first.metadata.get("section_heading") or first.metadata.get("doc_title")
+                text = f"## {heading}\n\n{body}" if heading else body
+                url = first.metadata.get("url")
+                rendered.append(text + f"\n\n[Source: {url}]" if include_sources and url else text)
+            return rendered
+
+        def fits(selection: list[Passage]) -> bool:
+            if not without_repeated_lines([p.text for p in selection])[-1]:
+                return False  # it would add only lines already given
+            size = estimate_tokens(separator.join(blocks(selection)))
+            return max_tokens is None or size <= max_tokens
+
+        options: list[tuple[Passage, ...]] = []
+        for passage in passages:
+            chunk = kept[passage.members[0]].metadata.get("text")
+            alone = (
+                Passage(passage.source, chunk.strip(), passage.members[:1])
+                if isinstance(chunk, str) and chunk.strip() and chunk.strip() != passage.text
+                else None
+            )
+            options.append((passage,) if alone is None else (passage, alone))
+        return separator.join(blocks(fill_budget(options, fits)))
 
     # -- the cache -------------------------------------------------------------------------
 
@@ -376,6 +415,15 @@ def search_result(hit: Hit, mode: str, best: float, url_base: object = None) -> 
         metadata["_expanded"] = True
         metadata["_context_chunks"] = len(hit.context_chunk_ids)
     return SearchResult(text, metadata, round(min(2.0, max(0.0, distance)), 6), hit.chunk_id)
+
+
+def _similarity(result: SearchResult) -> float:
+    """Return how near a result is, higher nearer: its score outside vector mode, else the
+    cosine similarity."""
+    score = result.metadata.get("score")
+    if isinstance(score, (int, float)) and not isinstance(score, bool):
+        return float(score)
+    return 1.0 - result.distance
 
 
 def _fingerprint(manifest: PackManifest) -> Fingerprint:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from vrom.embed import Embedder, EmbedderBinding
 from vrom.errors import NotFoundError, ValidationError
 from vrom.index import GRAPH_SUFFIX, MEMORY_GRAPH_SUFFIX
+from vrom.ingest.embed_job import claimed
 from vrom.ingest.embedding import (
     EmbedProgress,
     bind_embedder,
@@ -112,10 +113,27 @@ class Corpus:
         """Embed every chunk without a vector, a committed batch at a time; return how many.
 
         ``stop()`` is asked before each batch (True ends the run; the next one resumes).
+        While it runs it holds the store's embedding claim (`vrom.ingest.embed_job`): a run
+        in another process raises `EmbeddingBusy` instead of writing the same vectors twice.
         """
         embedder = self.require_embedder("embedding")
         bind_embedder(self.store, embedder, encoding=self._encoding)
-        return embed_missing(self.store, embedder, progress, stop=stop)
+        with claimed(self.store) as claim:
+            counts = self.store.counts()
+
+            def report(done: int, total: int) -> None:
+                claim.report(counts.vectors + done, counts.chunks, done)
+                if progress is not None:
+                    progress(done, total)
+
+            done = embed_missing(self.store, embedder, report, stop=stop)
+            claim.report(counts.vectors + done, counts.chunks, done, final=True)
+            return done
+
+    @property
+    def embedding_configured(self) -> bool:
+        """True unless the corpus is keyword only (known without loading the model)."""
+        return self._binding.configured
 
     def has_vectors(self) -> bool:
         """True when there is an embedder and the store holds chunk vectors (of any model)."""

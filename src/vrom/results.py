@@ -117,6 +117,8 @@ class IndexSummary:
         index_seconds: of ``seconds``, the rest of the keyword part: walking the folder and
             writing notes, chunks and the keyword index.
         embed_seconds: of ``seconds``, embedding (the model's loading included).
+        not_embedded: why this run embedded nothing although chunks lack vectors (another
+            process is embedding the store), else None.
     """
 
     added: int
@@ -133,6 +135,7 @@ class IndexSummary:
     parse_seconds: float = 0.0
     index_seconds: float = 0.0
     embed_seconds: float = 0.0
+    not_embedded: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,8 +224,30 @@ class Context:
 
 
 @dataclass(frozen=True)
+class EmbeddingStatus:
+    """What a store's current or last embedding run reported (``vrom stats``, ``vault_stats``).
+
+    Fields: ``running`` (a process is embedding the store now), ``pid`` (that process, or the
+    last run's), ``vectors`` and ``chunks`` (the store's chunks with a vector, of all, at the
+    last report), ``embedded`` (by that run), ``chunks_per_second`` (measured from its first
+    committed batch on; None before), ``eta_seconds`` (time left while running, else None),
+    ``updated_unix`` (when it last reported).
+    """
+
+    running: bool
+    pid: int | None
+    vectors: int
+    chunks: int
+    embedded: int
+    chunks_per_second: float | None
+    eta_seconds: float | None
+    updated_unix: float | None
+
+
+@dataclass(frozen=True)
 class VaultStats:
-    """Counts and sizes of one vault's store (``embedding_model`` names the vectors' model)."""
+    """Counts and sizes of one vault's store (``embedding_model`` names the vectors' model;
+    ``embedding`` is what the store's current or last embedding run reported, if any)."""
 
     vault_root: str
     store_path: str
@@ -236,6 +261,7 @@ class VaultStats:
     chunk_strategy: Mapping[str, Any]
     vectors: int = 0
     embedding_model: str | None = None
+    embedding: EmbeddingStatus | None = None
 
 
 @dataclass(frozen=True)

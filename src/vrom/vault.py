@@ -21,6 +21,7 @@ from vrom.errors import NotFoundError, ValidationError
 from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.confine import ReadPurpose, confine
+from vrom.ingest.embed_job import EmbeddingBusy, embedding_status
 from vrom.ingest.embedding import EmbedProgress, stored_fingerprint
 from vrom.ingest.indexer import (
     STRATEGY_META_KEY,
@@ -45,7 +46,7 @@ from vrom.results import (
     VaultStats,
     WriteResult,
 )
-from vrom.search.context import expand_hits, format_context
+from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
 from vrom.search.vector import HNSW_THRESHOLD
 from vrom.store import open_store
 
@@ -257,11 +258,17 @@ class Vault:
             self.corpus.bind()
         summary = run()
         keyword_done = time.perf_counter()
-        embedded = self.corpus.embed_missing(embed_progress) if embedding and embed else 0
+        embedded, not_embedded = 0, None
+        if embedding and embed:
+            try:
+                embedded = self.corpus.embed_missing(embed_progress)
+            except EmbeddingBusy as exc:  # that run embeds what this one added too
+                not_embedded = str(exc)
         finished = time.perf_counter()
         return dataclasses.replace(
             summary,
             embedded=embedded,
+            not_embedded=not_embedded,
             seconds=round(finished - started, 4),
             index_seconds=round(max(0.0, keyword_done - started - summary.parse_seconds), 4),
             embed_seconds=round(finished - keyword_done, 4),
@@ -375,10 +382,14 @@ class Vault:
         expand_context: bool = False,
         context_window: int = 1,
         include_sources: bool = True,
+        relative_cutoff: float | None = RELATIVE_CUTOFF,
     ) -> Context:
         """Return LLM-ready text for a query: the best passages within ``max_tokens``, cited.
 
         ``expand_context`` joins each hit with ``context_window`` neighbouring chunks a side.
+        Hits under ``relative_cutoff`` times the best score are left out, overlapping text is
+        given once, and the budget is filled with the most relevant distinct text first (see
+        `vrom.format_context`).
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 50:
             raise ValidationError(
@@ -387,7 +398,9 @@ class Vault:
         hits = self.search(
             query, k, where, mode=mode, expand_context=expand_context, context_window=context_window
         )
-        context = format_context(hits, max_tokens, include_sources, query)
+        context = format_context(
+            hits, max_tokens, include_sources, query, relative_cutoff=relative_cutoff
+        )
         if hits and not context.sources:
             raise ValidationError(
                 f"max_tokens={max_tokens} cannot hold one passage with its source: raise it"
@@ -432,6 +445,7 @@ class Vault:
             chunk_strategy=json.loads(self.store.get_meta(STRATEGY_META_KEY) or "{}"),
             vectors=counts.vectors,
             embedding_model=None if fingerprint is None else fingerprint.describe(),
+            embedding=embedding_status(self.store),
         )
 
     def backend_info(self) -> BackendInfo:

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from vrom.cli.background import embed_in_background
 from vrom.cli.output import print_json
 from vrom.cli.packs import search_pack
 from vrom.cli.progress import LineProgress, terminal_progress
@@ -73,15 +74,25 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         embedder=args.embedder,
         vector_encoding=args.vector_encoding,
     )
+    embed = not args.background  # with --background, a detached `vrom embed` does it
     with vault:
         if args.json or args.quiet:
-            summary = vault.index(force=args.force)
+            summary = vault.index(force=args.force, embed=embed)
         elif sys.stderr.isatty():
             with terminal_progress() as bar:
-                summary = vault.index(bar.notes, force=args.force, embed_progress=bar.chunks)
+                summary = vault.index(
+                    bar.notes, force=args.force, embed_progress=bar.chunks, embed=embed
+                )
         else:  # a log or a pipe: a line to stderr every few seconds of a long run
             lines = LineProgress(sys.stderr)
-            summary = vault.index(lines.notes, force=args.force, embed_progress=lines.chunks)
+            summary = vault.index(
+                lines.notes, force=args.force, embed_progress=lines.chunks, embed=embed
+            )
+        background = (
+            embed_in_background(vault, args.embedder, args.vector_encoding, args.state_dir)
+            if args.background
+            else None
+        )
     if args.json:
         print_json(summary, out)
     elif not args.quiet:
@@ -91,6 +102,9 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         if hidden > 0:
             sys.stderr.write(f"warning: … and {hidden} more (see --json)\n")
         out.write(format_summary(summary) + "\n")
+    for note in (summary.not_embedded, background):
+        if note and not args.quiet:
+            sys.stderr.write(f"vrom: {note}\n")
     return 0
 
 
@@ -221,6 +235,12 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     sub = command("index", _cmd_index, "Index (or re-index) a vault folder.", vault=False)
     sub.add_argument("path", metavar="PATH", help="the vault folder")
     sub.add_argument("--force", action="store_true", help="rewrite every note, changed or not")
+    sub.add_argument(
+        "--background",
+        action="store_true",
+        help="return once the keyword index is current and embed in a detached process "
+        "('vrom stats' shows its progress; searches use vectors as they arrive)",
+    )
     encoding_option(sub)
     sub.add_argument("--quiet", action="store_true", help="print nothing but errors")
     sub.add_argument(

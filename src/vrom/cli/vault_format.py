@@ -109,6 +109,42 @@ def format_stats(stats: VaultStats, out: TextIO) -> None:
         f" ({stats.embedding_model or 'no model'})\n"
         f"last index:  {last}\n"
     )
+    embedding = format_embedding(stats)
+    if embedding:
+        out.write(f"embedding:   {embedding}\n")
+
+
+def format_embedding(stats: VaultStats) -> str | None:
+    """Return how embedding goes (running: rate and time left; else what embeds the rest), or
+    None when every chunk has a vector and no run is going."""
+    status = stats.embedding
+    if status is not None and status.running:
+        rate = (
+            f"{status.chunks_per_second:,.1f} chunks/s"
+            if status.chunks_per_second
+            else "measuring the rate"
+        )
+        left = "" if status.eta_seconds is None else f", about {_duration(status.eta_seconds)} left"
+        return (
+            f"running in process {status.pid}: {vector_coverage(status.vectors, status.chunks)}, "
+            f"{rate}{left}"
+        )
+    if stats.embedding_model is None and stats.vectors == 0 and status is None:
+        return None  # keyword only, or never embedded: the vectors line says so
+    if stats.vectors < stats.chunks:
+        return (
+            f"not running: {stats.chunks - stats.vectors:,} chunks have no vector "
+            "('vrom embed' or 'vrom index --background' embeds them)"
+        )
+    return None
+
+
+def _duration(seconds: float) -> str:
+    """Return ``45 s``, ``12 min`` or ``1 h 05 min``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def format_backend_info(info: BackendInfo, out: TextIO) -> None:

@@ -224,8 +224,16 @@ class EmbedderBinding:
 
     @property
     def configured(self) -> bool:
-        """False when the choice was None: keyword search only (known without resolving)."""
-        return self._choice is not None and not (self._resolved and self._embedder is None)
+        """False for keyword search only: the choice None or the spec ``none`` (known without
+        loading a model), or a choice that resolved to no embedder."""
+        if self._resolved:
+            return self._embedder is not None
+        if self._choice is None:
+            return False
+        if isinstance(self._choice, str) and self._load is None:
+            spec = self._auto_spec if self._choice == AUTO else self._choice
+            return spec.strip() != "none"
+        return True
 
     def get(self) -> Embedder | None:
         """Return the embedder, resolving the choice on the first call."""
