@@ -615,7 +615,6 @@ HOSTILE: list[tuple[str, str | None]] = [
     ("'", None),
     ("\\", None),
     ("a\"b'c(d)e*f:g^h", ""),
-    ("\t\n  ", None),
     (LONG_QUERY, "Journal.md"),
     ("q" * 20000, None),
 ]

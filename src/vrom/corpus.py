@@ -33,7 +33,7 @@ from vrom.ingest.embedding import (
 from vrom.results import Hit, SearchReport
 from vrom.search.fusion import first_k, first_pool, reciprocal_rank_fusion, widen
 from vrom.search.keyword import check_k, make_hit, prior_factor, rank_keyword
-from vrom.search.query import as_filter, parse_query, query_words
+from vrom.search.query import as_filter, check_query, parse_query, query_words
 from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
 from vrom.store import KeywordQuery, MemoryFilter, MemoryRecord, Store, StoredChunk, Where
 
@@ -208,10 +208,10 @@ class Corpus:
         both, times the prior), ``rerank`` (keyword candidates rescored by meaning, prior and
         text quality); None is `default_mode`. ``where`` filters inside every retriever, so
         ``k`` hits come back whenever ``k`` chunks pass it. ``per_document`` keeps each
-        document's best chunk (``k`` documents). ``ef_search`` widens an HNSW search.
+        document's best chunk (``k`` documents). ``ef_search`` widens an HNSW search. A blank
+        ``query`` is a `ValidationError`.
         """
-        if not isinstance(query, str):
-            raise ValidationError(f"query must be a string, not {type(query).__name__}")
+        check_query(query)
         check_k(k)
         check_ef_search(ef_search, k)
         mode = check_mode(self.default_mode() if mode is None else mode)
@@ -255,6 +255,7 @@ class Corpus:
         when vectors exist but no embedder is configured, or an embedder but no vector yet.
         Another model's vectors are still refused: a mistake to fix, not a state to work around.
         """
+        check_query(query)  # before the vector state is read: a blank query is the problem
         fallback = None
         if mode is None:  # hybrid once it can run; keyword-only stores are not told off
             state = self._vector_state()
@@ -375,6 +376,7 @@ class Corpus:
         With an embedder: reciprocal rank fusion of BM25 and cosine similarity (memories not
         embedded yet are embedded first); without one: BM25 alone. Ties go to the newer memory.
         """
+        check_query(query)
         check_k(k)
         pool = first_pool(k)
         parsed = parse_query(query)

@@ -36,6 +36,7 @@ from vrom.ingest.embedding import (
 )
 from vrom.search.fusion import MAX_K
 from vrom.search.keyword import check_k
+from vrom.search.query import check_query
 from vrom.store import MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
 
 MEMORY_TYPES = ("note", "decision", "fact", "preference", "todo", "observation")
@@ -364,8 +365,7 @@ class Memories:
         ``project`` and ``type`` must match exactly; ``status`` is one of the statuses or
         ``"any"``. Query syntax is keyword search's: words, "phrases", -excluded, prefix*.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise ValidationError("a recall query must be a non-blank string")
+        check_query(query)
         check_k(k)
         where = _memory_filter(project, type, status)
         return [
