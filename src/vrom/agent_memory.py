@@ -409,6 +409,7 @@ def search_result(hit: Hit, mode: str, best: float, url_base: object = None) -> 
         distance = 1.0 - hit.score / best if best > 0 else 1.0
         metadata["score"] = hit.score
         metadata["scores"] = dict(hit.scores)
+        metadata["score_kind"] = hit.score_kind
     text = hit.text
     if hit.context_text is not None:
         text = hit.context_text

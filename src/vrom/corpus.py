@@ -69,6 +69,7 @@ class Corpus:
         self.store = store
         self._binding = embedder
         self._encoding = encoding
+        self._metric = metric
         self._checked: tuple[int, str] | None = None  # (vector generation, `_vector_state`)
         options: dict[str, Any] = {
             "metric": metric,
@@ -287,6 +288,7 @@ class Corpus:
                 score,
                 {"bm25": row.bm25, "prior": prior_factor(row.human_relevance_score)},
                 words,
+                kind="bm25",
             )
             for score, row in ranked
             if row.chunk_id in chunks
@@ -316,7 +318,11 @@ class Corpus:
 
         kept = widen(rank, k, 2 * k if per_document else k)
         words = query_words(parsed)
-        return [make_hit(chunks[i], score, {"vector": score}, words) for i, score, _ in kept]
+        # the score is the metric's similarity: cosine, dot, or minus the euclidean distance
+        return [
+            make_hit(chunks[i], score, {"vector": score}, words, kind=self._metric)
+            for i, score, _ in kept
+        ]
 
     def _hybrid(
         self,
@@ -360,7 +366,9 @@ class Corpus:
             chunks.update(self._chunks([i for _, i, _, _ in scored if i not in chunks]))
         words = query_words(parsed)
         return [
-            make_hit(chunks[i], score, parts, words) for score, i, parts, _ in scored if i in chunks
+            make_hit(chunks[i], score, parts, words, kind="rrf")
+            for score, i, parts, _ in scored
+            if i in chunks
         ]
 
     def _chunks(self, chunk_ids: list[int]) -> dict[int, StoredChunk]:

@@ -94,11 +94,13 @@ class MemoryHit:
 
     Parts: ``bm25`` (keyword match), ``vector`` (cosine similarity) when it was found that way,
     and ``rrf`` (their reciprocal rank fusion, the score) when an embedder took part.
+    ``score_kind`` says what ``score`` is: ``rrf``, or ``bm25`` when no embedder took part.
     """
 
     memory: Memory
     score: float
     scores: Mapping[str, float] = field(default_factory=dict)
+    score_kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -373,6 +375,7 @@ class Memories:
                 _memory(record),
                 round(score, 6),
                 {name: round(value, 6) for name, value in parts.items()},
+                "rrf" if "rrf" in parts else "bm25",
             )
             for record, score, parts in self._corpus.recall(query, k, where)
         ]
