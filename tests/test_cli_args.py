@@ -1,11 +1,19 @@
-"""How the CLI turns its filter flags into a ``where`` mapping."""
+"""How the CLI reads its arguments (filter flags, global options) and how its output looks
+(score labels, colour)."""
 
 from __future__ import annotations
+
+import io
+import re
+from typing import Any
 
 import pytest
 
 from vrom import ValidationError
+from vrom.cli.output import colour_enabled, score_label
 from vrom.cli.vault_commands import _parse_where
+from vrom.cli.vault_format import format_hits
+from vrom.results import Hit
 
 
 def test_where_values_are_read_as_json_scalars_or_strings() -> None:
@@ -29,3 +37,91 @@ def test_path_given_twice_must_agree() -> None:
 def test_malformed_where_items_are_validation_errors(item: str) -> None:
     with pytest.raises(ValidationError, match="KEY=VALUE"):
         _parse_where([item], None, [])
+
+
+# -- colour and score labels -----------------------------------------------------------------
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal, as a person's console does."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _hit(kind: str, score: float, **extra: Any) -> Hit:
+    return Hit(
+        chunk_id=7,
+        path="Projects/Atlas.md",
+        title="Atlas",
+        heading_path="Atlas > Goals",
+        excerpt="maps every office network",
+        score=score,
+        content_hash="ab" * 32,
+        modified_unix=0.0,
+        human_relevance_score=0.5,
+        note_id=1,
+        position=0,
+        char_start=0,
+        char_end=10,
+        text="maps every office network",
+        score_kind=kind,
+        **extra,
+    )
+
+
+@pytest.mark.parametrize(
+    ("no_color", "term", "expected"),
+    [(None, "xterm", True), ("", "xterm", True), ("1", "xterm", False), (None, "dumb", False)],
+)
+def test_colour_only_on_a_terminal_without_no_color(
+    monkeypatch: pytest.MonkeyPatch, no_color: str | None, term: str, expected: bool
+) -> None:
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    monkeypatch.setenv("TERM", term)
+    assert colour_enabled(Terminal()) is expected
+    assert colour_enabled(io.StringIO()) is False, "a pipe or a file never gets colour"
+
+
+def test_hits_are_coloured_on_a_terminal_and_plain_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    hits = [_hit("bm25", 12.3456)]
+    plain, coloured = io.StringIO(), Terminal()
+    format_hits(hits, plain)
+    format_hits(hits, coloured)
+    assert "\x1b[" not in plain.getvalue()
+    assert "\x1b[" in coloured.getvalue()
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured.getvalue()) == plain.getvalue()
+    monkeypatch.setenv("NO_COLOR", "1")
+    muted = Terminal()
+    format_hits(hits, muted)
+    assert muted.getvalue() == plain.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("kind", "score", "label"),
+    [
+        ("bm25", 12.3456, "(bm25 12.35)"),
+        ("rrf", 0.032522, "(rrf 0.0325)"),
+        ("cosine", 0.81234, "(cosine 0.812)"),
+        ("rerank", 0.6531, "(rerank 0.653)"),
+        ("euclidean", -0.5, "(euclidean -0.500)"),
+    ],
+)
+def test_every_score_shows_its_kind(kind: str, score: float, label: str) -> None:
+    out = io.StringIO()
+    format_hits([_hit(kind, score)], out)
+    assert out.getvalue().splitlines()[0] == f"1. Projects/Atlas.md › Atlas > Goals  {label}"
+
+
+def test_a_reranked_search_ends_with_its_time_in_ms() -> None:
+    out = io.StringIO()
+    format_hits([_hit("rerank", 0.6, ranking_runtime=1.234)], out)
+    assert out.getvalue().splitlines()[-1] == "reranked in 1.23 ms"
+    assert score_label("distance", 0.19) == "distance 0.190"

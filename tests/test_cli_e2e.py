@@ -492,7 +492,8 @@ def test_search_human_output_matches_json(indexed: Indexed) -> None:
     for rank, hit in enumerate(hits, start=1):
         head, excerpt, ids = lines[3 * rank - 3 : 3 * rank]
         where = f" › {hit['heading_path']}" if hit["heading_path"] else ""
-        assert head == f"{rank}. {hit['path']}{where}  (score {hit['score']:.3f})"
+        assert hit["score_kind"] == "bm25"  # keyword only: the environment says --embedder none
+        assert head == f"{rank}. {hit['path']}{where}  (bm25 {hit['score']:.2f})"
         assert excerpt == "   " + hit["excerpt"]
         assert ids.startswith(f"   chunk {hit['chunk_id']} · sha256 {hit['content_hash'][:12]} ")
     assert nothing.ok().stdout == "no matches\n"

@@ -83,7 +83,7 @@ def test_remember_then_recall_list_and_get(run: Run) -> None:
     assert {"bm25", "vector", "rrf"} <= set(hits[0]["scores"])
     assert hits[0]["memory"]["tags"] == ["ops"] and hits[0]["memory"]["related"] == ["deploy.md"]
     code, text = run("recall", "production deploys")
-    assert text.startswith("1. [decision · web] Deploys go through CI  (score ")
+    assert text.startswith("1. [decision · web] Deploys go through CI  (rrf 0.0")
     assert f"   {hits[0]['memory']['id']} · " in text and "#ops" in text
 
     listed = _json(run, "list", "--project", "web")

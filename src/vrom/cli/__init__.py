@@ -21,6 +21,7 @@ from vrom import __version__
 from vrom.cli.evaluate import add_eval_command
 from vrom.cli.mcp import add_mcp_command
 from vrom.cli.memory import add_memory_command
+from vrom.cli.output import styler
 from vrom.cli.packs import add_pack_commands
 from vrom.cli.setup import add_setup_commands
 from vrom.cli.vault_commands import add_vault_commands
@@ -75,7 +76,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         handler: Callable[[argparse.Namespace, TextIO], int] = args.handler
         return handler(args, out)
     except VromError as exc:
-        sys.stderr.write(f"vrom: error: {exc}\n")
+        sys.stderr.write(f"vrom: {styler(sys.stderr)('error:', 'red')} {exc}\n")
         return 1
     except KeyboardInterrupt:
         sys.stderr.write("vrom: interrupted\n")

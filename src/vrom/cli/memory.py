@@ -13,7 +13,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from vrom.cli.output import print_json
+from vrom.cli.output import print_json, score_label, styler
 from vrom.cli.vault_options import add_vault_options
 from vrom.errors import ValidationError
 from vrom.memories import (
@@ -182,12 +182,14 @@ def _format_hits(hits: Sequence[MemoryHit], out: TextIO) -> None:
     if not hits:
         out.write("no matching memories\n")
         return
+    style = styler(out)
     for rank, hit in enumerate(hits, start=1):
         memory = hit.memory
-        out.write(f"{rank}. {_label(memory)}  (score {hit.score:.3f})\n")
+        score = style(f"({score_label(hit.score_kind, hit.score)})", "cyan")
+        out.write(f"{style(f'{rank}. {_label(memory)}', 'bold')}  {score}\n")
         out.write(f"   {textwrap.shorten(memory.content, EXCERPT_CHARS, placeholder=' …')}\n")
         tags = "".join(f" #{tag}" for tag in memory.tags)
-        out.write(f"   {memory.id} · {memory.timestamp}{tags}\n")
+        out.write(style(f"   {memory.id} · {memory.timestamp}{tags}", "dim") + "\n")
 
 
 def _format_list(memories: Sequence[Memory], out: TextIO) -> None:

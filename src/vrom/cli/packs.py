@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vrom import settings
-from vrom.cli.output import print_json
+from vrom.cli.output import print_json, score_label, styler
+from vrom.cli.progress import stderr_console
 from vrom.embed import Embedder, resolve_embedder
 from vrom.errors import ValidationError
 from vrom.settings import REGISTRY_URL_ENV
@@ -160,7 +161,7 @@ def _pull(args: argparse.Namespace, out: TextIO) -> int:
     if show:
         from rich.progress import Progress
 
-        with Progress(transient=True) as bar:
+        with Progress(transient=True, console=stderr_console()) as bar:
             task = bar.add_task(f"pulling {entry.id}", total=None)
 
             def progress(event: Any) -> None:
@@ -221,11 +222,16 @@ def search_pack(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         print_json(results, out)
         return 0
+    style = styler(out)
     for rank, result in enumerate(results, start=1):
         where = result.metadata.get("source_file", "")
         heading = result.metadata.get("section_heading")
-        out.write(f"{rank}. {where}{' › ' + heading if heading else ''}")
-        out.write(f"  (distance {result.distance:.3f})\n")
+        if "score" in result.metadata:  # outside vector mode: the search's own score
+            score = score_label(result.metadata.get("score_kind", ""), result.metadata["score"])
+        else:
+            score = score_label("distance", result.distance)
+        out.write(style(f"{rank}. {where}", "bold") + (f" › {heading}" if heading else ""))
+        out.write(f"  {style(f'({score})', 'cyan')}\n")
         out.write(f"   {' '.join(result.text.split())[:200]}\n")
     if not results:
         out.write("no results\n")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from vrom.cli.background import embed_in_background
-from vrom.cli.output import print_json
+from vrom.cli.output import print_json, styler
 from vrom.cli.packs import search_pack
 from vrom.cli.progress import LineProgress, terminal_progress
 from vrom.cli.vault_format import (
@@ -96,11 +96,12 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         print_json(summary, out)
     elif not args.quiet:
+        warning_label = styler(sys.stderr)("warning:", "yellow")
         for warning in summary.warnings[:WARNINGS_SHOWN]:
-            sys.stderr.write(f"warning: {warning.path}: {warning.reason}\n")
+            sys.stderr.write(f"{warning_label} {warning.path}: {warning.reason}\n")
         hidden = len(summary.warnings) - WARNINGS_SHOWN
         if hidden > 0:
-            sys.stderr.write(f"warning: … and {hidden} more (see --json)\n")
+            sys.stderr.write(f"{warning_label} … and {hidden} more (see --json)\n")
         out.write(format_summary(summary) + "\n")
     for note in (summary.not_embedded, background):
         if note and not args.quiet:
@@ -137,11 +138,12 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
             context_window=args.context_window,
             ef_search=args.ef_search,
         )
+    note = styler(sys.stderr)("note:", "yellow")
     if report.fallback:
-        sys.stderr.write(f"note: searched by keyword: {report.fallback}\n")
+        sys.stderr.write(f"{note} searched by keyword: {report.fallback}\n")
     elif report.mode != "keyword" and report.vectors < report.chunks:
         sys.stderr.write(
-            f"note: only {vector_coverage(report.vectors, report.chunks)} chunks have vectors"
+            f"{note} only {vector_coverage(report.vectors, report.chunks)} chunks have vectors"
             " so far: the rest are found by keyword only\n"
         )
     if args.json:
