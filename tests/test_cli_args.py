@@ -3,17 +3,22 @@
 
 from __future__ import annotations
 
+import argparse
 import io
+import itertools
 import re
 from typing import Any
 
 import pytest
 
 from vrom import ValidationError
+from vrom.cli import build_parser, main
+from vrom.cli.global_options import global_option_problem
 from vrom.cli.output import colour_enabled, score_label
 from vrom.cli.vault_commands import _parse_where
 from vrom.cli.vault_format import format_hits
 from vrom.results import Hit
+from vrom.vault import AUTO
 
 
 def test_where_values_are_read_as_json_scalars_or_strings() -> None:
@@ -125,3 +130,82 @@ def test_a_reranked_search_ends_with_its_time_in_ms() -> None:
     format_hits([_hit("rerank", 0.6, ranking_runtime=1.234)], out)
     assert out.getvalue().splitlines()[-1] == "reranked in 1.23 ms"
     assert score_label("distance", 0.19) == "distance 0.190"
+
+
+# -- global options before or after the command ------------------------------------------------
+
+
+def _parse(*argv: str) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    assert global_option_problem(args) is None
+    return args
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--json", "search", "q"),
+        ("search", "q", "--json"),
+        ("search", "--json", "q"),
+        ("--json", "memory", "recall", "q"),
+        ("memory", "recall", "q", "--json"),
+        ("pack", "list", "--json"),
+        ("--json", "eval", "data"),
+    ],
+)
+def test_json_is_read_before_or_after_the_command(argv: tuple[str, ...]) -> None:
+    assert _parse(*argv).json is True
+    assert _parse(*(a for a in argv if a != "--json")).json is False
+
+
+def test_a_value_after_the_command_wins_and_one_before_it_stays() -> None:
+    args = _parse(
+        "--embedder", "fake", "--state-dir", "/s", "--vault", "/v1",
+        "search", "q", "--embedder", "none", "--vault", "/v2",
+    )  # fmt: skip
+    assert (args.embedder, args.state_dir, args.vault, args.db) == ("none", "/s", "/v2", None)
+    args = _parse("--embedder", "fake", "--db", "/x.db", "stats")
+    assert (args.embedder, args.state_dir, args.vault, args.db) == ("fake", None, None, "/x.db")
+    assert _parse("stats").embedder == AUTO
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("stats", "--vault", "/v", "--embedder", "none", "--state-dir", "/s", "--json"),
+        ("related", "Atlas", "--db", "/x.db"),
+        ("index", "/v", "--embedder", "none", "--state-dir", "/s", "--json"),
+        ("memory", "list", "--db", "/x.db", "--embedder", "fake"),
+        ("mcp", "--vault", "/v", "--embedder", "none", "--state-dir", "/s"),
+        ("selftest", "--vault", "/v", "--embedder", "none", "--json"),
+        ("install", "cursor", "--vault", "/v", "--state-dir", "/s", "--dry-run"),
+        ("eval", "/data", "--embedder", "none"),
+        ("pack", "build", "/notes", "--id", "x", "--version", "1.0.0", "--embedder", "fake"),
+        ("--embedder", "none", "--state-dir", "/s", "pack", "list"),  # accepted, as always
+    ],
+)
+def test_global_options_are_taken_where_they_apply(argv: tuple[str, ...]) -> None:
+    args = _parse(*argv)
+    for option, value in itertools.pairwise(argv):
+        if option in ("--vault", "--db", "--embedder", "--state-dir"):
+            assert getattr(args, option[2:].replace("-", "_")) == value
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--json", "mcp"), "--json does not apply to 'vrom mcp'"),
+        (("--vault", "/v", "index", "/v"), "--vault does not apply to 'vrom index'"),
+        (("--db", "/x.db", "selftest"), "--db does not apply to 'vrom selftest'"),
+        (("--vault", "/v", "stats", "--db", "/x.db"), "give --vault PATH or --db FILE, not both"),
+        (("stats", "--vault", "/v", "--db", "/x.db"), "not allowed with argument --vault"),
+        (("pack", "list", "--vault", "/v"), "unrecognized arguments: --vault"),
+    ],
+)
+def test_a_global_option_where_it_makes_no_sense_is_a_usage_error(
+    argv: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv), io.StringIO())
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

@@ -889,6 +889,32 @@ def test_vault_selection(tmp_path: Path) -> None:
     assert not empty.exists()  # an overridden VROM_STATE_DIR is never written
 
 
+def test_global_options_go_before_or_after_the_command(indexed: Indexed) -> None:
+    v = str(indexed.vault)
+    before, after, both = run_many(
+        [
+            indexed.call("--json", "--vault", v, "search", "zephyr"),
+            indexed.call("search", "zephyr", "--json", "--vault", v),
+            indexed.call("--vault", str(indexed.state), "search", "--json", "zephyr", "--vault", v),
+        ]
+    )
+    assert paths(before.json()) and "Journal.md" in paths(before.json())
+    assert before.stdout == after.ok().stdout == both.ok().stdout, "the one after the command wins"
+    # the embedder after the command wins: none (no model) or fake (a model, but no vectors)
+    none_wins, fake_wins, refused = run_many(
+        [
+            indexed.call("--embedder", "fake", "search", "zephyr", "--mode", "vector",
+                         "--embedder", "none", "--vault", v),
+            indexed.call("--embedder", "none", "search", "zephyr", "--mode", "vector",
+                         "--embedder", "fake", "--vault", v),
+            indexed.call("--json", "mcp", "--vault", v),
+        ]
+    )  # fmt: skip
+    assert "needs an embedder" in none_wins.ok().stderr
+    assert "needs vectors" in fake_wins.ok().stderr
+    assert refused.code == 2 and "--json does not apply to 'vrom mcp'" in refused.stderr
+
+
 # -- errors ------------------------------------------------------------------------------------
 
 

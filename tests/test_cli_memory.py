@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from vrom import Embedder, Vault
+from vrom.cli.global_options import add_global_options
 from vrom.cli.memory import add_memory_command, memories_for
 from vrom.errors import NotFoundError, ValidationError
 
@@ -28,6 +29,7 @@ def vault_root(write_vault: Callable[[dict[str, str | bytes]], Path], tmp_path: 
 
 def _parser(open_vault: Callable[[argparse.Namespace], Vault]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vrom")
+    add_global_options(parser, top=True)
     add_memory_command(parser.add_subparsers(dest="command", required=True), open_vault)
     return parser
 

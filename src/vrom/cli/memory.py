@@ -13,8 +13,8 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from vrom.cli.global_options import add_global_options
 from vrom.cli.output import print_json, score_label, styler
-from vrom.cli.vault_options import add_vault_options
 from vrom.errors import ValidationError
 from vrom.memories import (
     FILTER_STATUSES,
@@ -59,8 +59,7 @@ def add_memory_command(
         sub = actions.add_parser(name, help=help_text, description=help_text)
         # vector_encoding: opening a vault reads it; memory vectors are always float32
         sub.set_defaults(handler=handler, vector_encoding=None)
-        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
-        add_vault_options(sub)
+        add_global_options(sub)
         leaves.append(sub)
         return sub
 

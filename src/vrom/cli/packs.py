@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vrom import settings
+from vrom.cli.global_options import add_global_options
 from vrom.cli.output import print_json, score_label, styler
 from vrom.cli.progress import stderr_console
 from vrom.embed import Embedder, resolve_embedder
@@ -31,15 +32,23 @@ def add_pack_commands(commands: Any) -> None:
     leaves: list[argparse.ArgumentParser] = []
 
     def action(
-        name: str, handler: Callable[[argparse.Namespace, TextIO], int], text: str
+        name: str,
+        handler: Callable[[argparse.Namespace, TextIO], int],
+        text: str,
+        options: tuple[str, ...] = ("json",),
     ) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
         sub.set_defaults(handler=handler)
-        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+        add_global_options(sub, options)
         leaves.append(sub)
         return sub
 
-    sub = action("build", _build, "Build a pack from a notes folder or a BEIR/JSONL corpus.")
+    sub = action(
+        "build",
+        _build,
+        "Build a pack from a notes folder or a BEIR/JSONL corpus.",
+        ("json", "embedder"),
+    )
     sub.add_argument("source", metavar="SOURCE", help="a vault folder, a BEIR folder or .jsonl")
     sub.add_argument("--id", dest="pack_id", required=True, help="the pack's id (a-z, 0-9, ._-)")
     sub.add_argument("--version", dest="pack_version", required=True, help="X.Y.Z")

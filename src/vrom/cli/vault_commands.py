@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from vrom.cli.background import embed_in_background
+from vrom.cli.global_options import GLOBAL_OPTIONS, add_global_options
 from vrom.cli.output import print_json, styler
 from vrom.cli.packs import search_pack
 from vrom.cli.progress import LineProgress, terminal_progress
@@ -27,7 +28,7 @@ from vrom.cli.vault_format import (
     format_stats,
     format_summary,
 )
-from vrom.cli.vault_options import add_vault_options, open_vault
+from vrom.cli.vault_options import open_vault
 from vrom.errors import ValidationError
 from vrom.index import ENCODINGS
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
@@ -191,9 +192,7 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(handler=handler, vector_encoding=None)
-        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
-        if vault:
-            add_vault_options(sub)
+        add_global_options(sub, GLOBAL_OPTIONS if vault else ("json", "embedder", "state_dir"))
         return sub
 
     def encoding_option(sub: argparse.ArgumentParser) -> None:
