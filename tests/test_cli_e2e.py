@@ -957,6 +957,25 @@ def _error_cases(indexed: Indexed, tmp: Path) -> dict[str, Call]:
     }
 
 
+def test_a_blank_query_is_a_one_line_error(indexed: Indexed, tmp_path: Path) -> None:
+    v = str(indexed.vault)
+    fresh = tmp_path / "fresh-state"  # no vault at all: the query is still the first problem
+    calls = [
+        indexed.call("search", "", "--vault", v),
+        indexed.call("search", " \t\n", "--json", "--vault", v),
+        indexed.call("vector-search", " ", "--vault", v),
+        indexed.call("hybrid-search", "", "--vault", v),
+        indexed.call("context", "  ", "--vault", v),
+        indexed.call("memory", "recall", "", "--vault", v),
+        indexed.call("search", "--pack", "handbook", "--registry", str(tmp_path), " "),
+        Call(("search", ""), fresh, cwd=tmp_path),
+    ]
+    for result in run_many(calls):
+        line = single_error_line(result)
+        assert line == "vrom: error: query is blank: say what to search for", result.describe()
+    assert not fresh.exists()
+
+
 def test_errors_are_one_line_on_stderr(indexed: Indexed, tmp_path: Path) -> None:
     cases = _error_cases(indexed, tmp_path)
     results = dict(zip(cases, run_many(list(cases.values())), strict=True))

@@ -29,6 +29,7 @@ from vrom.cli.setup import add_setup_commands
 from vrom.cli.vault_commands import add_vault_commands
 from vrom.cli.vault_options import open_vault
 from vrom.errors import VromError
+from vrom.search.query import check_query
 
 __all__ = ["build_parser", "main"]
 
@@ -67,6 +68,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             # a console that cannot show '›' or CJK text gets '?' instead of a traceback
             out.reconfigure(errors="replace")
     try:
+        if hasattr(args, "query"):  # search, context, memory recall: before a vault or pack opens
+            check_query(args.query)
         handler: Callable[[argparse.Namespace, TextIO], int] = args.handler
         return handler(args, out)
     except VromError as exc:
