@@ -112,10 +112,12 @@ def test_archive_and_supersede(run: Run) -> None:
     assert _json(run, "recall", "indent", "--status", "superseded")[0]["memory"]["id"] == old["id"]
 
 
-def test_stats(run: Run) -> None:
+def test_stats(run: Run, vault_root: Path) -> None:
     _json(run, "remember", "A", "alpha", "--project", "web")
     _json(run, "remember", "B", "beta", "--type", "fact")
     stats = _json(run, "stats")
+    assert stats.pop("vault") == str(vault_root.resolve())
+    assert Path(stats.pop("store")).name == "store.db"
     assert stats == {
         "total": 2,
         "by_status": {"active": 2},

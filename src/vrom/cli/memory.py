@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from vrom.cli.global_options import add_global_options
 from vrom.cli.output import print_json, score_label, styler
+from vrom.cli.vault_options import where
 from vrom.errors import ValidationError
 from vrom.memories import (
     FILTER_STATUSES,
@@ -51,7 +52,7 @@ def add_memory_command(
 
     def handler(args: argparse.Namespace, out: TextIO) -> int:
         with open_vault(args) as vault:
-            return run_memory(args, memories_for(vault), out)
+            return run_memory(args, memories_for(vault), out, where(vault))
 
     leaves: list[argparse.ArgumentParser] = []
 
@@ -120,8 +121,16 @@ def add_memory_command(
     )
 
 
-def run_memory(args: argparse.Namespace, memories: Memories, out: TextIO) -> int:
-    """Run the memory action ``args`` names and print its result; return the exit code."""
+def run_memory(
+    args: argparse.Namespace,
+    memories: Memories,
+    out: TextIO,
+    vault_place: Mapping[str, str] | None = None,
+) -> int:
+    """Run the memory action ``args`` names and print its result; return the exit code.
+
+    ``vault_place`` (`vrom.cli.vault_options.where`) joins an object result's ``--json``.
+    """
     result: Any
     show: Callable[[Any, TextIO], None]
     match args.memory_action:
@@ -158,7 +167,7 @@ def run_memory(args: argparse.Namespace, memories: Memories, out: TextIO) -> int
         case other:
             raise ValidationError(f"unknown memory action {other!r}")
     if args.json:
-        print_json(result, out)
+        print_json(result, out, vault_place)
     else:
         show(result, out)
     return 0

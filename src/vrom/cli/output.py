@@ -9,10 +9,10 @@ plain text, so scripts never see escape codes.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+from vrom import settings
 from vrom.results import to_jsonable
 
 STYLES = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "cyan": "36"}
@@ -25,16 +25,23 @@ Style = Callable[[str, str], str]
 """Return a text wrapped in a named style (one of `STYLES`), or unchanged without colour."""
 
 
-def print_json(value: Any, out: TextIO) -> None:
-    """Print a result (or list of results) as the JSON the Python API's shapes give."""
-    json.dump(to_jsonable(value), out, ensure_ascii=False, indent=2)
+def print_json(value: Any, out: TextIO, where: Mapping[str, str] | None = None) -> None:
+    """Print a result (or list of results) as the JSON the Python API's shapes give.
+
+    ``where`` (which vault and store the command used) is added to an object result's keys; a
+    list result prints as the list it is, so scripts that index into it keep working.
+    """
+    data = to_jsonable(value)
+    if where and isinstance(data, dict):
+        data = {**data, **where}
+    json.dump(data, out, ensure_ascii=False, indent=2)
     out.write("\n")
 
 
 def colour_enabled(stream: TextIO) -> bool:
     """True when ``stream`` should get colour: a terminal, ``NO_COLOR`` unset or empty, and
     ``TERM`` not ``dumb``."""
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+    if not settings.colour_allowed():
         return False
     try:
         return stream.isatty()

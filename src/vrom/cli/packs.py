@@ -12,6 +12,7 @@ from vrom import settings
 from vrom.cli.global_options import add_global_options
 from vrom.cli.output import print_json, score_label, styler
 from vrom.cli.progress import stderr_console
+from vrom.cli.vault_options import announce_text
 from vrom.embed import Embedder, resolve_embedder
 from vrom.errors import ValidationError
 from vrom.settings import REGISTRY_URL_ENV
@@ -226,7 +227,8 @@ def search_pack(args: argparse.Namespace, out: TextIO) -> int:
 
     with AgentMemory(registry_url=args.registry) as memory:
         memory.init()
-        memory.mount(args.pack)
+        status = memory.mount(args.pack)
+        announce_text(f"pack {status.active_vrom} {status.version}")
         results = memory.search(args.query, top_k=min(args.k, 1000), mode=args.mode or "vector")
     if args.json:
         print_json(results, out)

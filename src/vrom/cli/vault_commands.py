@@ -28,7 +28,7 @@ from vrom.cli.vault_format import (
     format_stats,
     format_summary,
 )
-from vrom.cli.vault_options import open_vault
+from vrom.cli.vault_options import announce, open_vault, where
 from vrom.errors import ValidationError
 from vrom.index import ENCODINGS
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
@@ -77,6 +77,8 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     )
     embed = not args.background  # with --background, a detached `vrom embed` does it
     with vault:
+        if not args.quiet:
+            announce(vault)
         if args.json or args.quiet:
             summary = vault.index(force=args.force, embed=embed)
         elif sys.stderr.isatty():
@@ -95,7 +97,7 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
             else None
         )
     if args.json:
-        print_json(summary, out)
+        print_json(summary, out, where(vault))
     elif not args.quiet:
         warning_label = styler(sys.stderr)("warning:", "yellow")
         for warning in summary.warnings[:WARNINGS_SHOWN]:
@@ -119,7 +121,7 @@ def _reader(
         with open_vault(args) as vault:
             result = read(vault, args)
         if args.json:
-            print_json(result, out)
+            print_json(result, out, where(vault))
         else:
             show(result, out)
         return 0
