@@ -7,12 +7,18 @@ import argparse
 import io
 import itertools
 import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from vrom import ValidationError
 from vrom.cli import build_parser, main
+from vrom.cli.completion import SHELLS
 from vrom.cli.global_options import global_option_problem
 from vrom.cli.output import colour_enabled, score_label
 from vrom.cli.vault_commands import _parse_where
@@ -209,3 +215,71 @@ def test_a_global_option_where_it_makes_no_sense_is_a_usage_error(
         main(list(argv), io.StringIO())
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+# -- shell completion --------------------------------------------------------------------------
+
+SCRIPT_MARKS = {
+    "bash": "complete -o bashdefault -F",
+    "zsh": "#compdef vrom",
+    "fish": "complete -c vrom",
+}
+SYNTAX_CHECK = {"bash": ["bash", "-n"], "zsh": ["zsh", "-n"], "fish": ["fish", "--no-execute"]}
+
+
+def _script(shell: str) -> str:
+    out = io.StringIO()
+    assert main(["completion", shell], out) == 0
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_completion_scripts_know_every_command_and_parse(shell: str, tmp_path: Path) -> None:
+    script = _script(shell)
+    assert SCRIPT_MARKS[shell] in script
+    for word in ("search", "memory", "recall", "completion", "--embedder", "--json", "rerank"):
+        written = f"-l {word[2:]}" if shell == "fish" and word.startswith("--") else word
+        assert written in script, f"the {shell} script does not know {word}"
+    checker = shutil.which(SYNTAX_CHECK[shell][0])
+    if checker is None:
+        pytest.skip(f"{shell} is not installed: the script is made but not parsed")
+    path = tmp_path / f"vrom.{shell}"
+    path.write_text(script, encoding="utf-8")
+    checked = subprocess.run(
+        [checker, *SYNTAX_CHECK[shell][1:], str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+@pytest.mark.parametrize(
+    ("words", "offered"),
+    [
+        (["vrom", "sea"], {"search"}),
+        (["vrom", "search", "--mo"], {"--mode"}),
+        (["vrom", "search", "--mode", ""], {"hybrid", "keyword", "vector", "rerank"}),
+        (["vrom", "memory", "rec"], {"recall"}),
+        (["vrom", "--js"], {"--json"}),
+        (["vrom", "completion", ""], set(SHELLS)),
+    ],
+)
+def test_bash_completes_commands_options_and_choices(
+    words: list[str], offered: set[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "vrom.bash"
+    path.write_text(_script("bash"), encoding="utf-8")
+    line = " ".join(shlex.quote(w) for w in words)
+    ask = (
+        f"source {shlex.quote(str(path))}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
+        'COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}; _shtab_vrom; '
+        'printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    done = subprocess.run(["bash", "-c", ask], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert set(done.stdout.split()) == offered
+
+
+def test_completion_imports_shtab_only_when_asked() -> None:
+    code = "import sys, vrom.cli; vrom.cli.build_parser(); print('shtab' in sys.modules)"
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert shown.stdout.strip() == "False", shown.stderr

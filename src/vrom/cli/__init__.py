@@ -5,8 +5,8 @@ Every result-producing command takes ``--json`` and prints the same shapes the P
 `VromError` becomes one line on stderr and exit code 1.
 
 This module assembles the parser and runs a command; each group of commands lives in its own
-module (`vault_commands`, `mcp`, `evaluate`, `memory`, `packs`, `setup`), which adds its
-subcommands and handlers. Those modules never import this one.
+module (`vault_commands`, `mcp`, `evaluate`, `memory`, `packs`, `setup`, `completion`), which
+adds its subcommands and handlers. Those modules never import this one.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from vrom import __version__
+from vrom.cli.completion import add_completion_command
 from vrom.cli.evaluate import add_eval_command
 from vrom.cli.global_options import add_global_options, global_option_problem
 from vrom.cli.mcp import add_mcp_command
@@ -40,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vrom",
         description="Local-first memory for AI agents: index a Markdown vault, search it with "
         "exact provenance.",
-        epilog="'vrom COMMAND --help' shows a command's options.",
+        epilog="'vrom COMMAND --help' shows a command's options; 'vrom completion bash|zsh|fish' "
+        "prints a shell completion script.",
     )
     parser.add_argument("--version", action="version", version=f"vrom {__version__}")
     add_global_options(parser, top=True)
@@ -52,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_command(commands, open_vault)
     add_pack_commands(commands)
     add_setup_commands(commands)
+    add_completion_command(commands, build_parser)
     return parser
 
 
