@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import select
 import sqlite3
 import subprocess
 import sys
@@ -323,7 +324,9 @@ def single_error_line(result: Result) -> str:
 
 def test_index_json_summary_and_warnings(indexed: Indexed) -> None:
     summary = indexed.first.json()
-    assert set(summary) == SUMMARY_KEYS
+    assert set(summary) == SUMMARY_KEYS | {"vault", "store"}
+    assert summary["vault"] == str(indexed.vault.resolve())
+    assert indexed.state.resolve() in Path(summary["store"]).parents
     assert summary["added"] == summary["notes"] == len(INDEXED)
     assert (summary["changed"], summary["removed"], summary["renamed"]) == (0, 0, 0)
     assert summary["unchanged"] == 0
@@ -399,11 +402,9 @@ def test_index_lifecycle_edit_delete_rename(tmp_path: Path) -> None:
     def index(*extra: str) -> dict[str, Any]:
         summary = run("index", str(vault), "--json", *extra, state=state).ok().json()
         assert summary["warnings"] == [] and summary["not_embedded"] is None
-        return {
-            k: v
-            for k, v in summary.items()
-            if k not in ("warnings", "not_embedded") and not k.endswith("seconds")
-        }
+        assert summary["vault"] == str(vault.resolve())
+        counts = set(summary) - {"warnings", "not_embedded", "vault", "store"}
+        return {k: summary[k] for k in counts if not k.endswith("seconds")}
 
     zero = dict.fromkeys(
         ("added", "changed", "removed", "renamed", "unchanged", "skipped", "embedded"), 0
@@ -492,7 +493,8 @@ def test_search_human_output_matches_json(indexed: Indexed) -> None:
     for rank, hit in enumerate(hits, start=1):
         head, excerpt, ids = lines[3 * rank - 3 : 3 * rank]
         where = f" › {hit['heading_path']}" if hit["heading_path"] else ""
-        assert head == f"{rank}. {hit['path']}{where}  (score {hit['score']:.3f})"
+        assert hit["score_kind"] == "bm25"  # keyword only: the environment says --embedder none
+        assert head == f"{rank}. {hit['path']}{where}  (bm25 {hit['score']:.2f})"
         assert excerpt == "   " + hit["excerpt"]
         assert ids.startswith(f"   chunk {hit['chunk_id']} · sha256 {hit['content_hash'][:12]} ")
     assert nothing.ok().stdout == "no matches\n"
@@ -615,7 +617,6 @@ HOSTILE: list[tuple[str, str | None]] = [
     ("'", None),
     ("\\", None),
     ("a\"b'c(d)e*f:g^h", ""),
-    ("\t\n  ", None),
     (LONG_QUERY, "Journal.md"),
     ("q" * 20000, None),
 ]
@@ -755,7 +756,7 @@ def test_context_stays_within_budget_and_cites_sources(indexed: Indexed) -> None
         ]
     )
     cut = small.json()
-    assert set(cut) == {"query", "text", "tokens", "sources"}
+    assert set(cut) == {"query", "text", "tokens", "sources", "vault", "store"}
     assert cut["query"] == "albatross"
     assert cut["tokens"] == math.ceil(len(cut["text"]) / 4) <= 80
     assert paths(cut["sources"]) == ["Long.md"]
@@ -783,6 +784,8 @@ def test_context_stays_within_budget_and_cites_sources(indexed: Indexed) -> None
         "text": "",
         "tokens": 0,
         "sources": [],
+        "vault": cut["vault"],
+        "store": cut["store"],
     }
 
 
@@ -815,8 +818,10 @@ def test_stats_and_backend_info(indexed: Indexed) -> None:
     assert f"tags:        {len(TAGS)}\n" in text
     assert re.search(r"^last index:  \d{4}-\d\d-\d\dT", text, re.MULTILINE)
 
+    assert (stats["vault"], stats["store"]) == (stats["vault_root"], stats["store_path"])
     info = info_json.json()
     assert info["backend"] == "sqlite"
+    assert (info["vault"], info["store"]) == (stats["vault_root"], stats["store_path"])
     assert info["store_path"] == stats["store_path"]
     assert isinstance(info["schema_version"], int) and info["schema_version"] >= 1
     assert {"keyword-bm25", "cjk-keyword", "metadata-filter"} <= set(info["capabilities"])
@@ -889,6 +894,109 @@ def test_vault_selection(tmp_path: Path) -> None:
     assert not empty.exists()  # an overridden VROM_STATE_DIR is never written
 
 
+def test_global_options_go_before_or_after_the_command(indexed: Indexed) -> None:
+    v = str(indexed.vault)
+    before, after, both = run_many(
+        [
+            indexed.call("--json", "--vault", v, "search", "zephyr"),
+            indexed.call("search", "zephyr", "--json", "--vault", v),
+            indexed.call("--vault", str(indexed.state), "search", "--json", "zephyr", "--vault", v),
+        ]
+    )
+    assert paths(before.json()) and "Journal.md" in paths(before.json())
+    assert before.stdout == after.ok().stdout == both.ok().stdout, "the one after the command wins"
+    # the embedder after the command wins: none (no model) or fake (a model, but no vectors)
+    none_wins, fake_wins, refused = run_many(
+        [
+            indexed.call("--embedder", "fake", "search", "zephyr", "--mode", "vector",
+                         "--embedder", "none", "--vault", v),
+            indexed.call("--embedder", "none", "search", "zephyr", "--mode", "vector",
+                         "--embedder", "fake", "--vault", v),
+            indexed.call("--json", "mcp", "--vault", v),
+        ]
+    )  # fmt: skip
+    assert "needs an embedder" in none_wins.ok().stderr
+    assert "needs vectors" in fake_wins.ok().stderr
+    assert refused.code == 2 and "--json does not apply to 'vrom mcp'" in refused.stderr
+
+
+def test_object_results_name_their_vault_and_store_and_lists_stay_lists(indexed: Indexed) -> None:
+    v = str(indexed.vault)
+    note, related, context, memories, hits = run_many(
+        [
+            indexed.call("get-note", "Atlas", "--json", "--vault", v),
+            indexed.call("related", "Atlas", "--json", "--vault", v),
+            indexed.call("context", "zephyr", "--json", "--vault", v),
+            indexed.call("memory", "stats", "--json", "--vault", v),
+            indexed.call("search", "zephyr", "--json", "--vault", v),
+        ]
+    )
+    store = note.json()["store"]
+    assert indexed.state.resolve() in Path(store).parents
+    for result in (note, related, context, memories):
+        assert result.json()["vault"] == str(indexed.vault.resolve()), result.describe()
+        assert result.json()["store"] == store
+    assert isinstance(hits.json(), list) and "vault" not in hits.json()[0]
+
+
+def _on_a_terminal(call: Call, *, no_color: bool = False) -> tuple[int, str, str]:
+    """Run ``vrom`` with stdout and stderr on pseudo-terminals, as at a person's console."""
+    pty = pytest.importorskip("pty")
+    scratch = (call.state or Path.cwd()).parent
+    env = _environment(call, scratch)
+    env["TERM"] = "xterm"
+    env.pop("NO_COLOR", None)
+    if no_color:
+        env["NO_COLOR"] = "1"
+    masters, slaves = zip(pty.openpty(), pty.openpty(), strict=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vrom", "--state-dir", str(call.state), *call.args],
+        stdin=subprocess.DEVNULL,
+        stdout=slaves[0],
+        stderr=slaves[1],
+        cwd=scratch,
+        env=env,
+    )
+    for fd in slaves:
+        os.close(fd)
+    read: dict[int, bytes] = {fd: b"" for fd in masters}
+    open_fds = list(masters)
+    while open_fds:
+        ready, _, _ = select.select(open_fds, [], [], TIMEOUT)
+        assert ready, "vrom on a terminal wrote nothing for a minute"
+        for fd in ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: the child closed its end
+                chunk = b""
+            if chunk:
+                read[fd] += chunk
+            else:
+                open_fds.remove(fd)
+                os.close(fd)
+    code = proc.wait(timeout=TIMEOUT)
+    out, err = (read[fd].decode("utf-8").replace("\r\n", "\n") for fd in masters)
+    return code, out, err
+
+
+def test_a_terminal_is_told_the_vault_and_store_in_colour_unless_no_color(
+    indexed: Indexed,
+) -> None:
+    call = indexed.call("search", "zephyr", "--vault", str(indexed.vault))
+    stats = indexed.run("stats", "--json", "--vault", str(indexed.vault)).json()
+    told = f"vrom: vault {stats['vault_root']} (store {stats['store_path']})"
+    code, out, err = _on_a_terminal(call)
+    assert code == 0, err
+    assert told in err and "\x1b[" in err
+    assert "\x1b[1m1. " in out, "a terminal gets colour"
+    code, plain_out, plain_err = _on_a_terminal(call, no_color=True)
+    assert code == 0 and plain_err == told + "\n"
+    assert "\x1b[" not in plain_out and plain_out.startswith("1. ")
+    assert re.sub(r"\x1b\[[0-9;]*m", "", out) == plain_out
+    piped = indexed.run(*call.args).ok()
+    assert piped.stderr == "" and piped.stdout == plain_out, "a pipe gets neither"
+
+
 # -- errors ------------------------------------------------------------------------------------
 
 
@@ -929,6 +1037,25 @@ def _error_cases(indexed: Indexed, tmp: Path) -> dict[str, Call]:
         ),
         "state dir is a file": Call(("index", v), tmp / "a-file"),
     }
+
+
+def test_a_blank_query_is_a_one_line_error(indexed: Indexed, tmp_path: Path) -> None:
+    v = str(indexed.vault)
+    fresh = tmp_path / "fresh-state"  # no vault at all: the query is still the first problem
+    calls = [
+        indexed.call("search", "", "--vault", v),
+        indexed.call("search", " \t\n", "--json", "--vault", v),
+        indexed.call("vector-search", " ", "--vault", v),
+        indexed.call("hybrid-search", "", "--vault", v),
+        indexed.call("context", "  ", "--vault", v),
+        indexed.call("memory", "recall", "", "--vault", v),
+        indexed.call("search", "--pack", "handbook", "--registry", str(tmp_path), " "),
+        Call(("search", ""), fresh, cwd=tmp_path),
+    ]
+    for result in run_many(calls):
+        line = single_error_line(result)
+        assert line == "vrom: error: query is blank: say what to search for", result.describe()
+    assert not fresh.exists()
 
 
 def test_errors_are_one_line_on_stderr(indexed: Indexed, tmp_path: Path) -> None:

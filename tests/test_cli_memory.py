@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from vrom import Embedder, Vault
+from vrom.cli.global_options import add_global_options
 from vrom.cli.memory import add_memory_command, memories_for
 from vrom.errors import NotFoundError, ValidationError
 
@@ -28,6 +29,7 @@ def vault_root(write_vault: Callable[[dict[str, str | bytes]], Path], tmp_path: 
 
 def _parser(open_vault: Callable[[argparse.Namespace], Vault]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vrom")
+    add_global_options(parser, top=True)
     add_memory_command(parser.add_subparsers(dest="command", required=True), open_vault)
     return parser
 
@@ -83,7 +85,7 @@ def test_remember_then_recall_list_and_get(run: Run) -> None:
     assert {"bm25", "vector", "rrf"} <= set(hits[0]["scores"])
     assert hits[0]["memory"]["tags"] == ["ops"] and hits[0]["memory"]["related"] == ["deploy.md"]
     code, text = run("recall", "production deploys")
-    assert text.startswith("1. [decision · web] Deploys go through CI  (score ")
+    assert text.startswith("1. [decision · web] Deploys go through CI  (rrf 0.0")
     assert f"   {hits[0]['memory']['id']} · " in text and "#ops" in text
 
     listed = _json(run, "list", "--project", "web")
@@ -110,10 +112,12 @@ def test_archive_and_supersede(run: Run) -> None:
     assert _json(run, "recall", "indent", "--status", "superseded")[0]["memory"]["id"] == old["id"]
 
 
-def test_stats(run: Run) -> None:
+def test_stats(run: Run, vault_root: Path) -> None:
     _json(run, "remember", "A", "alpha", "--project", "web")
     _json(run, "remember", "B", "beta", "--type", "fact")
     stats = _json(run, "stats")
+    assert stats.pop("vault") == str(vault_root.resolve())
+    assert Path(stats.pop("store")).name == "store.db"
     assert stats == {
         "total": 2,
         "by_status": {"active": 2},

@@ -27,7 +27,7 @@ def _block_after(marker: str) -> str:
     return match.group(1).strip()
 
 
-GLOBAL_OPTIONS = ("--state-dir", "--embedder")
+GLOBAL_OPTIONS = ("--state-dir", "--embedder", "--vault", "--db", "--json")
 
 
 def test_global_options_exist() -> None:
@@ -100,7 +100,7 @@ def test_every_readme_command_and_flag_exists() -> None:
                     continue
                 rest = words[1:]
                 while rest and rest[0] in GLOBAL_OPTIONS:  # options before the command
-                    rest = rest[2:]
+                    rest = rest[1:] if rest[0] == "--json" else rest[2:]
                 name = rest[0]
                 assert name in subcommands, f"README uses unknown command 'vrom {name}'"
                 used.add(name)

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from vrom import NotFoundError, ValidationError
+from vrom.cli.global_options import add_global_options
 from vrom.cli.setup import add_setup_commands
 from vrom.install import CLIENTS, install
 from vrom.install.client_configs import default_config_path, find_entry
 from vrom.install.opencode_instructions import opencode_instruction_paths
 from vrom.install.server_entry import entry_command
-from vrom.vault import AUTO
 
 WriteVault = Callable[[dict[str, str | bytes]], Path]
 SERVERS_KEY = {"opencode": "mcp"}  # every other client keeps servers under "mcpServers"
@@ -58,8 +58,7 @@ def _backups(path: Path) -> list[Path]:
 def _run(argv: list[str]) -> tuple[int, str]:
     """Run a setup command through an argparse tree built like the CLI's."""
     parser = argparse.ArgumentParser(prog="vrom")
-    parser.add_argument("--state-dir", default=None)
-    parser.add_argument("--embedder", default=AUTO)
+    add_global_options(parser, top=True)
     add_setup_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     out = io.StringIO()

@@ -88,6 +88,7 @@ def test_keyword_recall_without_an_embedder(store: SQLiteStore) -> None:
     hits = memories.recall("how do we deploy to production?")
     assert hits[0].memory == made["deploy"]
     assert set(hits[0].scores) == {"bm25"} and hits[0].score == hits[0].scores["bm25"] > 0
+    assert hits[0].score_kind == "bm25"
     assert {h.memory.id for h in hits} == {made["deploy"].id}, "only keyword matches"
     assert memories.recall("espresso")[0].memory.id == made["coffee"].id
     assert memories.recall("tea") == []
@@ -98,7 +99,7 @@ def test_hybrid_recall_fuses_keyword_and_vector_ranks(memories: Memories) -> Non
     hits = memories.recall("deploys production pipeline", k=3)
     assert hits[0].memory.id == made["deploy"].id
     assert {"bm25", "vector", "rrf"} <= set(hits[0].scores)
-    assert hits[0].score == hits[0].scores["rrf"]
+    assert hits[0].score == hits[0].scores["rrf"] and hits[0].score_kind == "rrf"
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert len(memories.recall("deploys", k=1)) == 1
 

@@ -360,9 +360,14 @@ def test_a_pack_is_searched_by_keyword_hybrid_and_rerank(memory: AgentMemory) ->
     hybrid = memory.search("network switch", top_k=3, mode="hybrid")
     reranked = memory.search("network switch", top_k=3, mode="rerank")
     assert "score" not in vector[0].metadata, "vector mode keeps the seed's shape"
-    for results, part in ((keyword, "bm25"), (hybrid, "rrf"), (reranked, "fts")):
+    for results, part, kind in (
+        (keyword, "bm25", "bm25"),
+        (hybrid, "rrf", "rrf"),
+        (reranked, "fts", "rerank"),
+    ):
         assert results[0].metadata["source_file"] == "Projects/Project Atlas.md"
         assert part in results[0].metadata["scores"]
+        assert results[0].metadata["score_kind"] == kind
         assert results[0].distance == 0.0, "the best hit is at distance 0 outside vector mode"
         assert [r.distance for r in results] == sorted(r.distance for r in results)
         assert all(0.0 <= r.distance <= 1.0 for r in results)

@@ -114,8 +114,6 @@ def test_bad_k_is_a_validation_error(vault: Vault, k: object) -> None:
 
 
 HOSTILE = [
-    "",
-    "   ",
     '"',
     '"unbalanced',
     "AND OR NOT",
@@ -149,7 +147,27 @@ def test_hostile_queries_never_raise(vault: Vault, query: str) -> None:
 )
 @given(st.text(max_size=80))
 def test_any_query_text_is_safe(vault: Vault, query: str) -> None:
-    vault.search(query, k=3)
+    if query.strip():
+        vault.search(query, k=3)
+    else:
+        with pytest.raises(ValidationError, match="blank"):
+            vault.search(query, k=3)
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\t\n", "\u3000"])
+def test_a_blank_query_is_refused_by_every_search(vault: Vault, query: str) -> None:
+    """Not an empty list (keyword) or noise (the embedding of nothing): an error that says so."""
+    for mode in (None, "keyword", "vector", "hybrid", "rerank"):
+        with pytest.raises(ValidationError, match="query is blank"):
+            vault.search(query, mode=mode)
+        with pytest.raises(ValidationError, match="query is blank"):
+            vault.search_report(query, mode=mode)
+    with pytest.raises(ValidationError, match="query is blank"):
+        vault.context(query)
+    with pytest.raises(ValidationError, match="query is blank"):
+        vault.memories.recall(query)
+    with pytest.raises(ValidationError, match="must be a string"):
+        vault.search(None)  # type: ignore[arg-type]
 
 
 def test_parse_query_shapes() -> None:

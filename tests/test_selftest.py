@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from vrom import Vault
+from vrom.cli.global_options import add_global_options
 from vrom.cli.setup import add_setup_commands
 from vrom.install import CLIENTS, install
 from vrom.selftest import FAIL, OK, SKIP, WARN, Check, SelftestReport, run_selftest, vector_coverage
 from vrom.store.sqlite import SQLiteStore
-from vrom.vault import AUTO
 
 WriteVault = Callable[[dict[str, str | bytes]], Path]
 
@@ -50,8 +50,7 @@ def _by_name(report: SelftestReport) -> dict[str, Check]:
 def _run(argv: list[str]) -> tuple[int, str]:
     """Run a setup command through an argparse tree built like the CLI's."""
     parser = argparse.ArgumentParser(prog="vrom")
-    parser.add_argument("--state-dir", default=None)
-    parser.add_argument("--embedder", default=AUTO)
+    add_global_options(parser, top=True)
     add_setup_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     out = io.StringIO()

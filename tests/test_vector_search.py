@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vrom import Embedder, ModelError, NotFoundError, ValidationError, Vault
+from vrom import Embedder, ModelError, NotFoundError, ValidationError, Vault, to_jsonable
 from vrom.index.codec import decode, encode
 from vrom.search.rerank import text_quality
 
@@ -27,6 +27,27 @@ def vault(write_vault, tmp_path: Path) -> Vault:
     assert summary.embedded == summary.chunks == 5
     yield v
     v.close()
+
+
+def test_every_hit_says_what_its_score_is(vault: Vault) -> None:
+    """Scores of different modes live on different scales: each hit names its kind."""
+    kinds = {
+        mode: {h.score_kind for h in vault.search("the morning ball", mode=mode, k=5)}
+        for mode in ("keyword", "vector", "hybrid", "rerank")
+    }
+    assert kinds == {
+        "keyword": {"bm25"},
+        "vector": {"cosine"},
+        "hybrid": {"rrf"},
+        "rerank": {"rerank"},
+    }
+    assert {h.score_kind for h in vault.search("the morning ball")} == {"rrf"}  # the default
+    (hit,) = vault.search("the morning ball", mode="keyword", k=1, expand_context=True)
+    assert hit.score_kind == "bm25", "context expansion keeps the kind"
+    assert to_jsonable(hit)["score_kind"] == "bm25"
+    memory = vault.memories
+    memory.remember("Ball games", "The dog fetches the ball.")
+    assert [h.score_kind for h in memory.recall("ball")] == ["rrf"]
 
 
 def test_fake_embedder_is_deterministic_and_normalised() -> None:
@@ -228,6 +249,7 @@ def test_vector_options_reach_the_index(write_vault, tmp_path: Path) -> None:
         hits = vault.search("warm windowsill cat", mode="vector", k=3, ef_search=16)
         assert hits[0].path == "Cats.md"
         assert all(h.score <= 0 for h in hits), "euclidean scores are negated distances"
+        assert {h.score_kind for h in hits} == {"euclidean"}
         assert type(vault.corpus.index.current).__name__ == "HnswIndex"
         with pytest.raises(ValidationError, match="ef_search"):
             vault.search("cat", mode="vector", k=5, ef_search=2)

@@ -40,6 +40,7 @@ from vrom.search.context import (
     fill_budget,
     without_repeated_lines,
 )
+from vrom.search.query import check_query
 from vrom.search.vector import VectorIndex, check_mode
 from vrom.store import open_store
 
@@ -224,8 +225,7 @@ class AgentMemory:
         the graph search for this query.
         """
         mounted = self._require_mounted()
-        if not isinstance(query, str) or not query.strip():
-            raise ValidationError("query must be a non-empty string")
+        check_query(query)
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
             raise ValidationError(f"top_k must be an integer from 1 to 1000, not {top_k!r}")
         if ef_search is not None and (
@@ -409,6 +409,7 @@ def search_result(hit: Hit, mode: str, best: float, url_base: object = None) -> 
         distance = 1.0 - hit.score / best if best > 0 else 1.0
         metadata["score"] = hit.score
         metadata["scores"] = dict(hit.scores)
+        metadata["score_kind"] = hit.score_kind
     text = hit.text
     if hit.context_text is not None:
         text = hit.context_text

@@ -43,7 +43,7 @@ from vrom.ingest.embedding import bind_embedder
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.results import Hit
 from vrom.search.keyword import check_k
-from vrom.search.query import parse_metadata_where
+from vrom.search.query import check_query, parse_metadata_where
 from vrom.search.vector import INDEX_KINDS, check_ef_search, check_mode
 from vrom.store import ChunkRecord, DocumentRecord, Store, database_file, open_store
 from vrom.tools import SearchTool
@@ -231,8 +231,7 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            if not isinstance(query, str) or not query.strip():
-                raise ValidationError("query must be a non-empty string")
+            check_query(query)
             check_k(k)
             mode = self._mode(mode)
             where_filter = parse_metadata_where(where)

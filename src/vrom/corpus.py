@@ -33,7 +33,7 @@ from vrom.ingest.embedding import (
 from vrom.results import Hit, SearchReport
 from vrom.search.fusion import first_k, first_pool, reciprocal_rank_fusion, widen
 from vrom.search.keyword import check_k, make_hit, prior_factor, rank_keyword
-from vrom.search.query import as_filter, parse_query, query_words
+from vrom.search.query import as_filter, check_query, parse_query, query_words
 from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
 from vrom.store import KeywordQuery, MemoryFilter, MemoryRecord, Store, StoredChunk, Where
 
@@ -69,6 +69,7 @@ class Corpus:
         self.store = store
         self._binding = embedder
         self._encoding = encoding
+        self._metric = metric
         self._checked: tuple[int, str] | None = None  # (vector generation, `_vector_state`)
         options: dict[str, Any] = {
             "metric": metric,
@@ -208,10 +209,10 @@ class Corpus:
         both, times the prior), ``rerank`` (keyword candidates rescored by meaning, prior and
         text quality); None is `default_mode`. ``where`` filters inside every retriever, so
         ``k`` hits come back whenever ``k`` chunks pass it. ``per_document`` keeps each
-        document's best chunk (``k`` documents). ``ef_search`` widens an HNSW search.
+        document's best chunk (``k`` documents). ``ef_search`` widens an HNSW search. A blank
+        ``query`` is a `ValidationError`.
         """
-        if not isinstance(query, str):
-            raise ValidationError(f"query must be a string, not {type(query).__name__}")
+        check_query(query)
         check_k(k)
         check_ef_search(ef_search, k)
         mode = check_mode(self.default_mode() if mode is None else mode)
@@ -255,6 +256,7 @@ class Corpus:
         when vectors exist but no embedder is configured, or an embedder but no vector yet.
         Another model's vectors are still refused: a mistake to fix, not a state to work around.
         """
+        check_query(query)  # before the vector state is read: a blank query is the problem
         fallback = None
         if mode is None:  # hybrid once it can run; keyword-only stores are not told off
             state = self._vector_state()
@@ -286,6 +288,7 @@ class Corpus:
                 score,
                 {"bm25": row.bm25, "prior": prior_factor(row.human_relevance_score)},
                 words,
+                kind="bm25",
             )
             for score, row in ranked
             if row.chunk_id in chunks
@@ -315,7 +318,11 @@ class Corpus:
 
         kept = widen(rank, k, 2 * k if per_document else k)
         words = query_words(parsed)
-        return [make_hit(chunks[i], score, {"vector": score}, words) for i, score, _ in kept]
+        # the score is the metric's similarity: cosine, dot, or minus the euclidean distance
+        return [
+            make_hit(chunks[i], score, {"vector": score}, words, kind=self._metric)
+            for i, score, _ in kept
+        ]
 
     def _hybrid(
         self,
@@ -359,7 +366,9 @@ class Corpus:
             chunks.update(self._chunks([i for _, i, _, _ in scored if i not in chunks]))
         words = query_words(parsed)
         return [
-            make_hit(chunks[i], score, parts, words) for score, i, parts, _ in scored if i in chunks
+            make_hit(chunks[i], score, parts, words, kind="rrf")
+            for score, i, parts, _ in scored
+            if i in chunks
         ]
 
     def _chunks(self, chunk_ids: list[int]) -> dict[int, StoredChunk]:
@@ -375,6 +384,7 @@ class Corpus:
         With an embedder: reciprocal rank fusion of BM25 and cosine similarity (memories not
         embedded yet are embedded first); without one: BM25 alone. Ties go to the newer memory.
         """
+        check_query(query)
         check_k(k)
         pool = first_pool(k)
         parsed = parse_query(query)

@@ -36,6 +36,7 @@ from vrom.ingest.embedding import (
 )
 from vrom.search.fusion import MAX_K
 from vrom.search.keyword import check_k
+from vrom.search.query import check_query
 from vrom.store import MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
 
 MEMORY_TYPES = ("note", "decision", "fact", "preference", "todo", "observation")
@@ -93,11 +94,13 @@ class MemoryHit:
 
     Parts: ``bm25`` (keyword match), ``vector`` (cosine similarity) when it was found that way,
     and ``rrf`` (their reciprocal rank fusion, the score) when an embedder took part.
+    ``score_kind`` says what ``score`` is: ``rrf``, or ``bm25`` when no embedder took part.
     """
 
     memory: Memory
     score: float
     scores: Mapping[str, float] = field(default_factory=dict)
+    score_kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -364,8 +367,7 @@ class Memories:
         ``project`` and ``type`` must match exactly; ``status`` is one of the statuses or
         ``"any"``. Query syntax is keyword search's: words, "phrases", -excluded, prefix*.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise ValidationError("a recall query must be a non-blank string")
+        check_query(query)
         check_k(k)
         where = _memory_filter(project, type, status)
         return [
@@ -373,6 +375,7 @@ class Memories:
                 _memory(record),
                 round(score, 6),
                 {name: round(value, 6) for name, value in parts.items()},
+                "rrf" if "rrf" in parts else "bm25",
             )
             for record, score, parts in self._corpus.recall(query, k, where)
         ]

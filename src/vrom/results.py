@@ -23,7 +23,8 @@ class Hit:
         title: the note's title (frontmatter ``title`` › first H1 › file name).
         heading_path: the headings above the chunk, joined with `` > `` ("Setup > Install").
         excerpt: a bounded excerpt of the chunk around the best match.
-        score: the final ranking score (higher is better); its parts are in ``scores``.
+        score: the final ranking score (higher is better); its parts are in ``scores``, and
+            what it measures in ``score_kind``.
         content_hash: SHA-256 of the chunk's text, hex.
         modified_unix: the note file's modification time (seconds since the epoch).
         human_relevance_score: the note's human-relevance prior in [0, 1].
@@ -43,6 +44,11 @@ class Hit:
             mode (the VaultLayer hybrid-search contract): BM25 normalised to [0, 1] among the
             candidates, cosine similarity, a [0, 1] estimate of how much the chunk is prose
             (not link lists, code or fragments), and the reranking's wall time in milliseconds.
+        score_kind: what ``score`` is, so it can be labelled and never compared across kinds:
+            ``bm25`` (keyword: BM25 times the human-relevance prior), ``rrf`` (hybrid:
+            reciprocal rank fusion times the prior), ``cosine`` (vector: cosine similarity;
+            ``dot`` or ``euclidean``, minus the distance, on stores opened with those metrics),
+            ``rerank`` (the rerank mode's weighted sum, in [0, 1]).
     """
 
     chunk_id: int
@@ -70,6 +76,7 @@ class Hit:
     ranking_runtime: float | None = None
     prev_chunk_id: int | None = None
     next_chunk_id: int | None = None
+    score_kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -372,8 +379,8 @@ class SearchResult:
         metadata: ``chunk_id``, ``source_file``, ``section_heading``, ``prev_chunk_id``,
             ``next_chunk_id``, ``url``, ``doc_title``, ``content_hash``, and ``text`` (the chunk
             before any expansion); expanded results also carry ``_expanded`` (True) and
-            ``_context_chunks`` (how many chunks were joined); outside vector mode, ``score``
-            and its parts ``scores``.
+            ``_context_chunks`` (how many chunks were joined); outside vector mode, ``score``,
+            its parts ``scores`` and what it is, ``score_kind`` (see `Hit`).
         distance: in vector mode the cosine distance in [0, 2], smaller is nearer; otherwise
             ``1 - score / best score`` (0 for the best). Results come best first.
         id: the chunk's id in the pack.

@@ -24,6 +24,8 @@ CACHE_DIR_ENV = "VROM_CACHE_DIR"
 """Where pulled knowledge packs are cached (default: the user cache dir)."""
 MCP_TOKEN_ENV = "VROM_MCP_TOKEN"
 """The bearer token of the MCP server's HTTP transport."""
+NO_COLOR_ENV = "NO_COLOR"
+"""Set and not empty: the CLI writes no colour (https://no-color.org)."""
 OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
 """The default variable an OpenAI-compatible embedder's API key is read from."""
 DEFAULT_EMBEDDER_SPEC = "default"
@@ -72,3 +74,8 @@ def cache_dir() -> str | None:
 def mcp_token() -> str | None:
     """Return ``$VROM_MCP_TOKEN``."""
     return get(MCP_TOKEN_ENV)
+
+
+def colour_allowed() -> bool:
+    """Return False when ``$NO_COLOR`` is set and not empty, or ``$TERM`` is ``dumb``."""
+    return not get(NO_COLOR_ENV) and get("TERM") != "dumb"

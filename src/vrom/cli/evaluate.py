@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from vrom.cli.global_options import add_global_options
 from vrom.cli.output import print_json
 from vrom.evaluation import MODES, Evaluation, evaluate
 
@@ -43,7 +44,7 @@ def add_eval_command(commands: Any) -> None:
         metavar="N",
         help="run only the split's first N queries (a quick look; the corpus is always whole)",
     )
-    sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_global_options(sub, ("json", "embedder"))
 
 
 def _positive(text: str) -> int:

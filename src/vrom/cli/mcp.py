@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
+from vrom.cli.global_options import add_global_options
 from vrom.errors import VromError
 from vrom.settings import MCP_TOKEN_ENV, VAULT_ENV
 
@@ -14,10 +15,11 @@ def add_mcp_command(commands: Any) -> None:
     help_text = "Serve a vault's notes and the agent's memories over MCP (stdio or HTTP)."
     sub = commands.add_parser("mcp", help=help_text, description=help_text)
     sub.set_defaults(handler=_run_mcp)
-    sub.add_argument(
-        "--vault",
-        metavar="PATH",
-        help=f"the vault (default: the client's MCP roots, ${VAULT_ENV}, the current directory)",
+    add_global_options(
+        sub,
+        ("vault", "embedder", "state_dir"),
+        vault_help=f"the vault (default: the client's MCP roots, ${VAULT_ENV}, the current "
+        "directory)",
     )
     sub.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio", help="default: stdio"

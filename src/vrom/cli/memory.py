@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from vrom.cli.output import print_json
-from vrom.cli.vault_options import add_vault_options
+from vrom.cli.global_options import add_global_options
+from vrom.cli.output import print_json, score_label, styler
+from vrom.cli.vault_options import where
 from vrom.errors import ValidationError
 from vrom.memories import (
     FILTER_STATUSES,
@@ -51,7 +52,7 @@ def add_memory_command(
 
     def handler(args: argparse.Namespace, out: TextIO) -> int:
         with open_vault(args) as vault:
-            return run_memory(args, memories_for(vault), out)
+            return run_memory(args, memories_for(vault), out, where(vault))
 
     leaves: list[argparse.ArgumentParser] = []
 
@@ -59,8 +60,7 @@ def add_memory_command(
         sub = actions.add_parser(name, help=help_text, description=help_text)
         # vector_encoding: opening a vault reads it; memory vectors are always float32
         sub.set_defaults(handler=handler, vector_encoding=None)
-        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
-        add_vault_options(sub)
+        add_global_options(sub)
         leaves.append(sub)
         return sub
 
@@ -121,8 +121,16 @@ def add_memory_command(
     )
 
 
-def run_memory(args: argparse.Namespace, memories: Memories, out: TextIO) -> int:
-    """Run the memory action ``args`` names and print its result; return the exit code."""
+def run_memory(
+    args: argparse.Namespace,
+    memories: Memories,
+    out: TextIO,
+    vault_place: Mapping[str, str] | None = None,
+) -> int:
+    """Run the memory action ``args`` names and print its result; return the exit code.
+
+    ``vault_place`` (`vrom.cli.vault_options.where`) joins an object result's ``--json``.
+    """
     result: Any
     show: Callable[[Any, TextIO], None]
     match args.memory_action:
@@ -159,7 +167,7 @@ def run_memory(args: argparse.Namespace, memories: Memories, out: TextIO) -> int
         case other:
             raise ValidationError(f"unknown memory action {other!r}")
     if args.json:
-        print_json(result, out)
+        print_json(result, out, vault_place)
     else:
         show(result, out)
     return 0
@@ -182,12 +190,14 @@ def _format_hits(hits: Sequence[MemoryHit], out: TextIO) -> None:
     if not hits:
         out.write("no matching memories\n")
         return
+    style = styler(out)
     for rank, hit in enumerate(hits, start=1):
         memory = hit.memory
-        out.write(f"{rank}. {_label(memory)}  (score {hit.score:.3f})\n")
+        score = style(f"({score_label(hit.score_kind, hit.score)})", "cyan")
+        out.write(f"{style(f'{rank}. {_label(memory)}', 'bold')}  {score}\n")
         out.write(f"   {textwrap.shorten(memory.content, EXCERPT_CHARS, placeholder=' …')}\n")
         tags = "".join(f" #{tag}" for tag in memory.tags)
-        out.write(f"   {memory.id} · {memory.timestamp}{tags}\n")
+        out.write(style(f"   {memory.id} · {memory.timestamp}{tags}", "dim") + "\n")
 
 
 def _format_list(memories: Sequence[Memory], out: TextIO) -> None:

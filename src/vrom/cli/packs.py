@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vrom import settings
-from vrom.cli.output import print_json
+from vrom.cli.global_options import add_global_options
+from vrom.cli.output import print_json, score_label, styler
+from vrom.cli.progress import stderr_console
+from vrom.cli.vault_options import announce_text
 from vrom.embed import Embedder, resolve_embedder
 from vrom.errors import ValidationError
 from vrom.settings import REGISTRY_URL_ENV
@@ -30,15 +33,23 @@ def add_pack_commands(commands: Any) -> None:
     leaves: list[argparse.ArgumentParser] = []
 
     def action(
-        name: str, handler: Callable[[argparse.Namespace, TextIO], int], text: str
+        name: str,
+        handler: Callable[[argparse.Namespace, TextIO], int],
+        text: str,
+        options: tuple[str, ...] = ("json",),
     ) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
         sub.set_defaults(handler=handler)
-        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+        add_global_options(sub, options)
         leaves.append(sub)
         return sub
 
-    sub = action("build", _build, "Build a pack from a notes folder or a BEIR/JSONL corpus.")
+    sub = action(
+        "build",
+        _build,
+        "Build a pack from a notes folder or a BEIR/JSONL corpus.",
+        ("json", "embedder"),
+    )
     sub.add_argument("source", metavar="SOURCE", help="a vault folder, a BEIR folder or .jsonl")
     sub.add_argument("--id", dest="pack_id", required=True, help="the pack's id (a-z, 0-9, ._-)")
     sub.add_argument("--version", dest="pack_version", required=True, help="X.Y.Z")
@@ -160,7 +171,7 @@ def _pull(args: argparse.Namespace, out: TextIO) -> int:
     if show:
         from rich.progress import Progress
 
-        with Progress(transient=True) as bar:
+        with Progress(transient=True, console=stderr_console()) as bar:
             task = bar.add_task(f"pulling {entry.id}", total=None)
 
             def progress(event: Any) -> None:
@@ -216,16 +227,22 @@ def search_pack(args: argparse.Namespace, out: TextIO) -> int:
 
     with AgentMemory(registry_url=args.registry) as memory:
         memory.init()
-        memory.mount(args.pack)
+        status = memory.mount(args.pack)
+        announce_text(f"pack {status.active_vrom} {status.version}")
         results = memory.search(args.query, top_k=min(args.k, 1000), mode=args.mode or "vector")
     if args.json:
         print_json(results, out)
         return 0
+    style = styler(out)
     for rank, result in enumerate(results, start=1):
         where = result.metadata.get("source_file", "")
         heading = result.metadata.get("section_heading")
-        out.write(f"{rank}. {where}{' › ' + heading if heading else ''}")
-        out.write(f"  (distance {result.distance:.3f})\n")
+        if "score" in result.metadata:  # outside vector mode: the search's own score
+            score = score_label(result.metadata.get("score_kind", ""), result.metadata["score"])
+        else:
+            score = score_label("distance", result.distance)
+        out.write(style(f"{rank}. {where}", "bold") + (f" › {heading}" if heading else ""))
+        out.write(f"  {style(f'({score})', 'cyan')}\n")
         out.write(f"   {' '.join(result.text.split())[:200]}\n")
     if not results:
         out.write("no results\n")

@@ -7,12 +7,16 @@ does not make the estimate wrong for the rest of the run.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol, TextIO
 
+from vrom.cli.output import colour_enabled
+
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Task
 
 LINE_INTERVAL_SECONDS = 5.0
@@ -97,6 +101,13 @@ class LineProgress:
         self._stream.flush()
 
 
+def stderr_console() -> Console:
+    """Return the rich console progress bars draw on: stderr, coloured as `colour_enabled` says."""
+    from rich.console import Console
+
+    return Console(stderr=True, no_color=not colour_enabled(sys.stderr))
+
+
 @contextmanager
 def terminal_progress() -> Iterator[IndexProgress]:
     """Yield a progress bar drawn on the terminal (rich), gone when the run ends."""
@@ -122,7 +133,7 @@ def terminal_progress() -> Iterator[IndexProgress]:
         RateColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, transient=True) as bar:
+    with Progress(*columns, transient=True, console=stderr_console()) as bar:
         notes_task = bar.add_task("indexing", total=None, unit="notes")
         chunks_task = bar.add_task("embedding", total=None, visible=False, unit="chunks")
 

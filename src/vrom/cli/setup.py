@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from vrom.cli.global_options import add_global_options
 from vrom.cli.output import print_json
 from vrom.install import CLIENT_TITLES, CLIENTS, DEFAULT_NAME, LAUNCHERS, InstallResult, install
 from vrom.selftest import FAIL, OK, SKIP, WARN, Check, run_selftest
 from vrom.settings import VAULT_ENV
 
 MARKS = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "–"}
+SETUP_OPTIONS = ("json", "vault", "embedder", "state_dir")
+"""The global options ``install`` and ``selftest`` take (a vault folder: not ``--db``)."""
 
 
 # -- install ---------------------------------------------------------------------------------
@@ -115,8 +118,7 @@ def add_setup_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     sub = commands.add_parser("install", help=help_text, description=help_text)
     sub.set_defaults(handler=_cmd_install)
     sub.add_argument("client", choices=CLIENTS, help="the MCP client to set up")
-    sub.add_argument("--json", action="store_true", help="print JSON instead of text")
-    sub.add_argument("--vault", metavar="PATH", help=vault_help)
+    add_global_options(sub, SETUP_OPTIONS, vault_help=vault_help)
     sub.add_argument(
         "--name",
         default=DEFAULT_NAME,
@@ -142,8 +144,7 @@ def add_setup_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     help_text = "Check Python, vrom, the vault, the model, search, mcp and client configs."
     sub = commands.add_parser("selftest", help=help_text, description=help_text)
     sub.set_defaults(handler=_cmd_selftest)
-    sub.add_argument("--json", action="store_true", help="print JSON instead of text")
-    sub.add_argument("--vault", metavar="PATH", help=vault_help)
+    add_global_options(sub, SETUP_OPTIONS, vault_help=vault_help)
     sub.add_argument(
         "--name",
         default=DEFAULT_NAME,

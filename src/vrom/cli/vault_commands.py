@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from vrom.cli.background import embed_in_background
-from vrom.cli.output import print_json
+from vrom.cli.global_options import GLOBAL_OPTIONS, add_global_options
+from vrom.cli.output import print_json, styler
 from vrom.cli.packs import search_pack
 from vrom.cli.progress import LineProgress, terminal_progress
 from vrom.cli.vault_format import (
@@ -27,7 +28,7 @@ from vrom.cli.vault_format import (
     format_stats,
     format_summary,
 )
-from vrom.cli.vault_options import add_vault_options, open_vault
+from vrom.cli.vault_options import announce, open_vault, where
 from vrom.errors import ValidationError
 from vrom.index import ENCODINGS
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
@@ -76,6 +77,8 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     )
     embed = not args.background  # with --background, a detached `vrom embed` does it
     with vault:
+        if not args.quiet:
+            announce(vault)
         if args.json or args.quiet:
             summary = vault.index(force=args.force, embed=embed)
         elif sys.stderr.isatty():
@@ -94,13 +97,14 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
             else None
         )
     if args.json:
-        print_json(summary, out)
+        print_json(summary, out, where(vault))
     elif not args.quiet:
+        warning_label = styler(sys.stderr)("warning:", "yellow")
         for warning in summary.warnings[:WARNINGS_SHOWN]:
-            sys.stderr.write(f"warning: {warning.path}: {warning.reason}\n")
+            sys.stderr.write(f"{warning_label} {warning.path}: {warning.reason}\n")
         hidden = len(summary.warnings) - WARNINGS_SHOWN
         if hidden > 0:
-            sys.stderr.write(f"warning: … and {hidden} more (see --json)\n")
+            sys.stderr.write(f"{warning_label} … and {hidden} more (see --json)\n")
         out.write(format_summary(summary) + "\n")
     for note in (summary.not_embedded, background):
         if note and not args.quiet:
@@ -117,7 +121,7 @@ def _reader(
         with open_vault(args) as vault:
             result = read(vault, args)
         if args.json:
-            print_json(result, out)
+            print_json(result, out, where(vault))
         else:
             show(result, out)
         return 0
@@ -137,11 +141,12 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
             context_window=args.context_window,
             ef_search=args.ef_search,
         )
+    note = styler(sys.stderr)("note:", "yellow")
     if report.fallback:
-        sys.stderr.write(f"note: searched by keyword: {report.fallback}\n")
+        sys.stderr.write(f"{note} searched by keyword: {report.fallback}\n")
     elif report.mode != "keyword" and report.vectors < report.chunks:
         sys.stderr.write(
-            f"note: only {vector_coverage(report.vectors, report.chunks)} chunks have vectors"
+            f"{note} only {vector_coverage(report.vectors, report.chunks)} chunks have vectors"
             " so far: the rest are found by keyword only\n"
         )
     if args.json:
@@ -189,9 +194,7 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(handler=handler, vector_encoding=None)
-        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
-        if vault:
-            add_vault_options(sub)
+        add_global_options(sub, GLOBAL_OPTIONS if vault else ("json", "embedder", "state_dir"))
         return sub
 
     def encoding_option(sub: argparse.ArgumentParser) -> None:

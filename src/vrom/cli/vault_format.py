@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import TextIO
 
+from vrom.cli.output import score_label, styler
 from vrom.results import (
     BackendInfo,
     Context,
@@ -20,18 +21,27 @@ from vrom.results import (
 
 
 def format_hits(hits: Sequence[Hit], out: TextIO) -> None:
-    """Print search hits, best first, each with its excerpt and provenance."""
+    """Print search hits, best first, each with its excerpt, provenance and labelled score.
+
+    A reranked search ends with the reranking's wall time (in ms).
+    """
     if not hits:
         out.write("no matches\n")
         return
+    style = styler(out)
     for rank, hit in enumerate(hits, start=1):
         where = f" › {hit.heading_path}" if hit.heading_path else ""
-        out.write(f"{rank}. {hit.path}{where}  (score {hit.score:.3f})\n")
+        score = style(f"({score_label(hit.score_kind, hit.score)})", "cyan")
+        out.write(f"{style(f'{rank}. {hit.path}', 'bold')}{where}  {score}\n")
         out.write(f"   {hit.excerpt}\n")
-        out.write(
+        provenance = (
             f"   chunk {hit.chunk_id} · sha256 {hit.content_hash[:12]} · "
-            f"relevance {hit.human_relevance_score:.2f}\n"
+            f"relevance {hit.human_relevance_score:.2f}"
         )
+        out.write(style(provenance, "dim") + "\n")
+    runtime = hits[0].ranking_runtime
+    if runtime is not None:
+        out.write(style(f"reranked in {runtime:.2f} ms", "dim") + "\n")
 
 
 def format_summary(summary: IndexSummary) -> str:
@@ -83,7 +93,7 @@ def format_related(related: Related, out: TextIO) -> None:
     if related.similar:
         out.write(f"\nsimilar in meaning ({len(related.similar)}):\n")
         for similar in related.similar:
-            out.write(f"  {similar.note.path} ({similar.score:.3f})\n")
+            out.write(f"  {similar.note.path} ({score_label('cosine', similar.score)})\n")
 
 
 def format_context(context: Context, out: TextIO) -> None:

@@ -1,31 +1,48 @@
-"""The ``--vault``/``--db`` choice every vault command offers, and opening the vault it names."""
+"""Opening the vault a command's ``--vault``/``--db`` (or, with neither, the default) names, and
+saying which one it was.
+
+A person at a terminal sees ``vrom: vault PATH (store FILE)`` on stderr; a pipe or a log sees
+nothing, so scripts stay clean; ``--json`` adds ``vault`` and ``store`` to an object result.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+from typing import Any, TextIO
 
-from vrom.settings import VAULT_ENV
+from vrom.cli.output import styler
 from vrom.vault import Vault
 
 
-def add_vault_options(sub: argparse.ArgumentParser) -> None:
-    """Add the mutually exclusive ``--vault PATH`` and ``--db FILE`` options to a command."""
-    which = sub.add_mutually_exclusive_group()
-    which.add_argument(
-        "--vault",
-        metavar="PATH",
-        help=f"the vault (default: ${VAULT_ENV}, the indexed vault at or above the current "
-        "directory, else the one indexed last)",
-    )
-    which.add_argument("--db", metavar="FILE", help="open this store file directly")
-
-
 def open_vault(args: argparse.Namespace) -> Vault:
-    """Return the vault a command's ``--db``, ``--vault`` or (neither) the default names."""
+    """Return the vault a command's ``--db``, ``--vault`` or (neither) the default names, and
+    `announce` it."""
     options: dict[str, Any] = {"embedder": args.embedder, "vector_encoding": args.vector_encoding}
     if args.db:
-        return Vault.open_store(args.db, **options)
-    if args.vault:
-        return Vault.open(args.vault, args.state_dir, create=False, **options)
-    return Vault.open_default(args.state_dir, **options)
+        vault = Vault.open_store(args.db, **options)
+    elif args.vault:
+        vault = Vault.open(args.vault, args.state_dir, create=False, **options)
+    else:
+        vault = Vault.open_default(args.state_dir, **options)
+    announce(vault)
+    return vault
+
+
+def where(vault: Vault) -> dict[str, str]:
+    """Return which vault and store a command used: the keys ``--json`` adds to an object."""
+    return {"vault": str(vault.root), "store": vault.store.location}
+
+
+def announce(vault: Vault, stream: TextIO | None = None) -> None:
+    """Write ``vrom: vault PATH (store FILE)`` to ``stream`` (stderr) if it is a terminal."""
+    announce_text(f"vault {vault.root} (store {vault.store.location})", stream)
+
+
+def announce_text(text: str, stream: TextIO | None = None) -> None:
+    """Write ``vrom: TEXT`` to ``stream`` (stderr) if it is a terminal: a person sees what a
+    command used, a pipe or a log stays clean."""
+    stream = stream or sys.stderr
+    if stream.isatty():
+        stream.write(styler(stream)(f"vrom: {text}", "dim") + "\n")
+        stream.flush()

@@ -26,9 +26,10 @@ def prior_factor(human_relevance_score: float) -> float:
 
 
 def make_hit(
-    chunk: StoredChunk, score: float, scores: Mapping[str, float], words: list[str]
+    chunk: StoredChunk, score: float, scores: Mapping[str, float], words: list[str], *, kind: str
 ) -> Hit:
-    """Return the `Hit` for a stored chunk, with an excerpt around ``words``."""
+    """Return the `Hit` for a stored chunk, with an excerpt around ``words``; ``kind`` says what
+    ``score`` is (`Hit.score_kind`)."""
     return Hit(
         chunk_id=chunk.chunk_id,
         path=chunk.path,
@@ -49,6 +50,7 @@ def make_hit(
         metadata=chunk.metadata,
         prev_chunk_id=chunk.prev_id,
         next_chunk_id=chunk.next_id,
+        score_kind=kind,
     )
 
 

@@ -32,6 +32,20 @@ _ENGLISH_STOP_LIST = (
 STOPWORDS = frozenset(_ENGLISH_STOP_LIST.split())
 
 
+def check_query(query: object) -> str:
+    """Return ``query`` if it is a string with something to search for, else raise
+    `ValidationError`.
+
+    A blank query matches nothing by keyword and ranks by meaning against the embedding of
+    nothing (noise), so every search refuses it instead of answering it.
+    """
+    if not isinstance(query, str):
+        raise ValidationError(f"query must be a string, not {type(query).__name__}")
+    if not query.strip():
+        raise ValidationError("query is blank: say what to search for")
+    return query
+
+
 def parse_query(text: str) -> KeywordQuery:
     """Return the parsed form of a keyword query."""
     terms: list[str] = []

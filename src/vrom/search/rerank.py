@@ -85,7 +85,9 @@ def rerank_search(
     words = query_words(query)
     hits = []
     for score, _, row, parts in kept:
-        hit = make_hit(chunks[row.chunk_id], score, {"bm25": row.bm25, **parts}, words)
+        hit = make_hit(
+            chunks[row.chunk_id], score, {"bm25": row.bm25, **parts}, words, kind="rerank"
+        )
         hits.append(
             dataclasses.replace(
                 hit,

@@ -54,7 +54,8 @@ def _search_reply(report: SearchReport) -> CallToolResult:
         "vectors. Each hit's text, content_hash, time and scores are in the structured content."
     ]
     lines += [
-        f"{rank}. {hit.path} › {hit.heading_path} (chunk {hit.chunk_id}, score {hit.score:.3g})"
+        f"{rank}. {hit.path} › {hit.heading_path} "
+        f"(chunk {hit.chunk_id}, {hit.score_kind or 'score'} {hit.score:.3g})"
         for rank, hit in enumerate(report.results, start=1)
     ]
     return CallToolResult(
