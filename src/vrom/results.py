@@ -349,23 +349,23 @@ class DeleteResult:
     warning: str | None = None
 
 
-def to_jsonable(value: Any, *, omit_none: bool = False) -> Any:
+def to_jsonable(value: Any, *, omit_empty: bool = False) -> Any:
     """Return ``value`` (a result dataclass, or lists/dicts of them) as JSON-ready data.
 
-    ``omit_none`` leaves out the dataclass fields that are None (a smaller reply; a mapping's
-    entries, such as a note's frontmatter, are kept as they are).
+    ``omit_empty`` leaves out the dataclass fields that are None or an empty list (a smaller
+    reply; a mapping's entries, such as a note's frontmatter, are kept as they are).
     """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
         return {
-            name: to_jsonable(item, omit_none=omit_none)
+            name: to_jsonable(item, omit_empty=omit_empty)
             for name, item in fields
-            if not (omit_none and item is None)
+            if not (omit_empty and (item is None or (isinstance(item, (list, tuple)) and not item)))
         }
     if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v, omit_none=omit_none) for k, v in value.items()}
+        return {str(k): to_jsonable(v, omit_empty=omit_empty) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_jsonable(v, omit_none=omit_none) for v in value]
+        return [to_jsonable(v, omit_empty=omit_empty) for v in value]
     return value
 
 

@@ -51,17 +51,30 @@ def _search_reply(report: SearchReport) -> CallToolResult:
         how += f" ({report.fallback})"
     lines = [
         f"{len(report.results)} hits, {how}; {report.vectors}/{report.chunks} chunks have "
-        "vectors. Each hit's text, content_hash, time and scores are in the structured content."
+        "vectors (whole texts, hashes, times: structured content)"
     ]
     lines += [
         f"{rank}. {hit.path} › {hit.heading_path} "
-        f"(chunk {hit.chunk_id}, {hit.score_kind or 'score'} {hit.score:.3g})"
+        f"(chunk {hit.chunk_id}, {hit.score_kind or 'score'} {hit.score:.3g}): "
+        f"{_shortened(hit.excerpt)}"
         for rank, hit in enumerate(report.results, start=1)
     ]
     return CallToolResult(
         content=[TextContent(type="text", text="\n".join(lines))],
-        structured_content=to_jsonable(report, omit_none=True),
+        structured_content=to_jsonable(report, omit_empty=True),
     )
+
+
+SUMMARY_EXCERPT_CHARS = 90
+"""How much of each hit's excerpt the text summary shows: enough for a model that reads only
+the text to see why a hit matched; the whole chunk is in the structured content."""
+
+
+def _shortened(excerpt: str) -> str:
+    """Return an excerpt cut at a word to `SUMMARY_EXCERPT_CHARS` (with … when cut)."""
+    if len(excerpt) <= SUMMARY_EXCERPT_CHARS:
+        return excerpt
+    return excerpt[:SUMMARY_EXCERPT_CHARS].rsplit(" ", 1)[0].rstrip(" .,;:…") + "…"
 
 
 def _error(message: str) -> CallToolResult:
