@@ -279,3 +279,47 @@ def test_an_edit_is_searchable_by_keyword_at_once_and_embedded_in_the_background
             assert by_meaning["results"][0]["path"] == "note 0001.md"
 
     asyncio.run(asyncio.wait_for(main(), timeout=120))
+
+
+def test_a_note_written_while_another_run_holds_the_claim_gets_its_vector(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from vrom.ingest.embed_job import EmbeddingClaim
+    from vrom.server.app import build_server
+
+    root, state_dir = _vault(tmp_path / "vault", 5), tmp_path / "state"
+    state = ServerState(root, state_dir=state_dir, embedder=Embedder.fake(32), watch=False)
+    server = build_server(state)
+
+    async def main() -> None:
+        async with Client(server, mode="legacy") as client:
+            vault = await state.vault()
+            assert state.embedding is not None
+            await asyncio.to_thread(state.embedding.join, 60)
+            assert vault.store.counts().vectors == 5, "the worker embedded the vault and ended"
+            with Vault.open(root, state_dir, embedder=None) as other:
+                claim = EmbeddingClaim.take(other.store)  # as `vrom embed` elsewhere would
+                try:
+                    written = await client.call_tool(
+                        "vault_write", {"path": "new.md", "content": "# New\n\nA narwhal.\n"}
+                    )
+                    assert not written.is_error, written.content[0].text
+                    counts = await asyncio.to_thread(state.run, lambda v: v.store.counts(), vault)
+                    assert counts.vectors == 5 < counts.chunks, "the write could not embed it"
+                finally:
+                    claim.release()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                counts = await asyncio.to_thread(state.run, lambda v: v.store.counts(), vault)
+                if counts.vectors == counts.chunks:
+                    break
+                await asyncio.sleep(0.1)
+            assert counts.vectors == counts.chunks == 6, "the woken worker embedded it"
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), timeout=120))
+    finally:
+        state.close()

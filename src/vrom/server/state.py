@@ -179,6 +179,14 @@ class ServerState:
         with self.lock:
             return work(vault)
 
+    def written(self, value: T) -> T:
+        """Return ``value`` after a tool wrote notes, having the background worker embed what
+        the write could not (its inline embedding is skipped while the worker holds the
+        store's embedding claim)."""
+        if self.embedding is not None:
+            self.embedding.wake()
+        return value
+
     def close(self) -> None:
         """Stop the watcher and close the vault (saving its index)."""
         if self.watcher is not None:

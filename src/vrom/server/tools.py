@@ -228,7 +228,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             if set is None:
                 note = vault.get_note(path, purpose="read")
             else:
-                note = vault.set_frontmatter(path, set, merge=merge)
+                note = state.written(vault.set_frontmatter(path, set, merge=merge))
             return {"path": note.path, "frontmatter": note.frontmatter}
 
         return await call_on_vault(state, ctx, frontmatter)
@@ -313,7 +313,9 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         return await call_on_vault(
             state,
             ctx,
-            lambda vault: vault.write_note(path, content, mode=mode, frontmatter=frontmatter),
+            lambda vault: state.written(
+                vault.write_note(path, content, mode=mode, frontmatter=frontmatter)
+            ),
         )
 
     @server.tool(annotations=DESTRUCTIVE)
@@ -326,7 +328,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
     ) -> CallToolResult:
         """Delete a note: moved to the vault's .trash/ folder unless permanent."""
         return await call_on_vault(
-            state, ctx, lambda vault: vault.delete_note(path, permanent=permanent)
+            state, ctx, lambda vault: state.written(vault.delete_note(path, permanent=permanent))
         )
 
     @server.tool(annotations=WRITE)
