@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from vrom import Embedder, Vault
-from vrom.cli.progress import LineProgress, duration
+from vrom.cli.progress import LineProgress
 from vrom.cli.vault_format import format_summary
+from vrom.results import rough_duration
 
 
 def _vault(root: Path, notes: int) -> Path:
@@ -97,7 +98,7 @@ def test_a_pipe_gets_a_line_every_few_seconds_with_a_measured_rate() -> None:
 
 
 def test_durations_read_at_a_glance() -> None:
-    assert [duration(s) for s in (4.2, 59, 61, 29 * 60 + 10, 3 * 3600 + 7 * 60)] == [
+    assert [rough_duration(s) for s in (4.2, 59, 61, 29 * 60 + 10, 3 * 3600 + 7 * 60)] == [
         "4 s",
         "59 s",
         "1 min",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from vrom.embed import Embedder
 from vrom.ingest.embed_job import EmbeddingBusy, embedding_status
-from vrom.results import EmbeddingStatus
+from vrom.results import EmbeddingStatus, rough_duration
 from vrom.vault import Vault
 
 BUSY_RETRY_S = 2.0  # how often a worker waiting for another process's run looks again
@@ -213,7 +213,7 @@ class BackgroundEmbedding:
             if progress.chunks_per_second is not None and progress.eta_seconds is not None:
                 pace = (
                     f" ({progress.chunks_per_second:g} chunks/s, "
-                    f"about {progress.eta_seconds:g} s left)"
+                    f"about {rough_duration(progress.eta_seconds)} left)"
                 )
             self._log(
                 f"vrom: embedding: {progress.vectors:,}/{progress.chunks:,} chunks have vectors"

@@ -412,3 +412,11 @@ def vector_coverage(vectors: int, chunks: int) -> str:
     if vectors < chunks and percent == "100%":
         percent = "99%"  # never round an unfinished store up to complete
     return f"{vectors:,} / {chunks:,} ({percent})"
+
+
+def rough_duration(seconds: float) -> str:
+    """Return a rough duration a person reads at a glance: ``45 s``, ``12 min``, ``1 h 20 min``."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from vrom.cli.output import colour_enabled
+from vrom.results import rough_duration
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -51,14 +52,6 @@ class ChunkRate:
         return (done - self._start[1]) / elapsed if elapsed > 0 and done > self._start[1] else None
 
 
-def duration(seconds: float) -> str:
-    """Return a rough duration a person reads at a glance: ``45 s``, ``12 min``, ``1 h 20 min``."""
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
-
-
 class LineProgress:
     """Progress for a log or a pipe: one line to ``stream`` at most every ``interval`` seconds."""
 
@@ -94,7 +87,7 @@ class LineProgress:
             return
         line = f"embedding: {done:,} / {total:,} chunks ({100 * done / max(total, 1):.0f}%)"
         if rate:
-            line += f", {rate:.1f} chunks/s, about {duration((total - done) / rate)} left"
+            line += f", {rate:.1f} chunks/s, about {rough_duration((total - done) / rate)} left"
         elif done == 0:
             line += ", loading the model"
         self._stream.write(line + "\n")

@@ -16,6 +16,7 @@ from vrom.results import (
     Note,
     Related,
     VaultStats,
+    rough_duration,
     vector_coverage,
 )
 
@@ -134,7 +135,11 @@ def format_embedding(stats: VaultStats) -> str | None:
             if status.chunks_per_second
             else "measuring the rate"
         )
-        left = "" if status.eta_seconds is None else f", about {_duration(status.eta_seconds)} left"
+        left = (
+            ""
+            if status.eta_seconds is None
+            else f", about {rough_duration(status.eta_seconds)} left"
+        )
         return (
             f"running in process {status.pid}: {vector_coverage(status.vectors, status.chunks)}, "
             f"{rate}{left}"
@@ -147,14 +152,6 @@ def format_embedding(stats: VaultStats) -> str | None:
             "('vrom embed' or 'vrom index --background' embeds them)"
         )
     return None
-
-
-def _duration(seconds: float) -> str:
-    """Return ``45 s``, ``12 min`` or ``1 h 05 min``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def format_backend_info(info: BackendInfo, out: TextIO) -> None:
