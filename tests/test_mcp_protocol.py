@@ -463,3 +463,13 @@ def test_over_http_each_session_that_set_a_level_hears_the_log(
         process.terminate()
         process.wait(timeout=30)
     assert heard["quiet"] == []
+
+
+def test_a_compact_reply_keeps_required_fields_even_when_empty() -> None:
+    from vrom.results import IndexSummary, SearchReport, to_jsonable
+
+    empty = to_jsonable(SearchReport([], "keyword", None, 0, 0), omit_empty=True)
+    assert empty == {"results": [], "mode": "keyword", "vectors": 0, "chunks": 0}
+    summary = to_jsonable(IndexSummary(0, 0, 0, 0, 0, 0, 0, 0, 0.0), omit_empty=True)
+    assert "warnings" not in summary and "not_embedded" not in summary, "optional and empty"
+    assert summary["added"] == 0, "a zero is a value, not an empty field"

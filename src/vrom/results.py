@@ -352,21 +352,32 @@ class DeleteResult:
 def to_jsonable(value: Any, *, omit_empty: bool = False) -> Any:
     """Return ``value`` (a result dataclass, or lists/dicts of them) as JSON-ready data.
 
-    ``omit_empty`` leaves out the dataclass fields that are None or an empty list (a smaller
-    reply; a mapping's entries, such as a note's frontmatter, are kept as they are).
+    ``omit_empty`` leaves out the dataclass fields that are None, and the optional ones (those
+    with a default) that are an empty list: a smaller reply, whose required fields are always
+    there (a search with no hits still has ``results: []``); a mapping's entries, such as a
+    note's frontmatter, are kept as they are.
     """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
         return {
-            name: to_jsonable(item, omit_empty=omit_empty)
-            for name, item in fields
-            if not (omit_empty and (item is None or (isinstance(item, (list, tuple)) and not item)))
+            f.name: to_jsonable(getattr(value, f.name), omit_empty=omit_empty)
+            for f in dataclasses.fields(value)
+            if not (omit_empty and _empty(f, getattr(value, f.name)))
         }
     if isinstance(value, Mapping):
         return {str(k): to_jsonable(v, omit_empty=omit_empty) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v, omit_empty=omit_empty) for v in value]
     return value
+
+
+def _empty(field: dataclasses.Field[Any], item: object) -> bool:
+    """True for None, and for an empty list in a field that has a default."""
+    if item is None:
+        return True
+    optional = (
+        field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+    )
+    return optional and isinstance(item, (list, tuple)) and not item
 
 
 @dataclass(frozen=True)
