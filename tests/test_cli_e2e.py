@@ -78,6 +78,13 @@ class Result:
         assert self.code == 0, self.describe()
         return json.loads(self.stdout)
 
+    def hits(self) -> list[Any]:
+        """The hits of ``vrom search --json``: its report's results (the MCP shape)."""
+        report = self.json()
+        assert {"results", "mode", "vectors", "chunks", "vault", "store"} <= set(report), report
+        hits: list[Any] = report["results"]
+        return hits
+
     def ok(self) -> Result:
         assert self.code == 0, self.describe()
         assert "Traceback" not in self.stderr + self.stdout, self.describe()
@@ -375,13 +382,13 @@ def test_hidden_skipped_and_caveat_notes_are_handled(indexed: Indexed) -> None:
             indexed.call("get-note", ".obsidian/workspace", "--vault", str(indexed.vault)),
         ]
     )
-    assert only_hidden.ok().json() == []
-    assert set(paths(with_control.ok().json())) == {"Journal.md", "Atlas.md"}
+    assert only_hidden.ok().hits() == []
+    assert set(paths(with_control.ok().hits())) == {"Journal.md", "Atlas.md"}
     note = broken.ok().json()
     assert note["frontmatter"] == {}  # broken YAML: indexed as plain text, nothing lost
     assert note["body"].startswith("---\ntitle: [unclosed")
     assert note["title"] == "Broken"
-    hits = latin.ok().json()
+    hits = latin.ok().hits()
     assert paths(hits) == ["latin1.md"]
     assert "\ufffd" in hits[0]["text"]
     check_hit(hits[0], indexed.vault)
@@ -420,7 +427,7 @@ def test_index_lifecycle_edit_delete_rename(tmp_path: Path) -> None:
     with (vault / "one.md").open("a", encoding="utf-8") as f:
         f.write("\nnow also about narwhals\n")
     assert index() == {**zero, "changed": 1, "unchanged": 2, "notes": 3, "chunks": 3}
-    narwhal = run("search", "narwhals", "--json", "--vault", str(vault), state=state).json()
+    narwhal = run("search", "narwhals", "--json", "--vault", str(vault), state=state).hits()
     assert paths(narwhal) == ["one.md"]
 
     (vault / "two.md").unlink()
@@ -436,8 +443,8 @@ def test_index_lifecycle_edit_delete_rename(tmp_path: Path) -> None:
             Call(("get-note", "moved", "--json", "--vault", str(vault)), state),
         ]
     )
-    assert badgers.json() == []
-    assert paths(ferrets.json()) == ["moved.md"]
+    assert badgers.hits() == []
+    assert paths(ferrets.hits()) == ["moved.md"]
     assert after.json()["note_id"] == before["note_id"]  # a rename keeps the note's id
 
     assert index("--force") == {**zero, "changed": 2, "notes": 2, "chunks": 2}
@@ -461,7 +468,7 @@ def test_index_shows_ten_warnings_then_a_count(tmp_path: Path) -> None:
 
 def test_search_hits_carry_verifiable_provenance(indexed: Indexed) -> None:
     query = "zephyr quokka beacon walrus gannet albatross 東京 invalidbytes brokenword pelican"
-    hits = indexed.run("search", query, "-k", "100", "--json", "--vault", str(indexed.vault)).json()
+    hits = indexed.run("search", query, "-k", "100", "--json", "--vault", str(indexed.vault)).hits()
     assert {"Atlas.md", "crlf.md", "東京.md", "latin1.md", "Long.md"} <= set(paths(hits))
     assert len({h["chunk_id"] for h in hits}) == len(hits)
     scores = [h["score"] for h in hits]
@@ -487,7 +494,7 @@ def test_search_human_output_matches_json(indexed: Indexed) -> None:
             indexed.call("search", "nosuchwordanywhere", "--vault", str(indexed.vault)),
         ]
     )
-    hits = as_json.json()
+    hits = as_json.hits()
     lines = human.ok().stdout.splitlines()
     assert len(lines) == 3 * len(hits) and hits
     for rank, hit in enumerate(hits, start=1):
@@ -509,12 +516,12 @@ def test_title_and_heading_matches_rank_above_body_matches(indexed: Indexed) -> 
             indexed.call("search", "walrus", "--json", "--vault", v),
         ]
     )
-    assert paths(pelican.json()) == ["Pelican.md", "Shore.md"]
-    hits = cormorant.json()
+    assert paths(pelican.hits()) == ["Pelican.md", "Shore.md"]
+    hits = cormorant.hits()
     assert paths(hits) == ["Birds.md", "Harbour.md"]
     assert hits[0]["heading_path"] == "Birds > Cormorant sightings"
     # same text: the note written for people outranks the system note, by the prior alone
-    human, system = walrus.json()
+    human, system = walrus.hits()
     assert (human["path"], system["path"]) == ("Guides/walrus.md", "system/walrus.md")
     assert human["scores"]["bm25"] == pytest.approx(system["scores"]["bm25"])
     assert human["scores"]["prior"] > 1 > system["scores"]["prior"]
@@ -560,11 +567,11 @@ def test_search_filters(indexed: Indexed) -> None:
         for f, _ in FILTERS
     ]
     for (flags, expected), result in zip(FILTERS, run_many(calls), strict=True):
-        assert set(paths(result.ok().json())) == expected, flags
+        assert set(paths(result.ok().hits())) == expected, flags
     gannet = indexed.run(
         "search", "gannet", "--json", "--where", "priority=2", "--vault", str(indexed.vault)
     )
-    assert set(paths(gannet.json())) == {"crlf.md"}  # a JSON number matches a YAML number
+    assert set(paths(gannet.hits())) == {"crlf.md"}  # a JSON number matches a YAML number
 
 
 SYNTAX: list[tuple[str, list[str] | None]] = [
@@ -584,7 +591,7 @@ def test_query_syntax(indexed: Indexed) -> None:
         indexed.call("search", "--json", "--vault", str(indexed.vault), "--", q) for q, _ in SYNTAX
     ]
     for (query, expected), result in zip(SYNTAX, run_many(calls), strict=True):
-        assert sorted(paths(result.ok().json())) == sorted(expected or []), query
+        assert sorted(paths(result.ok().hits())) == sorted(expected or []), query
 
 
 LONG_QUERY = "zephyr " + " ".join(f"w{i}" for i in range(3000)) + " -" * 50 + ' "x' * 50
@@ -630,7 +637,7 @@ def test_hostile_queries_never_crash(indexed: Indexed) -> None:
         label = query[:40]
         assert result.code == 0, (label, result.describe())
         assert result.stderr == "", (label, result.describe())
-        hits = json.loads(result.stdout)
+        hits = result.hits()
         assert isinstance(hits, list), label
         if expected is None:
             assert hits == [], label
@@ -889,8 +896,8 @@ def test_vault_selection(tmp_path: Path) -> None:
             Call(("search", "kiwi mango", "--json"), state, cwd=elsewhere),
         ]
     )
-    assert sorted(paths(kiwi.json())) == ["Alpha.md", "Sub/Deep.md"]
-    assert paths(mango.json()) == ["Bravo.md"]
+    assert sorted(paths(kiwi.hits())) == ["Alpha.md", "Sub/Deep.md"]
+    assert paths(mango.hits()) == ["Bravo.md"]
     assert not empty.exists()  # an overridden VROM_STATE_DIR is never written
 
 
@@ -903,7 +910,7 @@ def test_global_options_go_before_or_after_the_command(indexed: Indexed) -> None
             indexed.call("--vault", str(indexed.state), "search", "--json", "zephyr", "--vault", v),
         ]
     )
-    assert paths(before.json()) and "Journal.md" in paths(before.json())
+    assert paths(before.hits()) and "Journal.md" in paths(before.hits())
     assert before.stdout == after.ok().stdout == both.ok().stdout, "the one after the command wins"
     # the embedder after the command wins: none (no model) or fake (a model, but no vectors)
     none_wins, fake_wins, refused = run_many(
@@ -936,7 +943,8 @@ def test_object_results_name_their_vault_and_store_and_lists_stay_lists(indexed:
     for result in (note, related, context, memories):
         assert result.json()["vault"] == str(indexed.vault.resolve()), result.describe()
         assert result.json()["store"] == store
-    assert isinstance(hits.json(), list) and "vault" not in hits.json()[0]
+    assert hits.json()["vault"] == str(indexed.vault.resolve()) and hits.json()["store"] == store
+    assert "vault" not in hits.hits()[0], "named once, for the whole report"
 
 
 def _on_a_terminal(call: Call, *, no_color: bool = False) -> tuple[int, str, str]:
@@ -1123,7 +1131,7 @@ def test_reading_a_subfolder_does_not_shadow_the_vault(tmp_path: Path) -> None:
     state = tmp_path / "state"
     run("index", str(vault), state=state).ok()
     run("search", "quokka", "--vault", str(vault / "Guides"), state=state)
-    hits = run("search", "quokka", "--json", state=state, cwd=vault / "Guides").json()
+    hits = run("search", "quokka", "--json", state=state, cwd=vault / "Guides").hits()
     assert paths(hits) == ["Guides/a.md"]
 
 

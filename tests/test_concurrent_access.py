@@ -62,7 +62,7 @@ while not Path(stop).exists() and time.time() < deadline:
         code = main(["--state-dir", state, "search", query, "--vault", vault, "--json", "-k", k], out)
     t1 = time.time()
     try:
-        hits = len(json.loads(out.getvalue()))
+        hits = len(json.loads(out.getvalue())["results"])
     except ValueError:
         hits = None
     print(json.dumps({"t0": t0, "t1": t1, "code": code, "err": err.getvalue(), "hits": hits,
@@ -162,7 +162,7 @@ def test_searches_succeed_while_another_process_indexes(tmp_path: Path) -> None:
     for _t0, _t1, result in cli_runs:
         assert result.returncode == 0, result.stderr
         assert result.stderr == "", result.stderr
-        assert len(json.loads(result.stdout)) == K
+        assert len(json.loads(result.stdout)["results"]) == K
     processes_during = [r for t0, t1, r in cli_runs if first_write <= t0 and t1 <= last_write]
     print(
         f"writer window {last_write - first_write:.2f}s: {len(during)} of {len(searches)} "

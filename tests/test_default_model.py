@@ -118,7 +118,8 @@ def test_cli_indexes_and_searches_with_the_default_model(write_vault, tmp_path: 
         text=True,
     )
     assert found.returncode == 0, found.stderr
-    assert json.loads(found.stdout)[0]["path"] == "Taxes.md"
+    report = json.loads(found.stdout)
+    assert report["mode"] == "vector" and report["results"][0]["path"] == "Taxes.md"
     refused = subprocess.run(
         [*base, "fake", "search", "tax", "--vault", str(root)], capture_output=True, text=True
     )

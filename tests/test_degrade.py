@@ -108,7 +108,9 @@ def test_the_cli_search_degrades_with_a_note_on_stderr(tmp_path: Path) -> None:
             timeout=60,
         )
         assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout)[0]["path"] == "Coffee.md"
+        report = json.loads(done.stdout)
+        assert report["results"][0]["path"] == "Coffee.md"
+        assert report["mode"] == "keyword" and "--embedder" in report["fallback"]
         assert done.stderr.startswith("note: searched by keyword: ") and "--embedder" in done.stderr
 
 

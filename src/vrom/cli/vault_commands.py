@@ -130,7 +130,11 @@ def _reader(
 
 
 def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
-    """Search the vault; say on stderr when the search fell back to keyword, and why."""
+    """Search the vault; say on stderr when the search fell back to keyword, and why.
+
+    ``--json`` prints the `SearchReport` (``results``, ``mode``, ``fallback``, ``vectors``,
+    ``chunks``) with ``vault`` and ``store``: the shape MCP's ``vault_search`` returns.
+    """
     with open_vault(args) as vault:
         report = vault.search_report(
             args.query,
@@ -141,6 +145,7 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
             context_window=args.context_window,
             ef_search=args.ef_search,
         )
+        used = where(vault)
     note = styler(sys.stderr)("note:", "yellow")
     if report.fallback:
         sys.stderr.write(f"{note} searched by keyword: {report.fallback}\n")
@@ -149,8 +154,8 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
             f"{note} only {vector_coverage(report.vectors, report.chunks)} chunks have vectors"
             " so far: the rest are found by keyword only\n"
         )
-    if args.json:
-        print_json(report.results, out)
+    if args.json:  # the report MCP's vault_search sends: hits, mode, fallback, coverage
+        print_json(report, out, used)
     else:
         format_hits(report.results, out)
     return 0
