@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vector_log import vector_writes
 
 from vrom import Embedder, Vault
 from vrom._background_embedding import BackgroundEmbedding
@@ -29,11 +29,6 @@ def _vault(root: Path, notes: int = NOTES) -> Path:
             f"# Note {i}\n\nSubject {i % 7} and harbour {i % 13} notes.\n", encoding="utf-8"
         )
     return root
-
-
-def _vector_writes(store_file: str) -> int:
-    with sqlite3.connect(store_file) as raw:  # every vector ever written (the change log)
-        return int(raw.execute("SELECT count(*) FROM vector_changes").fetchone()[0])
 
 
 def test_the_server_answers_by_keyword_while_vectors_arrive(tmp_path: Path) -> None:
@@ -80,7 +75,7 @@ def test_a_stopped_run_resumes_without_writing_any_vector_twice(tmp_path: Path) 
     rest = second.progress()
     assert rest.error is None and rest.vectors == NOTES
     assert rest.embedded == NOTES - part.vectors, "only the missing chunks were embedded"
-    assert _vector_writes(store_file) == NOTES, "no chunk's vector was written twice"
+    assert vector_writes(store_file) == NOTES, "no chunk's vector was written twice"
 
 
 class _RawServer:
@@ -158,7 +153,7 @@ def test_a_large_vault_over_stdio_answers_at_once_and_resumes_after_a_kill(
         first.process.wait(timeout=30)
 
     store_file = next(state_dir.rglob("store.db"))
-    committed = _vector_writes(str(store_file))
+    committed = vector_writes(str(store_file))
     assert 0 < committed < notes
 
     second = _RawServer(root, state_dir)
@@ -177,7 +172,7 @@ def test_a_large_vault_over_stdio_answers_at_once_and_resumes_after_a_kill(
     finally:
         second.process.kill()
         second.process.wait(timeout=30)
-    assert _vector_writes(str(store_file)) == notes, "no chunk's vector was written twice"
+    assert vector_writes(str(store_file)) == notes, "no chunk's vector was written twice"
 
 
 def test_wake_embeds_what_was_indexed_after_the_worker_ended(tmp_path: Path) -> None:
@@ -229,7 +224,7 @@ def test_wakes_during_a_pass_are_never_lost_and_nothing_is_embedded_twice(
         counts = vault.store.counts()
         assert counts.vectors == counts.chunks == 5 + rounds, "every wake-up was honoured"
         store_file = vault.stats().store_path
-    assert _vector_writes(store_file) == 5 + rounds, "no chunk was embedded twice"
+    assert vector_writes(store_file) == 5 + rounds, "no chunk was embedded twice"
 
 
 def test_an_edit_is_searchable_by_keyword_at_once_and_embedded_in_the_background(

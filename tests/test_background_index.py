@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vector_log import vector_writes
 
 from vrom import Embedder, Vault
 from vrom._background_embedding import BackgroundEmbedding
@@ -39,11 +39,6 @@ def _write_notes(root: Path, count: int) -> Path:
             f"# Note {i}\n\nThe walrus {i % 7} swims near harbour {i % 13}.\n", encoding="utf-8"
         )
     return root
-
-
-def _vector_writes(store_file: str) -> int:
-    with sqlite3.connect(store_file) as raw:  # every vector ever written (the change log)
-        return int(raw.execute("SELECT count(*) FROM vector_changes").fetchone()[0])
 
 
 @pytest.fixture
@@ -211,7 +206,7 @@ def test_index_background_returns_at_once_and_embeds_in_a_detached_process(
         _kill(pid)
     assert final["vectors"] == 200 and final["embedding"]["embedded"] == 200
     assert final["embedding"]["chunks_per_second"] > 0
-    assert _vector_writes(final["store_path"]) == 200, "no chunk was embedded twice"
+    assert vector_writes(final["store_path"]) == 200, "no chunk was embedded twice"
     text = _vrom(tmp_path, "--embedder", slow, "stats", "--vault", str(root)).stdout
     assert "embedding:" not in text, "complete: nothing more to say"
 
@@ -234,7 +229,7 @@ def test_a_killed_background_run_resumes_where_it_stopped(tmp_path: Path) -> Non
     )
     _kill(final["embedding"]["pid"] if final["embedding"]["running"] else None)
     assert final["vectors"] == 200
-    assert _vector_writes(final["store_path"]) == 200, "the resumed run redid nothing"
+    assert vector_writes(final["store_path"]) == 200, "the resumed run redid nothing"
 
 
 def test_index_background_without_an_embedder_is_keyword_only(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 from vrom.ingest.embed_job import LOG_SUFFIX
 from vrom.vault import AUTO, Vault
@@ -46,25 +47,18 @@ def embed_in_background(
     command += ["embed", "--vault", str(vault.root)]
     if vector_encoding:
         command += ["--vector-encoding", vector_encoding]
+    # its own session (process group on Windows): closing the terminal does not stop it
+    detached: dict[str, Any]
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        detached = {
+            "creationflags": subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP
+        }
+    else:
+        detached = {"start_new_session": True}
     with open(log.path, "ab") as output:
-        # its own session (process group on Windows): closing the terminal does not stop it
-        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-            flags = subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                creationflags=flags,
-            )
-        else:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, **detached
+        )
     return (
         f"embedding {missing:,} chunks in the background (process {process.pid}, log "
         f"{log.path}): searches use vectors as they arrive; 'vrom stats' shows progress"
