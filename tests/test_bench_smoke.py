@@ -6,91 +6,78 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_core_vault_benchmark_runs_on_the_example_vault(tmp_path: Path) -> None:
-    out = tmp_path / "core.json"
+def run_bench(script: str, out: Path, *args: str, timeout: float) -> tuple[dict[str, Any], str]:
+    """Run ``bench/<script>`` with ``args`` and ``--out out``; return its JSON and its stdout."""
     result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "core_vault.py"),
-            "--vault",
-            str(REPO / "examples" / "vault"),
-            "--queries",
-            "5",
-            "--out",
-            str(out),
-        ],
+        [sys.executable, str(REPO / "bench" / script), *args, "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
     assert result.returncode == 0, result.stderr
-    numbers = json.loads(out.read_text())
+    numbers: dict[str, Any] = json.loads(out.read_text())
+    return numbers, result.stdout
+
+
+def test_core_vault_benchmark_runs_on_the_example_vault(tmp_path: Path) -> None:
+    numbers, stdout = run_bench(
+        "core_vault.py",
+        tmp_path / "core.json",
+        "--vault",
+        str(REPO / "examples" / "vault"),
+        "--queries",
+        "5",
+        timeout=120,
+    )
     assert numbers["notes"] == 7 and numbers["queries"] == 5
     for key in ("full_index_s", "noop_reindex_cli_s", "one_note_reindex_paths_s", "search_p50_ms"):
         assert numbers[key] > 0, key
-    assert "search_p95_ms" in result.stdout
+    assert "search_p95_ms" in stdout
 
 
 def test_collection_open_benchmark_runs_on_a_small_collection(tmp_path: Path) -> None:
-    out = tmp_path / "collection.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "collection_open.py"),
-            "--documents",
-            "400",
-            "--dims",
-            "32",
-            "--repeat",
-            "1",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    numbers, stdout = run_bench(
+        "collection_open.py",
+        tmp_path / "collection.json",
+        "--documents",
+        "400",
+        "--dims",
+        "32",
+        "--repeat",
+        "1",
         timeout=180,
     )
-    assert result.returncode == 0, result.stderr
-    numbers = json.loads(out.read_text())
     assert numbers["documents"] == 400
     for key in ("flat_open", "hnsw_open", "hnsw_open_100_behind", "hnsw_open_rebuild"):
         assert numbers[key]["hits"] == 10, key
         assert numbers[key]["first_answer_s"] > 0, key
     # 400 documents, then 200 more while measuring catch-up: topic 7 of 100 is 6 of them
     assert numbers["latency"]["hnsw"]["filter_1pct_hits"] == 6
-    assert "cached / rebuild" in result.stdout
+    assert "cached / rebuild" in stdout
 
 
 def test_pack_mount_benchmark_runs_on_a_small_pack(tmp_path: Path) -> None:
-    out = tmp_path / "pack.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "pack_mount.py"),
-            "--chunks",
-            "300",
-            "--dims",
-            "32",
-            "--repeat",
-            "1",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    numbers, stdout = run_bench(
+        "pack_mount.py",
+        tmp_path / "pack.json",
+        "--chunks",
+        "300",
+        "--dims",
+        "32",
+        "--repeat",
+        "1",
         timeout=300,
     )
-    assert result.returncode == 0, result.stderr
-    numbers = json.loads(out.read_text())
     assert numbers["chunks"] == 300
     assert numbers["mount_from_cache"]["results"] == 10
     assert numbers["mount_from_cache"]["first_answer_s"] > 0
     assert numbers["default_model_load_s"] > 0
-    assert "first answer with the default model" in result.stdout
+    assert "first answer with the default model" in stdout
 
 
 def test_first_hour_benchmark_runs_on_a_generated_vault(tmp_path: Path) -> None:
@@ -98,30 +85,21 @@ def test_first_hour_benchmark_runs_on_a_generated_vault(tmp_path: Path) -> None:
     vault.mkdir()
     for i in range(200):  # one chunk each: 8 s of embedding at 40 ms a chunk
         (vault / f"note {i}.md").write_text(f"# Note {i}\n\nPlugins and templates {i}.\n")
-    out = tmp_path / "first_hour.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "first_hour.py"),
-            "--vault",
-            str(vault),
-            "--minutes",
-            "0.25",
-            "--search-minutes",
-            "0.03",
-            "--embedder",
-            "fake:16:40",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    numbers, stdout = run_bench(
+        "first_hour.py",
+        tmp_path / "first_hour.json",
+        "--vault",
+        str(vault),
+        "--minutes",
+        "0.25",
+        "--search-minutes",
+        "0.03",
+        "--embedder",
+        "fake:16:40",
         timeout=120,
     )
-    assert result.returncode == 0, result.stderr
-    numbers = json.loads(out.read_text())
     assert 0 < numbers["initialize_s"] <= numbers["keyword_complete_s"]
     assert numbers["chunks"] > 0 and numbers["searches_while_embedding"] > 0
     assert numbers["search_p50_ms"] > 0
     assert numbers["raw_chunks_per_second"] > 0 and numbers["background_over_raw"] > 0
-    assert "background_over_raw" in result.stdout
+    assert "background_over_raw" in stdout
