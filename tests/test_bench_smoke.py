@@ -103,3 +103,16 @@ def test_first_hour_benchmark_runs_on_a_generated_vault(tmp_path: Path) -> None:
     assert numbers["search_p50_ms"] > 0
     assert numbers["raw_chunks_per_second"] > 0 and numbers["background_over_raw"] > 0
     assert "background_over_raw" in stdout
+
+
+def test_context_budget_benchmark_runs_on_the_example_vault(tmp_path: Path) -> None:
+    numbers, stdout = run_bench(
+        "context_budget.py",
+        tmp_path / "context.json",
+        *("--vault", str(REPO / "examples" / "vault"), "--max-tokens", "300"),
+        timeout=120,
+    )
+    assert numbers["contexts"] == 20 and len(numbers["rows"]) == 20
+    assert 0 <= numbers["repeated_share_mean"] <= numbers["repeated_share_max"] <= 1
+    assert all(row["tokens"] <= 300 for row in numbers["rows"])
+    assert "distinct_chars_mean" in stdout
