@@ -11,6 +11,7 @@ import pytest
 from vrom import Collection, Embedder, Vault
 from vrom.embed import EmbedderBinding, resolve_embedder
 from vrom.errors import ValidationError
+from vrom.index.codec import encode
 from vrom.search.fusion import MAX_POOL, reciprocal_rank_fusion, widen
 from vrom.store import MemoryFilter, database_file, open_store
 from vrom.store.schema import MIGRATIONS, SCHEMA_VERSION
@@ -86,6 +87,38 @@ def test_fusion_sums_reciprocal_ranks_and_keeps_each_part() -> None:
     fused = reciprocal_rank_fusion([("bm25", [("a", 9.0), ("b", 4.0)]), ("vector", [("b", 0.8)])])
     assert fused["a"] == {"bm25": 9.0, "rrf": pytest.approx(1 / 61)}
     assert fused["b"] == {"bm25": 4.0, "vector": 0.8, "rrf": pytest.approx(1 / 62 + 1 / 61)}
+
+
+def test_a_ranking_over_part_of_the_candidates_counts_its_ranks_as_expected_global_ones() -> None:
+    rankings = [("bm25", [("a", 9.0)]), ("vector", [("b", 0.9)])]
+    fused = reciprocal_rank_fusion(rankings, coverage={"vector": 0.01})
+    assert fused["b"]["rrf"] == pytest.approx(1 / (60 + 100)), "rank 1 of 1% ~ rank 100 of all"
+    assert fused["a"]["rrf"] == pytest.approx(1 / 61) and fused["a"]["rrf"] > fused["b"]["rrf"]
+    full = reciprocal_rank_fusion(rankings, coverage={"vector": 1.0})
+    assert full == reciprocal_rank_fusion(rankings), "complete vectors: plain fusion"
+
+
+def test_hybrid_on_a_barely_embedded_store_leans_on_keyword(tmp_path: Path) -> None:
+    notes = {f"n{i:03d}.md": f"# Note {i}\n\nplain words number {i}\n" for i in range(100)}
+    notes["target.md"] = "# Target\n\nthe zebra crossing near the station\n"
+    root = tmp_path / "vault"
+    root.mkdir()
+    for name, text in notes.items():
+        (root / name).write_text(text, encoding="utf-8")
+    with Vault.open(root, tmp_path / "state", embedder=FAKE) as vault:
+        vault.index(embed=False)
+        # one vector: the first chunk's, so the vector ranking sees 1 of 101 chunks
+        vault.store.vectors.put(
+            [
+                (c.chunk_id, encode(FAKE.embed_documents([c.text]), "float32")[0])
+                for c in vault.store.vectors.missing(1)
+            ]
+        )
+        vault.corpus.refresh()
+        report = vault.search_report("zebra crossing", k=3, mode="hybrid")
+        assert (report.vectors, report.chunks) == (1, 101)
+        assert report.results[0].path == "target.md", "the keyword match leads"
+        assert report.results[0].score > 2 * report.results[1].score
 
 
 def test_widening_grows_the_pool_only_while_it_must() -> None:

@@ -335,13 +335,17 @@ class Corpus:
         per_document: bool,
     ) -> list[Hit]:
         chunks: dict[int, StoredChunk] = {}
+        # while embedding runs, the vector ranking sees only the chunks that have vectors
+        total = self.store.documents.chunk_count()
+        share = min(1.0, self.store.vectors.count() / total) if total else 1.0
 
         def rank(pool: int) -> tuple[list[tuple[float, int, Parts, int]], bool]:
             keyword_rows = self.store.documents.keyword_search(parsed, pool, where)
             ef = None if ef_search is None else max(ef_search, pool)
             nearest = self.index.nearest(vector, pool, allowed, ef)
             fused = reciprocal_rank_fusion(
-                [("bm25", [(row.chunk_id, row.bm25) for row in keyword_rows]), ("vector", nearest)]
+                [("bm25", [(row.chunk_id, row.bm25) for row in keyword_rows]), ("vector", nearest)],
+                coverage={"vector": share},
             )
             priors = {row.chunk_id: row.human_relevance_score for row in keyword_rows}
             documents = {row.chunk_id: row.document_id for row in keyword_rows}

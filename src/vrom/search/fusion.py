@@ -7,7 +7,7 @@ than ``k``: a few long documents can fill a pool with their chunks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 RRF_K = 60
@@ -58,16 +58,24 @@ def widen(rank: Callable[[int], tuple[list[T], bool]], k: int, pool: int) -> lis
 
 def reciprocal_rank_fusion(
     rankings: Sequence[tuple[str, Sequence[tuple[K, float]]]],
+    coverage: Mapping[str, float] | None = None,
 ) -> dict[K, dict[str, float]]:
     """Return each candidate's score parts: its score in every named ranking, and ``rrf``.
 
     ``rankings`` are (name, [(candidate, score), ...] best first); ``rrf`` sums
     ``1 / (RRF_K + rank)`` over the rankings the candidate is in.
+
+    ``coverage`` names a ranking that saw only a share of the candidates (vectors of a store
+    still being embedded) and that share, in (0, 1]: its rank ``r`` counts as ``r / share``,
+    the rank the candidate would expect among them all. So the best of the 1% of chunks that
+    have vectors weighs like a rank-100 hit, not like the best of the whole store, and fusion
+    moves smoothly from keyword alone towards full hybrid as vectors arrive.
     """
     fused: dict[K, dict[str, float]] = {}
     for name, ranking in rankings:
+        share = 1.0 if coverage is None else min(1.0, max(coverage.get(name, 1.0), 1e-6))
         for rank, (candidate, score) in enumerate(ranking, start=1):
             parts = fused.setdefault(candidate, {})
             parts[name] = score
-            parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
+            parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank / share)
     return fused
