@@ -123,3 +123,25 @@ def test_note_names_are_safe_and_unique() -> None:
     assert len({n.lower() for n in names}) == 5
     assert all("/" not in n and not n.startswith(".") for n in names)
     assert beir.note_text("A  title\n", "Body.") == "# A title\n\nBody.\n"
+
+
+def test_partial_vectors_benchmark_runs_on_a_tiny_dataset(tmp_path: Path) -> None:
+    dataset = _write_dataset(tmp_path / "tiny")
+    out = tmp_path / "partial.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parents[1] / "bench" / "partial_vectors.py"),
+            *("--dataset", str(dataset), "--split", "test", "--shares", "0.5,1"),
+            *("--embedder", "fake", "--out", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    numbers = json.loads(out.read_text())
+    assert set(numbers["shares"]) == {"0.5", "1.0"} and numbers["queries"] == 3
+    for row in numbers["shares"].values():
+        assert 0 <= row["keyword_ndcg10"] <= 1 and 0 <= row["hybrid_ndcg10"] <= 1
+    assert "hybrid" in result.stdout

@@ -98,6 +98,13 @@ def test_a_ranking_over_part_of_the_candidates_counts_its_ranks_as_expected_glob
     assert full == reciprocal_rank_fusion(rankings), "complete vectors: plain fusion"
 
 
+def test_a_candidate_a_ranking_could_not_see_stands_in_with_another_rank() -> None:
+    rankings = [("bm25", [("a", 9.0), ("b", 5.0)]), ("vector", [("b", 0.9)])]
+    fused = reciprocal_rank_fusion(rankings, unseen={"vector": {"a": 1}})
+    assert fused["a"] == {"bm25": 9.0, "rrf": pytest.approx(2 / 61)}, "no vector part invented"
+    assert fused["b"]["rrf"] == pytest.approx(1 / 62 + 1 / 61)
+
+
 def test_hybrid_on_a_barely_embedded_store_leans_on_keyword(tmp_path: Path) -> None:
     notes = {f"n{i:03d}.md": f"# Note {i}\n\nplain words number {i}\n" for i in range(100)}
     notes["target.md"] = "# Target\n\nthe zebra crossing near the station\n"

@@ -338,14 +338,26 @@ class Corpus:
         # while embedding runs, the vector ranking sees only the chunks that have vectors
         total = self.store.documents.chunk_count()
         share = min(1.0, self.store.vectors.count() / total) if total else 1.0
+        allowed_set = None if allowed is None else set(allowed)
 
         def rank(pool: int) -> tuple[list[tuple[float, int, Parts, int]], bool]:
             keyword_rows = self.store.documents.keyword_search(parsed, pool, where)
             ef = None if ef_search is None else max(ef_search, pool)
             nearest = self.index.nearest(vector, pool, allowed, ef)
+            keyword_ranks = {row.chunk_id: rank for rank, row in enumerate(keyword_rows, 1)}
+            unseen = {}
+            if share < 1:  # a keyword hit without a vector yet stands in with its keyword rank
+                seeable = [i for i in keyword_ranks if allowed_set is None or i in allowed_set]
+                have = (
+                    {i for i, _ in self.index.nearest(vector, len(seeable), seeable, None)}
+                    if seeable
+                    else set()
+                )
+                unseen = {"vector": {i: r for i, r in keyword_ranks.items() if i not in have}}
             fused = reciprocal_rank_fusion(
                 [("bm25", [(row.chunk_id, row.bm25) for row in keyword_rows]), ("vector", nearest)],
                 coverage={"vector": share},
+                unseen=unseen,
             )
             priors = {row.chunk_id: row.human_relevance_score for row in keyword_rows}
             documents = {row.chunk_id: row.document_id for row in keyword_rows}

@@ -59,6 +59,7 @@ def widen(rank: Callable[[int], tuple[list[T], bool]], k: int, pool: int) -> lis
 def reciprocal_rank_fusion(
     rankings: Sequence[tuple[str, Sequence[tuple[K, float]]]],
     coverage: Mapping[str, float] | None = None,
+    unseen: Mapping[str, Mapping[K, int]] | None = None,
 ) -> dict[K, dict[str, float]]:
     """Return each candidate's score parts: its score in every named ranking, and ``rrf``.
 
@@ -70,6 +71,10 @@ def reciprocal_rank_fusion(
     the rank the candidate would expect among them all. So the best of the 1% of chunks that
     have vectors weighs like a rank-100 hit, not like the best of the whole store, and fusion
     moves smoothly from keyword alone towards full hybrid as vectors arrive.
+
+    ``unseen`` names, for a ranking, candidates it could not see (chunks with no vector yet)
+    and a rank to count for them instead (their rank in another ranking), so a candidate is
+    neither helped nor hurt by a vector it does not have yet: no score part is added for them.
     """
     fused: dict[K, dict[str, float]] = {}
     for name, ranking in rankings:
@@ -78,4 +83,8 @@ def reciprocal_rank_fusion(
             parts = fused.setdefault(candidate, {})
             parts[name] = score
             parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank / share)
+    for stand_ins in (unseen or {}).values():
+        for candidate, rank in stand_ins.items():
+            parts = fused.setdefault(candidate, {})
+            parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
     return fused
