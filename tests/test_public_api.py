@@ -66,7 +66,16 @@ def test_errors_form_one_tree() -> None:
 
 
 def test_import_vrom_stays_light() -> None:
-    heavy = ["rich", "numpy", "onnxruntime", "tokenizers", "httpx", "mcp", "usearch"]
+    heavy = [
+        "rich",
+        "numpy",
+        "onnxruntime",
+        "tokenizers",
+        "httpx",
+        "mcp",
+        "usearch",
+        "cryptography",
+    ]
     code = f"import sys, vrom; print([m for m in {heavy!r} if m in sys.modules])"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
