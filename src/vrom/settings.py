@@ -75,8 +75,12 @@ def cache_dir() -> str | None:
 
 
 def trusted_keys() -> list[str]:
-    """Return ``$VROM_TRUSTED_KEYS`` split at commas and `os.pathsep` (empty when unset)."""
-    text = get(TRUSTED_KEYS_ENV) or ""
+    """Return ``$VROM_TRUSTED_KEYS`` as a list (`key_list`; empty when unset)."""
+    return key_list(get(TRUSTED_KEYS_ENV) or "")
+
+
+def key_list(text: str) -> list[str]:
+    """Return the public keys or ``.pub`` paths in ``text``, split at commas and `os.pathsep`."""
     parts = text.replace(os.pathsep, ",").split(",")
     return [part.strip() for part in parts if part.strip()]
 

@@ -358,7 +358,7 @@ class VromCache:
         signed_by = check_signature(what, raw, signature, self.trusted_keys)
         if signed_by is None:
             message = unverified_message(what, signature)
-            logger.warning(message)
+            logger.info(message)  # a warning, once per message, through `warnings`
             # blame the caller of VromCache.pull (pull → _pull_locked → here)
             warnings.warn(message, UnverifiedPackWarning, stacklevel=4)
         return signed_by

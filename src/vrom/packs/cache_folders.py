@@ -203,19 +203,26 @@ def cached_pack(
 def verify_folder(folder: Path, manifest: PackManifest) -> None:
     """Hash every file of ``folder`` against the manifest, then record them in ``verified.json``.
 
-    Each file's modification time is set to the manifest's ``created_at`` before it is hashed, and
-    must be unchanged after: a write during the hash is refused, and one after it changes the
-    time the record holds. Raises `PackError` when a file is missing or does not match.
+    The old record is deleted first, so a file that fails leaves the folder unverified (setting
+    its time again must not make an edited file pass `check_record`). Each file's modification
+    time is set to the manifest's ``created_at`` before it is hashed, and must be unchanged after:
+    a write during the hash is refused, and one after it changes the time the record holds.
+    Raises `PackError` when a file is missing or does not match.
     """
+    record_path = folder / RECORD_NAME
+    try:  # unverified from here on: a failed or interrupted check leaves no record behind
+        record_path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise PackError(f"cannot remove {record_path}: {exc.strerror or exc}") from exc
     stamp = _created_ns(manifest.created_at)
     files: dict[str, dict[str, int]] = {}
     for file in manifest.files.values():
-        path = folder / file.path
+        data_path = folder / file.path
         try:
-            os.utime(path, ns=(path.stat().st_atime_ns, stamp))
+            os.utime(data_path, ns=(data_path.stat().st_atime_ns, stamp))
         except OSError as exc:
             raise PackError(f"pack {manifest.vrom_id}: {file.path} is missing") from exc
-        files[file.path] = _stat(path)
+        files[file.path] = _stat(data_path)
     manifest.verify(folder)
     for name, seen in files.items():
         if _stat(folder / name) != seen:
@@ -224,13 +231,12 @@ def verify_folder(folder: Path, manifest: PackManifest) -> None:
         "manifest_sha256": bytes_sha256((folder / MANIFEST_NAME).read_bytes()),
         "files": files,
     }
-    path = folder / RECORD_NAME
     temporary = folder / f".{RECORD_NAME}.{os.getpid()}.tmp"
     try:
         temporary.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        os.replace(temporary, path)
+        os.replace(temporary, record_path)
     except OSError as exc:
-        raise PackError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        raise PackError(f"cannot write {record_path}: {exc.strerror or exc}") from exc
 
 
 def check_record(pack: CachedPack) -> None:
