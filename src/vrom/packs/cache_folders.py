@@ -253,7 +253,8 @@ def check_record(pack: CachedPack) -> None:
         files = record["files"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise PackError(
-            f"{what} has no readable verification record ({RECORD_NAME}): {fix}"
+            f"{what} is not marked verified ({RECORD_NAME} is missing or unreadable: a check "
+            f"failed, or an older vrom pulled it): {fix}"
         ) from exc
     try:
         manifest_raw = (pack.directory / MANIFEST_NAME).read_bytes()
