@@ -320,7 +320,9 @@ def _info(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"{entry.id} {entry.version}: {entry.name}\n{entry.description}\n")
     out.write(f"{entry.vectors:,} vectors of {entry.dimensions} d ({entry.model}), ")
     out.write(f"{entry.size_mb:.1f} MB, {'cached' if manifest else 'not cached'}\n")
-    out.write(f"signed by key {entry.key_id}\n" if entry.key_id else "unsigned\n")
+    out.write(
+        f"signed by key {entry.key_id} (as the registry says)\n" if entry.key_id else "unsigned\n"
+    )
     if manifest is not None:
         out.write(f"built {manifest.created_at}, corpus {manifest.corpus_hash}\n")
     return 0
