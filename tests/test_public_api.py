@@ -38,6 +38,7 @@ def test_exported_members_are_pinned() -> None:
             "SimilarNote",
             "StorageError",
             "ToolResult",
+            "UnverifiedPackWarning",
             "ValidationError",
             "Vault",
             "VaultStats",

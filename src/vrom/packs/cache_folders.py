@@ -220,8 +220,12 @@ def verify_folder(folder: Path, manifest: PackManifest) -> None:
         data_path = folder / file.path
         try:
             os.utime(data_path, ns=(data_path.stat().st_atime_ns, stamp))
-        except OSError as exc:
+        except FileNotFoundError as exc:
             raise PackError(f"pack {manifest.vrom_id}: {file.path} is missing") from exc
+        except OSError as exc:
+            raise PackError(
+                f"pack {manifest.vrom_id}: cannot check {file.path}: {exc.strerror or exc}"
+            ) from exc
         files[file.path] = _stat(data_path)
     manifest.verify(folder)
     for name, seen in files.items():
