@@ -18,10 +18,12 @@ def _isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     Vaults are keyword-only unless a test asks for an embedder (subprocesses inherit this):
     the keyword suites pin keyword behaviour, the vector suites pass the fake or real model.
+    No pack keys are trusted unless a test sets them (the developer's shell may).
     """
     monkeypatch.setenv("VROM_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("VROM_EMBEDDER", "none")
     monkeypatch.delenv("VROM_VAULT", raising=False)
+    monkeypatch.delenv("VROM_TRUSTED_KEYS", raising=False)
 
 
 @pytest.fixture

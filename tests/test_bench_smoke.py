@@ -76,6 +76,8 @@ def test_pack_mount_benchmark_runs_on_a_small_pack(tmp_path: Path) -> None:
     assert numbers["chunks"] == 300
     assert numbers["mount_from_cache"]["results"] == 10
     assert numbers["mount_from_cache"]["first_answer_s"] > 0
+    assert numbers["mount_from_cache_verify"]["results"] == 10
+    assert "the stat check" in stdout
     assert numbers["default_model_load_s"] > 0
     assert "first answer with the default model" in stdout
 

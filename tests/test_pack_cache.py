@@ -34,9 +34,12 @@ from vrom.packs.manifest import (
     RegistryEntry,
     file_sha256,
 )
+from vrom.packs.signing import UnverifiedPackWarning
 
 STORE_SIZE = 300_000
 INDEX_SIZE = 140_000
+# the packs here are unsigned and no trusted keys are set: every pull warns (tests/test_pack_signing.py)
+pytestmark = pytest.mark.filterwarnings("ignore::vrom.packs.signing.UnverifiedPackWarning")
 
 
 @pytest.fixture(autouse=True)
@@ -515,8 +518,9 @@ def test_storage_estimate(served: PackServer, tmp_path: Path) -> None:
     cache.pull("beta")
     estimate = cache.storage_estimate()
     manifest_sizes = sum(
-        (tmp_path / "cache" / "packs" / p / v / "manifest.json").stat().st_size
+        (tmp_path / "cache" / "packs" / p / v / name).stat().st_size
         for p, v in (("alpha", "1.0.0"), ("beta", "0.1.0"))
+        for name in ("manifest.json", "verified.json")
     )
     assert estimate.packs == 2
     assert estimate.used_bytes == 2 * (STORE_SIZE + INDEX_SIZE) + manifest_sizes
@@ -526,7 +530,12 @@ def test_storage_estimate(served: PackServer, tmp_path: Path) -> None:
     assert pack.directory.exists()
 
 
-def test_no_warnings_on_a_normal_pull(served: PackServer, tmp_path: Path) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+def test_an_unsigned_pull_warns_only_that_it_is_unsigned(
+    served: PackServer, tmp_path: Path
+) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         new_cache(served, tmp_path).pull("alpha")
+    assert [(w.category, str(w.message).split(":")[0]) for w in caught] == [
+        (UnverifiedPackWarning, "pack alpha 1.0.0 is not signed")
+    ]

@@ -23,6 +23,8 @@ from vrom.packs.cache import PullProgress, VromCache
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_VAULT = REPO / "examples" / "vault"
+# unsigned packs with no trusted keys: each pull warns (tests/test_pack_signing.py covers that)
+pytestmark = pytest.mark.filterwarnings("ignore::vrom.packs.signing.UnverifiedPackWarning")
 
 
 def _vrom(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

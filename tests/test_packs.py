@@ -18,6 +18,8 @@ from vrom.results import SearchResult
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_VAULT = REPO / "examples" / "vault"
+# unsigned packs with no trusted keys: each pull warns (tests/test_pack_signing.py covers that)
+pytestmark = pytest.mark.filterwarnings("ignore::vrom.packs.signing.UnverifiedPackWarning")
 
 
 def _corpus(path: Path, rows: list[dict[str, str]]) -> Path:
@@ -308,7 +310,9 @@ def test_a_pack_store_is_never_written(memory: AgentMemory) -> None:
         "index.usearch",
         "manifest.json",
         "store.db",
+        "verified.json",
     ], "no -wal, -shm or graph cache beside it"
+    assert memory.mount("handbook").ready, "reading left the files as verified (same mtimes)"
 
 
 def test_beir_corpus_pack(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ def test_exported_members_are_pinned() -> None:
             "SimilarNote",
             "StorageError",
             "ToolResult",
+            "UnverifiedPackWarning",
             "ValidationError",
             "Vault",
             "VaultStats",
@@ -66,7 +67,16 @@ def test_errors_form_one_tree() -> None:
 
 
 def test_import_vrom_stays_light() -> None:
-    heavy = ["rich", "numpy", "onnxruntime", "tokenizers", "httpx", "mcp", "usearch"]
+    heavy = [
+        "rich",
+        "numpy",
+        "onnxruntime",
+        "tokenizers",
+        "httpx",
+        "mcp",
+        "usearch",
+        "cryptography",
+    ]
     code = f"import sys, vrom; print([m for m in {heavy!r} if m in sys.modules])"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -81,6 +81,7 @@ __all__ = [
     "SimilarNote",
     "StorageError",
     "ToolResult",
+    "UnverifiedPackWarning",
     "ValidationError",
     "Vault",
     "VaultStats",
@@ -94,7 +95,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """Return AgentMemory or VectorDB, imported on first use: `import vrom` loads no numpy."""
+    """Return AgentMemory, VromCache, UnverifiedPackWarning or VectorDB, imported on first use:
+    `import vrom` loads no numpy."""
     if name == "AgentMemory":
         from vrom.agent_memory import AgentMemory
 
@@ -103,6 +105,10 @@ def __getattr__(name: str) -> object:
         from vrom.packs.cache import VromCache
 
         return VromCache
+    if name == "UnverifiedPackWarning":
+        from vrom.packs.signing import UnverifiedPackWarning
+
+        return UnverifiedPackWarning
     if name == "VectorDB":
         from vrom.vectordb import VectorDB
 

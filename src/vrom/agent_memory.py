@@ -28,6 +28,7 @@ from vrom.errors import ModelError, PackError, StorageError, ValidationError
 from vrom.index.hnsw import HnswIndex
 from vrom.packs.cache import CachedPack, PullProgress, StorageEstimate, VromCache
 from vrom.packs.manifest import PackManifest, RegistryEntry
+from vrom.packs.signing import PublicKey, load_trusted_keys
 from vrom.results import Hit, MountStatus, SearchResult
 from vrom.search.context import (
     RELATIVE_CUTOFF,
@@ -71,10 +72,13 @@ class AgentMemory:
         *,
         embedder: Embedder | None = None,
         http_client: Any = None,
+        trusted_keys: Sequence[str | PublicKey] | None = None,
     ) -> None:
         """``embedder``: a model to use for packs built with it (besides the ones vrom ships:
         the default model and the fake one). ``http_client``: an ``httpx.Client`` for the
-        registry and downloads (proxies, auth)."""
+        registry and downloads (proxies, auth). ``trusted_keys``: publisher keys (public key
+        texts, ``.pub`` paths or `PublicKey`) a pack must be signed by; None reads
+        ``$VROM_TRUSTED_KEYS``, and none at all accepts unsigned packs with a warning."""
         level = logging.getLevelName(log_level.upper())
         if not isinstance(level, int):
             raise ValidationError(
@@ -85,6 +89,8 @@ class AgentMemory:
         self._registry_url = registry_url if registry_url is not None else settings.registry_url()
         self._cache_dir = cache_dir if cache_dir else settings.cache_dir()
         self._http_client = http_client
+        keys = trusted_keys if trusted_keys is not None else settings.trusted_keys()
+        self._trusted_keys = load_trusted_keys(keys)
         self._extra_embedder = embedder
         self._cache: VromCache | None = None
         self._mounted: _Mounted | None = None
@@ -103,7 +109,10 @@ class AgentMemory:
             raise PackError("this AgentMemory was destroyed: make a new one")
         if self._cache is None:
             self._cache = VromCache(
-                self._registry_url, self._cache_dir, http_client=self._http_client
+                self._registry_url,
+                self._cache_dir,
+                http_client=self._http_client,
+                trusted_keys=self._trusted_keys,
             )
 
     def destroy(self) -> None:
@@ -135,6 +144,7 @@ class AgentMemory:
         id_or_uri: str,
         on_progress: Callable[[PullProgress], None] | None = None,
         force_download: bool = False,
+        verify: bool = False,
     ) -> MountStatus:
         """Mount a pack by id (or ``hub://id``): pull it if it is not cached, then open it.
 
@@ -142,6 +152,11 @@ class AgentMemory:
         pack again). The previous pack is unmounted first. A pack whose model is the one already loaded
         mounts without loading a model; one that needs a model not available here is a
         `ModelError` naming it.
+
+        A pull checks the pack's signature (with trusted keys) and every file's SHA-256 before
+        the pack is opened. A cached pack's files are compared with their size and time when
+        verified, a stat each (a file changed since is a `PackError`); ``verify`` hashes them
+        all again.
         """
         cache = self._require_cache()
         if force_download:
@@ -151,7 +166,7 @@ class AgentMemory:
         if force_download or cached is None or cached.version != entry.version:
             pack = cache.pull(entry, on_progress=on_progress, force_download=force_download)
         else:
-            pack = cache.load_index(entry.id)
+            pack = cache.load_index(entry.id, verify=verify)
         embedder = self._embedder_for(pack.manifest)
         try:
             store = open_store(pack.store_path, read_only=True)

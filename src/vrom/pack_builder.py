@@ -5,6 +5,10 @@ collection), embeds every chunk, builds the HNSW graph, then writes a compact co
 (``VACUUM INTO``), the graph file and the manifest with each file's size and SHA-256. Publishing
 copies the pack to ``<registry>/<id>/<version>/`` and adds or replaces its entry in
 ``registry.json``; both write through temporary names, so a reader never sees half a pack.
+
+Either can sign the manifest with a publisher's key (``sign_key``, a ``.key`` file from
+`vrom.packs.signing.generate_key_pair`): the detached signature goes beside the manifest as
+``manifest.json.sig``, and the registry entry names it with the signing key's id.
 """
 
 from __future__ import annotations
@@ -36,7 +40,14 @@ from vrom.packs.manifest import (
     PackFile,
     PackManifest,
     RegistryEntry,
+    bytes_sha256,
     file_sha256,
+)
+from vrom.packs.signing import (
+    SIGNATURE_NAME,
+    ManifestSignature,
+    SigningKey,
+    check_own_signature,
 )
 from vrom.store import Store, open_store
 from vrom.vault import Vault
@@ -81,10 +92,12 @@ def build_pack(
     tags: Sequence[str] = (),
     url_base: str | None = None,
     progress: Progress | None = None,
+    sign_key: str | os.PathLike[str] | None = None,
 ) -> PackManifest:
     """Build the pack ``pack_id`` ``version`` from ``source`` into ``out_dir``; return its manifest.
 
-    ``out_dir`` must not exist or be empty; the pack appears there only when complete.
+    ``out_dir`` must not exist or be empty; the pack appears there only when complete. With
+    ``sign_key`` (a ``.key`` file, loaded before anything is built), the manifest is signed.
     """
     if not PACK_ID.match(pack_id):
         raise ValidationError(
@@ -97,6 +110,7 @@ def build_pack(
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ValidationError(f"{target} exists and is not an empty folder")
     kind = detect_source(source)
+    signer = SigningKey.load(sign_key) if sign_key is not None else None
     with tempfile.TemporaryDirectory(prefix="vrom-pack-") as scratch:
         work = Path(scratch)
         store_file = _index_source(kind, work, pack_id, embedder, progress)
@@ -118,6 +132,9 @@ def build_pack(
             },
             progress=progress,
         )
+        if signer is not None:
+            signature = signer.sign((staging / MANIFEST_NAME).read_bytes())
+            (staging / SIGNATURE_NAME).write_bytes(signature.to_bytes())
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists():
             target.rmdir()
@@ -297,11 +314,18 @@ def publish_pack(
     *,
     base_url: str | None = None,
     official: bool = False,
+    sign_key: str | os.PathLike[str] | None = None,
 ) -> RegistryEntry:
-    """Copy a built pack into a registry folder and add or replace its entry; return the entry."""
+    """Copy a built pack into a registry folder and add or replace its entry; return the entry.
+
+    With ``sign_key`` the published manifest is signed with it (replacing a signature the pack
+    has); without, a signature the pack has is published if it still matches the manifest.
+    """
     source = Path(pack_dir).expanduser()
     manifest = PackManifest.read(source)
     manifest.verify(source)
+    manifest_raw = (source / MANIFEST_NAME).read_bytes()
+    signature = _signature(source, manifest_raw, manifest, sign_key)
     registry = Path(registry_dir).expanduser()
     relative = f"{manifest.vrom_id}/{manifest.version}"
     target = registry / manifest.vrom_id / manifest.version
@@ -312,7 +336,9 @@ def publish_pack(
     try:
         for file in [*manifest.files.values()]:
             shutil.copyfile(source / file.path, staging / file.path)
-        shutil.copyfile(source / MANIFEST_NAME, staging / MANIFEST_NAME)
+        (staging / MANIFEST_NAME).write_bytes(manifest_raw)
+        if signature is not None:
+            (staging / SIGNATURE_NAME).write_bytes(signature.to_bytes())
         manifest.verify(staging)
         if target.exists():
             shutil.rmtree(target)
@@ -341,10 +367,34 @@ def publish_pack(
             "manifest": url(MANIFEST_NAME),
             "index": url(manifest.files["index"].path),
             "chunks": url(manifest.files["store"].path),
+            **({"signature": url(SIGNATURE_NAME)} if signature is not None else {}),
         },
+        manifest_sha256=bytes_sha256(manifest_raw),
+        key_id=signature.key_id if signature is not None else "",
     )
     _update_registry(registry / REGISTRY_NAME, entry)
     return entry
+
+
+def _signature(
+    source: Path,
+    manifest_raw: bytes,
+    manifest: PackManifest,
+    sign_key: str | os.PathLike[str] | None,
+) -> ManifestSignature | None:
+    """Return the signature to publish: a new one with ``sign_key``, else the pack's own, if any."""
+    what = f"pack {manifest.vrom_id} {manifest.version} in {source}"
+    if sign_key is not None:
+        return SigningKey.load(sign_key).sign(manifest_raw)
+    try:
+        raw = (source / SIGNATURE_NAME).read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PackError(f"cannot read {source / SIGNATURE_NAME}: {exc}") from exc
+    signature = ManifestSignature.from_bytes(raw, what)
+    check_own_signature(what, manifest_raw, signature)
+    return signature
 
 
 def _update_registry(path: Path, entry: RegistryEntry) -> None:

@@ -22,6 +22,9 @@ REGISTRY_URL_ENV = "VROM_REGISTRY_URL"
 """The knowledge-pack registry (a URL, a file:// URL or a path)."""
 CACHE_DIR_ENV = "VROM_CACHE_DIR"
 """Where pulled knowledge packs are cached (default: the user cache dir)."""
+TRUSTED_KEYS_ENV = "VROM_TRUSTED_KEYS"
+"""Publisher keys a pack must be signed by: public keys or ``.pub`` paths, split at commas or
+`os.pathsep`; set, an unsigned or otherwise signed pack is refused."""
 MCP_TOKEN_ENV = "VROM_MCP_TOKEN"
 """The bearer token of the MCP server's HTTP transport."""
 NO_COLOR_ENV = "NO_COLOR"
@@ -69,6 +72,17 @@ def registry_url() -> str | None:
 def cache_dir() -> str | None:
     """Return ``$VROM_CACHE_DIR``."""
     return get(CACHE_DIR_ENV)
+
+
+def trusted_keys() -> list[str]:
+    """Return ``$VROM_TRUSTED_KEYS`` as a list (`key_list`; empty when unset)."""
+    return key_list(get(TRUSTED_KEYS_ENV) or "")
+
+
+def key_list(text: str) -> list[str]:
+    """Return the public keys or ``.pub`` paths in ``text``, split at commas and `os.pathsep`."""
+    parts = text.replace(os.pathsep, ",").split(",")
+    return [part.strip() for part in parts if part.strip()]
 
 
 def mcp_token() -> str | None:

@@ -1,10 +1,16 @@
-"""``vrom pack build|publish|list|pull|info|evict`` and ``vrom search --pack``: knowledge packs."""
+"""``vrom pack build|publish|list|pull|info|verify|evict|keygen`` and ``vrom search --pack``.
+
+A warning the SDK gives while a command runs (an unsigned pack, a stale registry copy) is
+printed as one ``vrom: warning:`` line on stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -15,9 +21,14 @@ from vrom.cli.progress import stderr_console
 from vrom.cli.vault_options import announce_text
 from vrom.embed import Embedder, resolve_embedder
 from vrom.errors import ValidationError
-from vrom.settings import REGISTRY_URL_ENV
+from vrom.settings import REGISTRY_URL_ENV, TRUSTED_KEYS_ENV
 
 REGISTRY_HELP = f"the registry: a URL, file:// URL or path (default: ${REGISTRY_URL_ENV})"
+TRUSTED_HELP = (
+    "public keys or .pub files a pack must be signed by, split by commas "
+    f"(default: ${TRUSTED_KEYS_ENV}; with none, unsigned packs are accepted with a warning)"
+)
+SIGN_HELP = "sign the manifest with this private key file (from 'vrom pack keygen')"
 
 
 def add_pack_commands(commands: Any) -> None:
@@ -39,7 +50,7 @@ def add_pack_commands(commands: Any) -> None:
         options: tuple[str, ...] = ("json",),
     ) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=_warning_lines(handler))
         add_global_options(sub, options)
         leaves.append(sub)
         return sub
@@ -58,17 +69,20 @@ def add_pack_commands(commands: Any) -> None:
     sub.add_argument("--tags", default="", help="comma-separated tags")
     sub.add_argument("--url-base", default=None, help="URL each document's path is appended to")
     sub.add_argument("--out", default=None, help="output folder (default: ./ID-VERSION)")
+    sub.add_argument("--sign", metavar="KEY", default=None, help=SIGN_HELP)
 
     sub = action("publish", _publish, "Copy a built pack into a registry folder and list it.")
     sub.add_argument("pack_dir", metavar="PACK_DIR")
     sub.add_argument("registry_dir", metavar="REGISTRY_DIR")
     sub.add_argument("--base-url", default=None, help="write absolute file URLs under this URL")
     sub.add_argument("--official", action="store_true", help="mark the entry as official")
+    sub.add_argument("--sign", metavar="KEY", default=None, help=SIGN_HELP)
 
     for name, handler, text in (
         ("list", _list, "List the packs in the registry (and which are cached)."),
         ("pull", _pull, "Download a pack into the cache (verified before it is used)."),
         ("info", _info, "Show a pack's registry entry and, if cached, its manifest."),
+        ("verify", _verify, "Hash a cached pack's files again and check its signature."),
         ("evict", _evict, "Remove a pack from the cache."),
     ):
         sub = action(name, handler, text)
@@ -77,11 +91,43 @@ def add_pack_commands(commands: Any) -> None:
             sub.add_argument("pack", metavar="ID", help="a pack id (or hub://id)")
         if name == "pull":
             sub.add_argument("--force", action="store_true", help="download again")
+        if name in ("pull", "verify"):
+            sub.add_argument("--trusted-keys", metavar="KEYS", default=None, help=TRUSTED_HELP)
+
+    sub = action(
+        "keygen", _keygen, "Make a publisher key pair: NAME.key (private) and NAME.pub (public)."
+    )
+    sub.add_argument("--out", default=".", help="the folder to write them in (default: .)")
+    sub.add_argument("--name", default="publisher", help="the files' name (default: publisher)")
     # every action's options in 'vrom pack --help', so one page shows them all
     pack.epilog = "usage of each action:\n" + "".join(
         "  " + leaf.format_usage().removeprefix("usage: ").replace("\n     ", "\n")
         for leaf in leaves
     )
+
+
+def _warning_lines(
+    handler: Callable[[argparse.Namespace, TextIO], int],
+) -> Callable[[argparse.Namespace, TextIO], int]:
+    """Return ``handler`` printing each warning it raises as one ``vrom: warning:`` line."""
+
+    def run(args: argparse.Namespace, out: TextIO) -> int:
+        with _warnings_on_stderr():
+            return handler(args, out)
+
+    return run
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            label = styler(sys.stderr)("warning:", "yellow")
+            for warning in caught:
+                sys.stderr.write(f"vrom: {label} {warning.message}\n")
 
 
 def _embedder(args: argparse.Namespace) -> Embedder:
@@ -111,6 +157,7 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
         tags=[t.strip() for t in args.tags.split(",") if t.strip()],
         url_base=args.url_base,
         progress=progress,
+        sign_key=args.sign,
     )
     if sys.stderr.isatty():
         sys.stderr.write("\n")
@@ -120,7 +167,8 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
         size = sum(f.size for f in manifest.files.values()) / 1e6
         out.write(
             f"built {manifest.vrom_id} {manifest.version} in {target}: {manifest.total_chunks} "
-            f"chunks, {manifest.vector_count} vectors ({manifest.model}), {size:.1f} MB\n"
+            f"chunks, {manifest.vector_count} vectors ({manifest.model}), {size:.1f} MB"
+            + (", signed\n" if args.sign else "\n")
         )
     return 0
 
@@ -129,21 +177,53 @@ def _publish(args: argparse.Namespace, out: TextIO) -> int:
     from vrom.pack_builder import publish_pack
 
     entry = publish_pack(
-        args.pack_dir, args.registry_dir, base_url=args.base_url, official=args.official
+        args.pack_dir,
+        args.registry_dir,
+        base_url=args.base_url,
+        official=args.official,
+        sign_key=args.sign,
     )
     if args.json:
         print_json(entry.to_dict(), out)
     else:
-        out.write(f"published {entry.id} {entry.version} to {args.registry_dir}\n")
+        signed = f", signed by key {entry.key_id}" if entry.key_id else ", unsigned"
+        out.write(f"published {entry.id} {entry.version} to {args.registry_dir}{signed}\n")
+    return 0
+
+
+def _keygen(args: argparse.Namespace, out: TextIO) -> int:
+    from vrom.packs.signing import generate_key_pair
+
+    pair = generate_key_pair(args.out, args.name)
+    if args.json:
+        print_json(
+            {
+                "key_id": pair.public_key.key_id,
+                "public_key": pair.public_key.text,
+                "private_key_file": str(pair.private_path),
+                "public_key_file": str(pair.public_path),
+            },
+            out,
+        )
+        return 0
+    out.write(
+        f"wrote {pair.private_path} (private: keep it secret, sign with --sign) and "
+        f"{pair.public_path}\nkey id {pair.public_key.key_id}, public key "
+        f"{pair.public_key.text}\nreaders trust it with: "
+        f"export {TRUSTED_KEYS_ENV}={pair.public_key.text}\n"
+    )
     return 0
 
 
 def _cache(args: argparse.Namespace) -> Any:
-    """Return the pack cache of ``--registry`` (else ``$VROM_REGISTRY_URL``) and ``$VROM_CACHE_DIR``."""
+    """Return the pack cache of ``--registry`` (else ``$VROM_REGISTRY_URL``), ``$VROM_CACHE_DIR``
+    and ``--trusted-keys`` (else ``$VROM_TRUSTED_KEYS``)."""
     from vrom.packs.cache import VromCache
 
     registry = args.registry if args.registry is not None else settings.registry_url()
-    return VromCache(registry, settings.cache_dir())
+    given = getattr(args, "trusted_keys", None)
+    keys = settings.key_list(given) if given is not None else settings.trusted_keys()
+    return VromCache(registry, settings.cache_dir(), trusted_keys=keys)
 
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:
@@ -186,9 +266,42 @@ def _pull(args: argparse.Namespace, out: TextIO) -> int:
     else:
         pack = cache.pull(entry, force_download=args.force)
     if args.json:
-        print_json({"id": pack.id, "version": pack.version, "directory": str(pack.directory)}, out)
+        print_json(
+            {
+                "id": pack.id,
+                "version": pack.version,
+                "directory": str(pack.directory),
+                "signed_by": pack.signed_by,
+            },
+            out,
+        )
     else:
-        out.write(f"{pack.id} {pack.version} is cached in {pack.directory}\n")
+        signed = f" (signed by trusted key {pack.signed_by})" if pack.signed_by else ""
+        out.write(f"{pack.id} {pack.version} is cached in {pack.directory}{signed}\n")
+    return 0
+
+
+def _verify(args: argparse.Namespace, out: TextIO) -> int:
+    pack = _cache(args).verify(args.pack)
+    files = len(pack.manifest.files)
+    if args.json:
+        print_json(
+            {
+                "id": pack.id,
+                "version": pack.version,
+                "files": files,
+                "verified": True,
+                "signed_by": pack.signed_by,
+            },
+            out,
+        )
+        return 0
+    signed = (
+        f"; signed by trusted key {pack.signed_by}"
+        if pack.signed_by
+        else f" (no trusted keys set: its signature, if any, was not checked; see {TRUSTED_KEYS_ENV})"
+    )
+    out.write(f"{pack.id} {pack.version}: {files} files match their SHA-256{signed}\n")
     return 0
 
 
@@ -207,6 +320,9 @@ def _info(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"{entry.id} {entry.version}: {entry.name}\n{entry.description}\n")
     out.write(f"{entry.vectors:,} vectors of {entry.dimensions} d ({entry.model}), ")
     out.write(f"{entry.size_mb:.1f} MB, {'cached' if manifest else 'not cached'}\n")
+    out.write(
+        f"signed by key {entry.key_id} (as the registry says)\n" if entry.key_id else "unsigned\n"
+    )
     if manifest is not None:
         out.write(f"built {manifest.created_at}, corpus {manifest.corpus_hash}\n")
     return 0
@@ -225,7 +341,7 @@ def search_pack(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``vrom search --pack ID QUERY``: mount the pack (pulling it if needed) and search."""
     from vrom.agent_memory import AgentMemory
 
-    with AgentMemory(registry_url=args.registry) as memory:
+    with _warnings_on_stderr(), AgentMemory(registry_url=args.registry) as memory:
         memory.init()
         status = memory.mount(args.pack)
         announce_text(f"pack {status.active_vrom} {status.version}")

@@ -4,11 +4,17 @@
 and where their files live, and keeps the pulled packs in the folders `vrom.packs.cache_folders`
 lays out (docs/packs.md).
 
-A pull downloads the manifest, then each file it names into the partial folder (resuming a
-file left there by an interrupted pull with an HTTP ``Range`` request), checks every file's size
-and SHA-256 against the manifest, and only then renames the folder into place, so a pack folder
-that exists has been verified. A size or hash mismatch deletes the partial folder (a corrupt
-partial must not be resumed forever) and leaves the previous good version in place.
+A pull downloads the manifest and its signature, checks the manifest against the registry's
+``manifest_sha256`` and, when trusted keys are given, the signature against them
+(`vrom.packs.signing`; an unsigned pack or one signed by another key is refused here, before any
+file is fetched; with no trusted keys it is accepted with an `UnverifiedPackWarning`). Then it
+downloads each file the manifest names into the partial folder (resuming a file left there by an
+interrupted pull with an HTTP ``Range`` request), checks every file's size and SHA-256 against
+the manifest, records them (`verify_folder`), and only then renames the folder into place, so a
+pack folder that exists has been verified. A size or hash mismatch deletes the partial folder (a
+corrupt partial must not be resumed forever) and leaves the previous good version in place.
+Loading a cached pack compares its files with that record (`check_record`) and, with trusted
+keys, checks its signature again; ``verify=True`` hashes every file again.
 
 Registries and packs can be served over ``https://``/``http://`` (needs httpx, the ``remote``
 extra, imported only then) or read from ``file://`` URLs and plain paths, which are copied with
@@ -20,10 +26,12 @@ Two processes pulling the same pack take turns on the pack's lock file.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import logging
 import os
 import shutil
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
@@ -32,13 +40,16 @@ import platformdirs
 
 from vrom.errors import PackError, ValidationError
 from vrom.packs.cache_folders import (
+    RECORD_NAME,
     CachedPack,
     CacheFolders,
     StorageEstimate,
     cached_pack,
     check_folder,
+    check_record,
     install,
     remove_others,
+    verify_folder,
 )
 from vrom.packs.manifest import (
     MANIFEST_NAME,
@@ -46,6 +57,7 @@ from vrom.packs.manifest import (
     PackManifest,
     Registry,
     RegistryEntry,
+    bytes_sha256,
 )
 from vrom.packs.registry import (
     MAX_JSON_BYTES,
@@ -53,6 +65,15 @@ from vrom.packs.registry import (
     parse_json,
     parse_pack_ref,
     registry_location,
+)
+from vrom.packs.signing import (
+    MAX_SIGNATURE_BYTES,
+    SIGNATURE_NAME,
+    PublicKey,
+    UnverifiedPackWarning,
+    check_signature,
+    load_trusted_keys,
+    unverified_message,
 )
 from vrom.packs.transfer import PROGRESS_STEP as PROGRESS_STEP  # the pull tests count steps of it
 from vrom.packs.transfer import (
@@ -95,6 +116,7 @@ class VromCache:
         ttl_seconds: float = DEFAULT_TTL,
         http_client: httpx.Client | None = None,
         timeout: float = 30.0,
+        trusted_keys: Iterable[str | PublicKey] = (),
     ) -> None:
         """Point at a registry and a cache folder; nothing is read or fetched yet.
 
@@ -106,8 +128,13 @@ class VromCache:
         on every call. ``http_client`` is used as given (and not closed); otherwise a client with
         ``timeout`` is opened per operation.
 
+        ``trusted_keys``: publisher keys (`PublicKey`, key texts or ``.pub`` paths). With any, a
+        pack must be signed by one of them to be pulled or loaded; with none, packs are checked
+        for integrity only and a pull warns (`UnverifiedPackWarning`).
+
         The environment is not read here: the faces (`vrom.AgentMemory`, ``vrom pack``) pass
-        ``$VROM_REGISTRY_URL`` and ``$VROM_CACHE_DIR`` (`vrom.settings`) when given neither.
+        ``$VROM_REGISTRY_URL``, ``$VROM_CACHE_DIR`` and ``$VROM_TRUSTED_KEYS`` (`vrom.settings`)
+        when given none.
         """
         if ttl_seconds < 0 or timeout <= 0:
             raise ValidationError("ttl_seconds must be ≥ 0 and timeout > 0")
@@ -122,6 +149,7 @@ class VromCache:
         self.ttl_seconds = float(ttl_seconds)
         self.timeout = float(timeout)
         self._http_client = http_client
+        self.trusted_keys = load_trusted_keys(trusted_keys)
         self._registry = PackRegistry(
             self.registry_url,
             self.cache_dir,
@@ -161,17 +189,19 @@ class VromCache:
         pack = self._folders.current(pack_id)
         return pack.manifest if pack else None
 
-    def load_index(self, pack_id: str) -> CachedPack:
+    def load_index(self, pack_id: str, verify: bool = False) -> CachedPack:
         """Return the cached pack's paths and manifest, or raise `PackError` if not cached.
 
-        Every file's size is checked against the manifest on each call (a stat per file); the
-        SHA-256 is checked once, by the pull, before the folder became visible, not on each load.
-        When several versions are cached (a pull stopped before deleting the old one), the
-        newest intact one is used.
+        Every file's size and modification time are compared on each call with those recorded
+        when its SHA-256 was checked (a stat per file): a file changed since, even to the same
+        size, raises `PackError` saying to verify or pull again. With trusted keys, the cached
+        manifest's signature is checked again. ``verify`` re-hashes every file (and records them
+        again when they match). When several versions are cached (a pull stopped before deleting
+        the old one), the newest intact one is used.
         """
         pack = self._folders.current(pack_id)
         if pack is not None:
-            return pack
+            return self._checked(pack, verify)
         name, version = parse_pack_ref(pack_id)
         folders = self._folders.version_folders(name, version)
         if folders:
@@ -184,6 +214,15 @@ class VromCache:
                 ) from exc
         wanted = f"{name} {version}" if version else name
         raise PackError(f"pack {wanted!r} is not cached in {self.cache_dir}: pull it first")
+
+    def verify(self, pack_id: str) -> CachedPack:
+        """Hash every file of the cached pack again and check its signature; return the pack.
+
+        Raises `PackError` when a file does not match the manifest (pull it again with
+        ``force_download``); when all do, their sizes and times are recorded again, so a file
+        only touched since its last check loads again.
+        """
+        return self.load_index(pack_id, verify=True)
 
     def evict(self, pack_id: str) -> bool:
         """Delete every cached version and partial download of a pack; return whether any existed."""
@@ -232,26 +271,41 @@ class VromCache:
         pack_dir = self._folders.pack_dir(entry.id)
         target = pack_dir / entry.version
         manifest_url = self._registry.locate(entry.files["manifest"])
+        signature_url = (
+            self._registry.locate(entry.files["signature"]) if "signature" in entry.files else None
+        )
         with Session(self._http_client, self.timeout) as session:
             try:
                 raw = read_bytes(session, manifest_url, MAX_JSON_BYTES)
+                signature = (
+                    read_bytes(session, signature_url, MAX_SIGNATURE_BYTES)
+                    if signature_url
+                    else None
+                )
             except FetchFailed as exc:
                 cached = None if force else self._folders.cached_at(entry.id, entry.version)
                 if cached is None:
                     raise
+                cached = self._checked(cached, verify=False)
                 message = f"cannot fetch the manifest of {entry.id} ({exc}); using the cached copy"
                 logger.warning(message)
                 warnings.warn(message, RuntimeWarning, stacklevel=3)
                 report.done(cached.manifest)
                 return cached
             report.event("manifest", MANIFEST_NAME, len(raw), len(raw))
+            signed_by = self._authenticate(entry, raw, signature)
             manifest = _check_manifest(parse_json(raw, manifest_url), entry, manifest_url)
             if not force:
                 cached = self._folders.cached_at(entry.id, entry.version)
-                if cached is not None and cached.manifest == manifest:
+                if (
+                    cached is not None
+                    and _read_or_none(cached.directory / MANIFEST_NAME) == raw
+                    and _read_or_none(cached.directory / SIGNATURE_NAME) == signature
+                ):
+                    check_record(cached)
                     remove_others(pack_dir, entry.version)
                     report.done(manifest)
-                    return cached
+                    return dataclasses.replace(cached, signed_by=signed_by)
             partial = pack_dir / f".partial-{entry.version}"
             remove_others(pack_dir, entry.version, versions=False, partial=force)
             try:  # a partial folder for another manifest of this version is not resumed
@@ -272,17 +326,68 @@ class VromCache:
                     meter = report.meter(key, file.path, file.size)
                     fetch_file(session, url, partial / file.path, file.size, meter)
                 try:
-                    manifest.verify(partial)
+                    verify_folder(partial, manifest)
                 except PackError as exc:
                     raise Corrupt(f"{exc}; the download was discarded") from exc
             except Corrupt:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
+            try:
+                (partial / SIGNATURE_NAME).unlink(missing_ok=True)
+                if signature is not None:
+                    (partial / SIGNATURE_NAME).write_bytes(signature)
+            except OSError as exc:
+                raise PackError(f"cannot write the signature into {partial}: {exc}") from exc
         install(partial, target)
         remove_others(pack_dir, entry.version)
         logger.info("pulled pack %s %s into %s", entry.id, entry.version, target)
         report.done(manifest)
-        return cached_pack(entry.id, entry.version, target, manifest)
+        return cached_pack(entry.id, entry.version, target, manifest, signed_by)
+
+    def _authenticate(
+        self, entry: RegistryEntry, raw: bytes, signature: bytes | None
+    ) -> str | None:
+        """Return the trusted key that signed the manifest, refusing what trusted keys do not
+        accept; with none, warn that the pack's publisher is not checked."""
+        what = f"pack {entry.id} {entry.version}"
+        if entry.manifest_sha256 and bytes_sha256(raw) != entry.manifest_sha256:
+            raise PackError(
+                f"{what}: its manifest does not match the registry's manifest_sha256 (changed "
+                "after publishing, or the registry is out of date): refused"
+            )
+        signed_by = check_signature(what, raw, signature, self.trusted_keys)
+        if signed_by is None:
+            message = unverified_message(what, signature)
+            logger.info(message)  # a warning, once per message, through `warnings`
+            # blame the caller of VromCache.pull (pull → _pull_locked → here)
+            warnings.warn(message, UnverifiedPackWarning, stacklevel=4)
+        return signed_by
+
+    def _checked(self, pack: CachedPack, verify: bool) -> CachedPack:
+        """Return the cached pack once its files and, with trusted keys, its signature pass."""
+        what = f"cached pack {pack.id} {pack.version}"
+        manifest_raw = _read_or_none(pack.directory / MANIFEST_NAME) or b""
+        try:
+            signed_by = check_signature(
+                what,
+                manifest_raw,
+                _read_or_none(pack.directory / SIGNATURE_NAME),
+                self.trusted_keys,
+            )
+        except PackError as exc:
+            raise PackError(f"{exc}; evict it, or pull a signed copy with --force") from exc
+        if verify:
+            with self._folders.locked(pack.id):
+                try:
+                    verify_folder(pack.directory, pack.manifest)
+                except PackError as exc:
+                    raise PackError(
+                        f"{what} failed verification ({exc}): pull it again with --force "
+                        "(force_download=True)"
+                    ) from exc
+        else:
+            check_record(pack)
+        return dataclasses.replace(pack, signed_by=signed_by)
 
 
 def _check_manifest(data: Any, entry: RegistryEntry, url: str) -> PackManifest:
@@ -296,9 +401,11 @@ def _check_manifest(data: Any, entry: RegistryEntry, url: str) -> PackManifest:
     if {"manifest", "chunks"} & set(manifest.files):
         raise PackError(f"manifest at {url}: 'manifest' and 'chunks' are not file roles")
     names = [file.path for file in manifest.files.values()]
-    if MANIFEST_NAME in names or len(set(names)) != len(names):
+    reserved = {MANIFEST_NAME, SIGNATURE_NAME, RECORD_NAME}
+    if reserved & set(names) or len(set(names)) != len(names):
         raise PackError(
-            f"manifest at {url}: file names must differ from each other and from {MANIFEST_NAME}"
+            f"manifest at {url}: file names must differ from each other and from "
+            f"{', '.join(sorted(reserved))}"
         )
     return manifest
 

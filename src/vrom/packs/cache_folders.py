@@ -3,12 +3,19 @@
 Layout of the cache (docs/packs.md)::
 
     <cache>/registry.json              the registry as fetched, plus where from and when
-    <cache>/packs/<id>/<version>/      a verified pack: manifest.json and the files it names
+    <cache>/packs/<id>/<version>/      a verified pack: manifest.json, the files it names, the
+                                       signature (manifest.json.sig) if signed, verified.json
     <cache>/packs/<id>/.partial-<v>/   a pull in progress; the next pull resumes its files
     <cache>/locks/<id>.lock            held for the whole of a pull or an evict of that id
 
 A pack folder that exists has been verified: a pull fills the partial folder and `install`
-renames it into place only after every file's SHA-256 matched the manifest.
+renames it into place only after every file's SHA-256 matched the manifest. `verify_folder` hashes
+the files and writes ``verified.json``: the manifest's SHA-256 and each file's size and
+modification time, which it first sets to the pack's ``created_at`` (so any later write changes
+it, however soon). `check_record` compares those on each load, a stat per file, so a cached file
+edited after it was verified is refused without hashing it again; `verify_folder` again (``vrom
+pack verify``) re-hashes. Someone who can write the cache can also set a file's time back: the
+record catches accidents and careless edits; ``verify`` and trusted keys catch the rest.
 
 Two processes pulling the same pack take turns: the pull holds ``locks/<id>.lock`` with
 ``fcntl.flock`` on POSIX and ``msvcrt.locking`` on Windows (not exercised in CI there). The lock
@@ -18,16 +25,25 @@ file is never deleted, because deleting a lock file others may be waiting on bre
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from vrom.errors import PackError
-from vrom.packs.manifest import PACK_ID, VERSION, PackManifest, version_key
+from vrom.packs.manifest import (
+    MANIFEST_NAME,
+    PACK_ID,
+    VERSION,
+    PackManifest,
+    bytes_sha256,
+    version_key,
+)
 from vrom.packs.registry import parse_pack_ref
 
 if sys.platform == "win32":
@@ -36,9 +52,16 @@ else:
     import fcntl
 
 
+RECORD_NAME = "verified.json"
+
+
 @dataclass(frozen=True)
 class CachedPack:
-    """A verified pack in the cache: where its folder and files are, and its manifest."""
+    """A verified pack in the cache: where its folder and files are, and its manifest.
+
+    ``signed_by`` is the id of the trusted key whose signature was checked when this value was
+    made (None when no trusted keys were given, or the pack was not checked against them).
+    """
 
     id: str
     version: str
@@ -46,6 +69,7 @@ class CachedPack:
     manifest: PackManifest
     store_path: Path
     index_path: Path
+    signed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -157,7 +181,13 @@ def check_folder(pack_id: str, version: str, folder: Path) -> PackManifest:
     return manifest
 
 
-def cached_pack(pack_id: str, version: str, folder: Path, manifest: PackManifest) -> CachedPack:
+def cached_pack(
+    pack_id: str,
+    version: str,
+    folder: Path,
+    manifest: PackManifest,
+    signed_by: str | None = None,
+) -> CachedPack:
     """Return the `CachedPack` of a checked folder, with its store and index paths."""
     return CachedPack(
         id=pack_id,
@@ -166,7 +196,100 @@ def cached_pack(pack_id: str, version: str, folder: Path, manifest: PackManifest
         manifest=manifest,
         store_path=folder / manifest.files["store"].path,
         index_path=folder / manifest.files["index"].path,
+        signed_by=signed_by,
     )
+
+
+def verify_folder(folder: Path, manifest: PackManifest) -> None:
+    """Hash every file of ``folder`` against the manifest, then record them in ``verified.json``.
+
+    The old record is deleted first, so a file that fails leaves the folder unverified (setting
+    its time again must not make an edited file pass `check_record`). Each file's modification
+    time is set to the manifest's ``created_at`` before it is hashed, and must be unchanged after:
+    a write during the hash is refused, and one after it changes the time the record holds.
+    Raises `PackError` when a file is missing or does not match.
+    """
+    record_path = folder / RECORD_NAME
+    try:  # unverified from here on: a failed or interrupted check leaves no record behind
+        record_path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise PackError(f"cannot remove {record_path}: {exc.strerror or exc}") from exc
+    stamp = _created_ns(manifest.created_at)
+    files: dict[str, dict[str, int]] = {}
+    for file in manifest.files.values():
+        data_path = folder / file.path
+        try:
+            os.utime(data_path, ns=(data_path.stat().st_atime_ns, stamp))
+        except FileNotFoundError as exc:
+            raise PackError(f"pack {manifest.vrom_id}: {file.path} is missing") from exc
+        except OSError as exc:
+            raise PackError(
+                f"pack {manifest.vrom_id}: cannot check {file.path}: {exc.strerror or exc}"
+            ) from exc
+        files[file.path] = _stat(data_path)
+    manifest.verify(folder)
+    for name, seen in files.items():
+        if _stat(folder / name) != seen:
+            raise PackError(f"pack {manifest.vrom_id}: {name} changed while it was verified")
+    record = {
+        "manifest_sha256": bytes_sha256((folder / MANIFEST_NAME).read_bytes()),
+        "files": files,
+    }
+    temporary = folder / f".{RECORD_NAME}.{os.getpid()}.tmp"
+    try:
+        temporary.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        os.replace(temporary, record_path)
+    except OSError as exc:
+        raise PackError(f"cannot write {record_path}: {exc.strerror or exc}") from exc
+
+
+def check_record(pack: CachedPack) -> None:
+    """Raise `PackError` unless the pack's manifest and files are as ``verified.json`` recorded.
+
+    A stat per file and a hash of the manifest (small): a file edited, even to the same size,
+    after it was verified is refused here, before anything opens it.
+    """
+    what = f"cached pack {pack.id} {pack.version}"
+    fix = f"run vrom pack verify {pack.id} (verify=True), or pull it again with --force"
+    try:
+        record: Any = json.loads((pack.directory / RECORD_NAME).read_text(encoding="utf-8"))
+        manifest_sha256 = record["manifest_sha256"]
+        files = record["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PackError(
+            f"{what} is not marked verified ({RECORD_NAME} is missing or unreadable: a check "
+            f"failed, or an older vrom pulled it): {fix}"
+        ) from exc
+    try:
+        manifest_raw = (pack.directory / MANIFEST_NAME).read_bytes()
+    except OSError as exc:
+        raise PackError(f"{what}: cannot read its manifest: {fix}") from exc
+    if bytes_sha256(manifest_raw) != manifest_sha256:
+        raise PackError(f"{what}: {MANIFEST_NAME} changed since it was verified: {fix}")
+    for file in pack.manifest.files.values():
+        try:
+            now = _stat(pack.directory / file.path)
+        except OSError as exc:
+            raise PackError(f"{what}: {file.path} is missing: {fix}") from exc
+        if not isinstance(files, dict) or files.get(file.path) != now:
+            raise PackError(f"{what}: cached file {file.path} changed since it was verified: {fix}")
+
+
+def _stat(path: Path) -> dict[str, int]:
+    """Return what the record keeps of a file: its size and modification time (ns)."""
+    info = path.stat()
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns}
+
+
+def _created_ns(created_at: str) -> int:
+    """Return ``created_at`` (ISO 8601, UTC) in ns since the epoch; 0 when it does not parse."""
+    try:
+        moment = datetime.fromisoformat(created_at.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return max(int(moment.timestamp()), 0) * 1_000_000_000
 
 
 def install(partial: Path, target: Path) -> None:

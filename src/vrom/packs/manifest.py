@@ -18,6 +18,7 @@ INDEX_NAME = "index.usearch"
 PACK_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 VERSION = re.compile(r"^\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_KEY_ID = re.compile(r"^[0-9a-f]{16}$")
 HASH_CHUNK = 1 << 20
 
 
@@ -158,7 +159,12 @@ class PackManifest:
 
 @dataclass(frozen=True)
 class RegistryEntry:
-    """One pack in a registry (see docs/packs.md); ``files`` values are URLs or relative paths."""
+    """One pack in a registry (see docs/packs.md); ``files`` values are URLs or relative paths.
+
+    ``manifest_sha256`` is the SHA-256 of the manifest's bytes and ``key_id`` the id of the key
+    that signed it (``files["signature"]``); both are empty in entries of unsigned packs and of
+    registries written before packs were signed.
+    """
 
     id: str
     name: str
@@ -172,6 +178,8 @@ class RegistryEntry:
     tags: tuple[str, ...]
     official: bool
     files: Mapping[str, str]
+    manifest_sha256: str = ""
+    key_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the entry as JSON-ready data."""
@@ -198,15 +206,26 @@ class RegistryEntry:
                 tags=tuple(str(t) for t in data.get("tags") or ()),
                 official=bool(data.get("official", False)),
                 files={str(k): str(v) for k, v in dict(data["files"]).items()},
+                manifest_sha256=str(data.get("manifest_sha256") or "").lower(),
+                key_id=str(data.get("key_id") or "").lower(),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise PackError(f"{where} is malformed: {type(exc).__name__} {exc}") from exc
         if not PACK_ID.match(entry.id):
             raise PackError(f"{where}: pack id {entry.id!r} is not valid")
+        if entry.manifest_sha256 and not _SHA256.match(entry.manifest_sha256):
+            raise PackError(f"{where}: manifest_sha256 is not 64 hex digits")
+        if entry.key_id and not _KEY_ID.match(entry.key_id):
+            raise PackError(f"{where}: key_id is not 16 hex digits")
         for role in ("manifest", "index", "chunks"):
             if role not in entry.files:
                 raise PackError(f"{where}: files.{role} is missing")
         return entry
+
+
+def bytes_sha256(data: bytes) -> str:
+    """Return the SHA-256 (hex) of ``data``."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def file_sha256(path: Path) -> str:
