@@ -24,7 +24,7 @@ import yaml
 
 from vrom.errors import NotFoundError, StorageError, ValidationError, VromError
 from vrom.ingest.confine import IGNORED_DIRS, OUTSIDE, confine, is_inside, is_symlink_free
-from vrom.ingest.parse import split_frontmatter
+from vrom.ingest.frontmatter import load_yaml, split_frontmatter
 from vrom.results import (
     DeleteResult,
     FolderListing,
@@ -34,11 +34,6 @@ from vrom.results import (
     WriteResult,
 )
 from vrom.store import Store
-
-try:  # the same loader the parser uses, so what parses there parses here
-    from yaml import CSafeLoader as _YamlLoader
-except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _YamlLoader  # type: ignore[assignment]
 
 WRITE_MODES = ("create", "overwrite", "append")
 TRASH = ".trash"
@@ -366,7 +361,7 @@ def _frontmatter_and_body(text: str, path: str) -> tuple[dict[Any, Any], str]:
             "bad_frontmatter",
         )
     raw = "".join(text[:body_start].splitlines(keepends=True)[1:-1])
-    loaded = yaml.load(raw, Loader=_YamlLoader) or {}  # parsed by split_frontmatter already
+    loaded = load_yaml(raw) or {}  # the loader split_frontmatter accepted, limits and all
     return dict(loaded), text[body_start:]
 
 

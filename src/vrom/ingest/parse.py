@@ -1,24 +1,18 @@
 """Parse one Markdown note: frontmatter, title, headings, links and tags.
 
 Parsing never raises on text: broken frontmatter becomes a warning and the note is kept as plain
-text. Offsets are character offsets into the decoded note text.
+text (`vrom.ingest.frontmatter`). Offsets are character offsets into the decoded note text.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
-import yaml
-
-try:  # the C loader is several times faster on large vaults
-    from yaml import CSafeLoader as _YamlLoader
-except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _YamlLoader  # type: ignore[assignment]
+from vrom.ingest.frontmatter import split_frontmatter
 
 NOTE_SUFFIXES = (".md", ".markdown")
 
@@ -119,53 +113,6 @@ def mask_code(text: str) -> str:
     for match in _HTML_COMMENT.finditer(masked):
         blank(match.start(), match.end())
     return "".join(chars)
-
-
-def split_frontmatter(text: str) -> tuple[dict[str, Any], int, list[str]]:
-    """Return (frontmatter, body offset, warnings) for a note's text.
-
-    A note without frontmatter has body offset 0. Malformed frontmatter gives a warning and an
-    empty mapping, and the whole text is kept as the body so nothing is lost.
-    """
-    if not (text.startswith("---\n") or text.startswith("---\r\n")):
-        return {}, 0, []
-    first_line_end = text.index("\n") + 1
-    closing = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE).search(text, first_line_end)
-    if closing is None:
-        return {}, 0, ["frontmatter is not closed with '---': indexed as plain text"]
-    raw = text[first_line_end : closing.start()]
-    body_start = closing.end()
-    if body_start < len(text) and text[body_start] == "\n":
-        body_start += 1
-    try:
-        data = yaml.load(raw, Loader=_YamlLoader)
-    except yaml.MarkedYAMLError as exc:
-        line = "" if exc.problem_mark is None else f" at line {exc.problem_mark.line + 2}"
-        reason = exc.problem or exc.context or "invalid YAML"
-        return {}, 0, [f"malformed frontmatter{line} ({reason}): indexed as plain text"]
-    except yaml.YAMLError as exc:
-        return {}, 0, [f"malformed frontmatter ({exc}): indexed as plain text"]
-    except (ValueError, TypeError, RecursionError) as exc:
-        return {}, 0, [f"malformed frontmatter ({type(exc).__name__}): indexed as plain text"]
-    if data is None:
-        return {}, body_start, []
-    if not isinstance(data, dict):
-        return {}, body_start, [f"frontmatter is a {type(data).__name__}, not a mapping: ignored"]
-    return _json_ready(data), body_start, []
-
-
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_json_ready(v) for v in value]
-    if isinstance(value, (_dt.date, _dt.datetime, _dt.time)):
-        return value.isoformat()
-    if value is None or isinstance(value, (str, int, float, bool)):
-        if isinstance(value, float) and value != value:  # NaN is not valid JSON
-            return None
-        return value
-    return str(value)
 
 
 def find_headings(masked: str, start: int) -> list[Heading]:
