@@ -6,9 +6,9 @@ path is a rename and keeps its note id. Notes are written in batched transaction
 or not at all), so a process killed at any moment leaves a consistent store, and the next run
 finishes the job.
 
-One note never stops the run: a note that cannot be read, parsed, chunked or written is skipped
-with a warning that names it and the reason, the exception included, and every other note is
-indexed.
+One note never stops the run: a note that cannot be read, named, parsed, chunked or written is
+skipped with a warning that names it (printable, `shown_path`) and the reason, the exception
+included, and every other note is indexed.
 """
 
 from __future__ import annotations
@@ -25,7 +25,14 @@ from typing import Literal
 
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
 from vrom.ingest.confine import confine
-from vrom.ingest.parse import name_key, note_key, parse_note
+from vrom.ingest.parse import (
+    is_utf8,
+    name_key,
+    name_problem,
+    note_key,
+    parse_note,
+    shown_path,
+)
 from vrom.ingest.relevance import human_relevance_score
 from vrom.ingest.walk import (
     DEFAULT_MAX_FILE_BYTES,
@@ -97,10 +104,17 @@ class Indexer:
     def index(self, progress: ProgressCallback | None = None, force: bool = False) -> IndexSummary:
         """Index the whole vault; ``force`` rewrites every note even when unchanged."""
         started = time.perf_counter()
-        files, walk_warnings = walk_vault(self._root, self._options.max_file_bytes)
+        walked_files, walk_warnings = walk_vault(self._root, self._options.max_file_bytes)
         tally = _Tally()
         for warning in walk_warnings:
-            tally.skip(warning.path, warning.reason)
+            tally.skip(shown_path(warning.path), warning.reason)
+        files = []
+        for note_file in walked_files:
+            problem = name_problem(note_file.path)
+            if problem is None:
+                files.append(note_file)
+            else:  # if an older vrom stored it, it is among the vanished notes removed below
+                tally.skip(shown_path(note_file.path), f"skipped: {problem}")
         states = self._store.documents.states()
         rewrite_all = force
         walked = {f.path for f in files}
@@ -143,6 +157,13 @@ class Indexer:
         for raw in paths:
             confined = confine(self._root, os.fspath(raw), "reindex")
             rel, absolute = confined.relative, confined.absolute
+            problem = name_problem(rel)
+            if problem is not None:
+                tally.skip(shown_path(rel), f"skipped: {problem}")
+                stored = _stored_state(self._store, rel)
+                if stored is not None:  # stored by an older vrom: goes, as if deleted
+                    batch.delete(rel, stored.document_id)
+                continue
             state = self._store.documents.state(rel)
             if is_ignored_path(rel) or not is_note_name(absolute.name):
                 tally.skip(
@@ -277,6 +298,11 @@ def _parsing(tally: _Tally, batch: _Batch) -> Iterator[None]:
 def _named(exc: BaseException) -> str:
     """Return an exception as ``Type: message`` for a warning."""
     return f"{type(exc).__name__}: {exc}"
+
+
+def _stored_state(store: Store, path: str) -> DocumentState | None:
+    """Return the stored state of ``path``; None for a path no store can hold (not UTF-8)."""
+    return store.documents.state(path) if is_utf8(path) else None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ text (`vrom.ingest.frontmatter`). Offsets are character offsets into the decoded
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -62,6 +63,7 @@ _MD_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"'\n]
 _TAG = re.compile(r"(?:^|(?<=[\s(,]))#([\w/-]+)", re.MULTILINE)
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def note_key(path: str) -> str:
@@ -71,6 +73,41 @@ def note_key(path: str) -> str:
         if lowered.endswith(suffix):
             return lowered[: -len(suffix)]
     return lowered
+
+
+def is_utf8(text: str) -> bool:
+    """Return True unless ``text`` holds surrogates: bytes of a file name that are not UTF-8."""
+    return _SURROGATE.search(text) is None
+
+
+def name_problem(path: str) -> str | None:
+    """Return why a note cannot be indexed under this vault path, or None when it can.
+
+    A name that is not valid UTF-8 (the OS hands it over with surrogate escapes) can be neither
+    stored nor printed; one with control characters (a newline, a tab) cannot be named on a
+    command line or by an agent (`vrom.ingest.confine` refuses it), so it is never indexed.
+    """
+    if not is_utf8(path):
+        return "its name is not valid UTF-8: rename the file to index it"
+    if any(unicodedata.category(char) == "Cc" for char in path):
+        return "its name contains a control character (a newline, a tab): rename it to index it"
+    return None
+
+
+def shown_path(path: str) -> str:
+    r"""Return ``path`` fit to print on one line: a byte that is not UTF-8 as ``\xe9``, and
+    control characters escaped as Python writes them (``\n``)."""
+    try:
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte (from JSON, or Windows)
+        raw = path.encode("utf-8", "backslashreplace")
+    printable = raw.decode("utf-8", "backslashreplace")
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) == "Cc"
+        else char
+        for char in printable
+    )
 
 
 def name_key(path: str) -> str:
