@@ -108,6 +108,8 @@ class Vault:
         ``vector_encoding`` stores vectors as ``float32`` (the default for a new store) or ``int8``
         with a per-vector scale (a quarter of the space); None keeps what the store has.
         """
+        if not os.fspath(path):  # Path("") would be the current folder
+            raise ValidationError("the vault path is empty: give a folder ('.' for this one)")
         root = Path(path).expanduser()
         if not root.is_dir():
             problem = "is not a folder" if root.exists() else "does not exist"

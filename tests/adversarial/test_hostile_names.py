@@ -116,6 +116,12 @@ def test_issue15_item9_a_name_with_a_newline_is_skipped_and_a_stored_one_removed
     assert reindexed.skipped == 1 and reindexed.notes == len(GOOD_NOTES)
 
 
+def test_issue15_item9_an_empty_vault_path_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="vault path is empty"):
+        Vault.open("", state_dir=tmp_path / "state")  # not the current folder
+    assert not (tmp_path / "state").exists()
+
+
 SPECIAL_NAMES = [
     b"caf\xe9", b"\xff\xfe", b"\xed\xa0\x80", b"new\nline", b"tab\there", b"\x1b[31mred",
     b"\x7f", b"a\\b", b"%2e%2e", b"a%2Fb", b"\xe2\x80\xae", b"\xef\xbc\x8f", b"\xc2\x85",
