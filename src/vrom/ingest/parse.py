@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -54,14 +55,13 @@ class ParsedNote:
 
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
-_INLINE_CODE = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
-_ATX = re.compile(
-    r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$|^ {0,3}(#{1,6})[ \t]*$", re.MULTILINE
-)
+_BACKTICKS = re.compile(r"`+")
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+([^\n]*))?$", re.MULTILINE)
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
-_MD_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)")
+_MD_LINK = re.compile(  # a text or target stops at "[": each "[" of a long run is not rescanned
+    r"(?<!!)\[[^\[\]\n]*\]\(\s*<?([^)\[\s>]+)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)"
+)
 _TAG = re.compile(r"(?:^|(?<=[\s(,]))#([\w/-]+)", re.MULTILINE)
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -144,22 +144,66 @@ def mask_code(text: str) -> str:
         blank(opening.start(), end)
         pos = end
     masked = "".join(chars)
-    for match in _INLINE_CODE.finditer(masked):
-        if "\n\n" not in match.group(0):
-            blank(match.start(), match.end())
-    for match in _HTML_COMMENT.finditer(masked):
-        blank(match.start(), match.end())
+    for start, end in _code_spans(masked):
+        if "\n\n" not in masked[start:end]:
+            blank(start, end)
+    for start, end in _html_comments(masked):
+        blank(start, end)
     return "".join(chars)
+
+
+def _code_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Yield the (start, end) of each inline code span: a run of backticks up to the next run of
+    the same length. Each run is looked at a bounded number of times, so a note of unmatched
+    runs (a regular expression rescans the rest of the text from each) costs linear time."""
+    runs = [(match.start(), match.end()) for match in _BACKTICKS.finditer(text)]
+    of_length: dict[int, list[int]] = {}
+    for index, (start, end) in enumerate(runs):
+        of_length.setdefault(end - start, []).append(index)
+    next_candidate: dict[int, int] = {}  # per length: where its search resumes (only moves on)
+    index = 0
+    while index < len(runs):
+        start, end = runs[index]
+        candidates = of_length[end - start]
+        at = next_candidate.get(end - start, 0)
+        while at < len(candidates) and candidates[at] <= index:
+            at += 1
+        next_candidate[end - start] = at
+        if at == len(candidates):  # never closed: literal backticks
+            index += 1
+            continue
+        closing = candidates[at]
+        yield start, runs[closing][1]
+        index = closing + 1
+
+
+def _html_comments(text: str) -> Iterator[tuple[int, int]]:
+    """Yield the (start, end) of each ``<!-- -->`` comment; an unclosed one ends the search."""
+    position = 0
+    while (start := text.find("<!--", position)) != -1:
+        end = text.find("-->", start + 4)
+        if end == -1:
+            return
+        yield start, end + 3
+        position = end + 3
 
 
 def find_headings(masked: str, start: int) -> list[Heading]:
     """Return the ATX headings in ``masked`` text at or after offset ``start``."""
     headings = []
     for match in _ATX.finditer(masked, start):
-        hashes = match.group(1) or match.group(3)
-        text = (match.group(2) or "").strip()
-        headings.append(Heading(level=len(hashes), text=text, start=match.start()))
+        text = _without_closing_hashes(match.group(2) or "")
+        headings.append(Heading(level=len(match.group(1)), text=text, start=match.start()))
     return headings
+
+
+def _without_closing_hashes(text: str) -> str:
+    """Return a heading's text without its optional closing ``#`` run (``## Title ##``)."""
+    text = text.rstrip(" \t")
+    opened = text.rstrip("#")
+    if opened != text and opened[-1:] in (" ", "\t"):
+        text = opened
+    return text.strip()
 
 
 def _wikilink(match: re.Match[str]) -> ParsedLink | None:
