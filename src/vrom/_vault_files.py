@@ -24,7 +24,8 @@ import yaml
 
 from vrom.errors import NotFoundError, StorageError, ValidationError, VromError
 from vrom.ingest.confine import IGNORED_DIRS, OUTSIDE, confine, is_inside, is_symlink_free
-from vrom.ingest.parse import split_frontmatter
+from vrom.ingest.frontmatter import load_yaml, split_frontmatter
+from vrom.ingest.parse import is_utf8, shown_path
 from vrom.results import (
     DeleteResult,
     FolderListing,
@@ -34,11 +35,6 @@ from vrom.results import (
     WriteResult,
 )
 from vrom.store import Store
-
-try:  # the same loader the parser uses, so what parses there parses here
-    from yaml import CSafeLoader as _YamlLoader
-except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _YamlLoader  # type: ignore[assignment]
 
 WRITE_MODES = ("create", "overwrite", "append")
 TRASH = ".trash"
@@ -131,7 +127,7 @@ class VaultFiles:
             raise ValidationError(f"content must be a string, not {type(content).__name__}")
         if "\x00" in content:
             raise ValidationError("content contains NUL bytes; a note is text")
-        confined = confine(self.root, path, "write")
+        confined = confine(self.root, _utf8_name(path), "write")
         absolute, rel = confined.absolute, confined.relative
         exists = _existing_file(absolute, rel)
         if mode == "create" and exists:
@@ -160,7 +156,7 @@ class VaultFiles:
 
         Raises `StorageError` when the file was written but could not be re-indexed.
         """
-        confined = confine(self.root, path, "write")
+        confined = confine(self.root, _utf8_name(path), "write")
         absolute, rel = confined.absolute, confined.relative
         if not _existing_file(absolute, rel):
             raise NotFoundError(f"no note {rel!r} in vault {self.root}")
@@ -366,7 +362,7 @@ def _frontmatter_and_body(text: str, path: str) -> tuple[dict[Any, Any], str]:
             "bad_frontmatter",
         )
     raw = "".join(text[:body_start].splitlines(keepends=True)[1:-1])
-    loaded = yaml.load(raw, Loader=_YamlLoader) or {}  # parsed by split_frontmatter already
+    loaded = load_yaml(raw) or {}  # the loader split_frontmatter accepted, limits and all
     return dict(loaded), text[body_start:]
 
 
@@ -377,6 +373,16 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+def _utf8_name(path: str) -> str:
+    """Return ``path``, or refuse a name that is not valid UTF-8: its note could not be indexed."""
+    if isinstance(path, str) and not is_utf8(path):
+        raise ValidationError(
+            f"refused path '{shown_path(path)}': it is not valid UTF-8 (it holds lone surrogates),"
+            " so its note could not be indexed; nothing was written"
+        )
+    return path
 
 
 def _appended(text: str, content: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from vrom.errors import NotFoundError, ValidationError
 from vrom.ingest.confine import ReadPurpose, confine
-from vrom.ingest.parse import note_key, parse_note
+from vrom.ingest.parse import is_utf8, note_key, parse_note, shown_path
 from vrom.ingest.walk import read_note_text
 from vrom.results import Link, Note, NoteRef, Related, SharedTags, SimilarNote
 from vrom.search.links import backlink_sources, resolve_link
@@ -40,6 +40,11 @@ class VaultNotes:
             return doc
         if not isinstance(path_or_id, str):
             raise ValidationError("a note is named by its path, its name or its id")
+        if not is_utf8(path_or_id):  # never indexed, and SQLite would refuse to look it up
+            raise NotFoundError(
+                f"no note '{shown_path(path_or_id)}' in vault {self.root}: vrom does not index"
+                " a file whose name is not valid UTF-8 (rename the file)"
+            )
         ref = confine(self.root, path_or_id.strip(), purpose).relative
         key = note_key(ref)
         matches = self.store.documents.find(key)

@@ -29,6 +29,7 @@ from vrom.ingest.indexer import (
     IndexOptions,
     ProgressCallback,
 )
+from vrom.ingest.parse import is_utf8, shown_path
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
 from vrom.memories import Memories
 from vrom.results import (
@@ -107,11 +108,18 @@ class Vault:
         ``vector_encoding`` stores vectors as ``float32`` (the default for a new store) or ``int8``
         with a per-vector scale (a quarter of the space); None keeps what the store has.
         """
+        if not os.fspath(path):  # Path("") would be the current folder
+            raise ValidationError("the vault path is empty: give a folder ('.' for this one)")
         root = Path(path).expanduser()
         if not root.is_dir():
             problem = "is not a folder" if root.exists() else "does not exist"
             raise NotFoundError(f"vault folder {os.fspath(path)!r} {problem}")
         root = root.resolve()
+        if not is_utf8(str(root)):  # SQLite, JSON and MCP hold UTF-8 only
+            raise ValidationError(
+                f"vault folder '{shown_path(str(root))}' has a name that is not valid UTF-8:"
+                " rename it to use it with vrom"
+            )
         if max_file_bytes < 1:
             raise ValidationError(f"max_file_bytes must be positive, not {max_file_bytes}")
         try:

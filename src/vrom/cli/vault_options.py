@@ -21,7 +21,7 @@ def open_vault(args: argparse.Namespace) -> Vault:
     options: dict[str, Any] = {"embedder": args.embedder, "vector_encoding": args.vector_encoding}
     if args.db:
         vault = Vault.open_store(args.db, **options)
-    elif args.vault:
+    elif args.vault is not None:  # "" is a mistake to report, not a request for the default
         vault = Vault.open(args.vault, args.state_dir, create=False, **options)
     else:
         vault = Vault.open_default(args.state_dir, **options)

@@ -5,6 +5,10 @@ to the stored content hash only gets its mtime updated; a new path whose hash ma
 path is a rename and keeps its note id. Notes are written in batched transactions (each note whole
 or not at all), so a process killed at any moment leaves a consistent store, and the next run
 finishes the job.
+
+One note never stops the run: a note that cannot be read, named, parsed, chunked or written is
+skipped with a warning that names it (printable, `shown_path`) and the reason, the exception
+included, and every other note is indexed.
 """
 
 from __future__ import annotations
@@ -17,10 +21,18 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
 from vrom.ingest.confine import confine
-from vrom.ingest.parse import name_key, note_key, parse_note
+from vrom.ingest.parse import (
+    is_utf8,
+    name_key,
+    name_problem,
+    note_key,
+    parse_note,
+    shown_path,
+)
 from vrom.ingest.relevance import human_relevance_score
 from vrom.ingest.walk import (
     DEFAULT_MAX_FILE_BYTES,
@@ -40,6 +52,8 @@ ProgressCallback = Callable[[int, int, str], None]
 STRATEGY_META_KEY = "chunk_strategy"
 BATCH_NOTES = 128
 BATCH_SECONDS = 0.5
+
+Counted = Literal["added", "changed", "renamed", "removed", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +77,13 @@ class _Tally:
 
     def skip(self, path: str, reason: str) -> None:
         self.skipped += 1
-        self.warnings.append(IndexWarning(path, reason))
+        self.warn(path, reason)
+
+    def warn(self, path: str, reason: str) -> None:
+        self.warnings.append(IndexWarning(path, " ".join(reason.split())))  # one line
+
+    def count(self, counted: Counted, by: int = 1) -> None:
+        setattr(self, counted, getattr(self, counted) + by)
 
 
 class Indexer:
@@ -84,10 +104,17 @@ class Indexer:
     def index(self, progress: ProgressCallback | None = None, force: bool = False) -> IndexSummary:
         """Index the whole vault; ``force`` rewrites every note even when unchanged."""
         started = time.perf_counter()
-        files, walk_warnings = walk_vault(self._root, self._options.max_file_bytes)
+        walked_files, walk_warnings = walk_vault(self._root, self._options.max_file_bytes)
         tally = _Tally()
         for warning in walk_warnings:
-            tally.skip(warning.path, warning.reason)
+            tally.skip(shown_path(warning.path), warning.reason)
+        files = []
+        for note_file in walked_files:
+            problem = name_problem(note_file.path)
+            if problem is None:
+                files.append(note_file)
+            else:  # if an older vrom stored it, it is among the vanished notes removed below
+                tally.skip(shown_path(note_file.path), f"skipped: {problem}")
         states = self._store.documents.states()
         rewrite_all = force
         walked = {f.path for f in files}
@@ -96,7 +123,7 @@ class Indexer:
         for path, gone in vanished.items():
             by_hash.setdefault(gone.content_hash, []).append(path)
 
-        batch = _Batch(self._store)
+        batch = _Batch(self._store, tally)
         for done, note_file in enumerate(files, start=1):
             state = states.get(note_file.path)
             if (
@@ -126,10 +153,17 @@ class Indexer:
         """Re-index just these notes (added, changed or deleted on disk); cheap for a few paths."""
         started = time.perf_counter()
         tally = _Tally()
-        batch = _Batch(self._store)
+        batch = _Batch(self._store, tally)
         for raw in paths:
             confined = confine(self._root, os.fspath(raw), "reindex")
             rel, absolute = confined.relative, confined.absolute
+            problem = name_problem(rel)
+            if problem is not None:
+                tally.skip(shown_path(rel), f"skipped: {problem}")
+                stored = _stored_state(self._store, rel)
+                if stored is not None:  # stored by an older vrom: goes, as if deleted
+                    batch.delete(rel, stored.document_id)
+                continue
             state = self._store.documents.state(rel)
             if is_ignored_path(rel) or not is_note_name(absolute.name):
                 tally.skip(
@@ -148,8 +182,7 @@ class Indexer:
                 stat = None  # no longer a note vrom indexes, like a deleted one
             if stat is None:
                 if state is not None:
-                    batch.delete(state.document_id)
-                    tally.removed += 1
+                    batch.delete(rel, state.document_id)
                 continue
             note_file = NoteFile(rel, absolute, stat.st_size, stat.st_mtime)
             with _parsing(tally, batch):
@@ -176,11 +209,10 @@ class Indexer:
         if text is None:
             tally.skip(note_file.path, problem or "skipped")
             if state is not None:  # it was a note once; it is not one now
-                batch.delete(state.document_id)
-                tally.removed += 1
+                batch.delete(note_file.path, state.document_id)
             return
         if problem:
-            tally.warnings.append(IndexWarning(note_file.path, problem))
+            tally.warn(note_file.path, problem)
         content_hash = hashlib.sha256(data).hexdigest()
         if (
             state is not None
@@ -188,25 +220,22 @@ class Indexer:
             and self._is_current(state)
             and not rewrite_all
         ):
-            batch.touch(state.document_id, note_file.mtime, note_file.size)
-            tally.unchanged += 1
+            batch.touch(note_file.path, state.document_id, note_file.mtime, note_file.size)
             return
         try:
             record, chunks, links, tags, warnings = self._prepare(note_file, text, content_hash)
         except Exception as exc:  # a parser bug must cost one note, never the whole run
-            tally.skip(note_file.path, f"could not be parsed ({type(exc).__name__}: {exc})")
+            tally.skip(note_file.path, f"could not be parsed ({_named(exc)})")
             return
         document_id = state.document_id if state is not None else None
+        counted: Counted = "added" if state is None else "changed"
         if document_id is None and by_hash.get(content_hash):
             old_path = by_hash[content_hash].pop()
             document_id = vanished.pop(old_path).document_id
-            tally.renamed += 1
-        elif state is None:
-            tally.added += 1
-        else:
-            tally.changed += 1
-        tally.warnings.extend(IndexWarning(note_file.path, w) for w in warnings)
-        batch.put(record, chunks, links, tags, document_id)
+            counted = "renamed"
+        for warning in warnings:
+            tally.warn(note_file.path, warning)
+        batch.put(record, chunks, links, tags, document_id, counted)
 
     def _prepare(
         self, note_file: NoteFile, text: str, content_hash: str
@@ -266,15 +295,38 @@ def _parsing(tally: _Tally, batch: _Batch) -> Iterator[None]:
         tally.parse_seconds += time.perf_counter() - started - batch.take_write_seconds()
 
 
+def _named(exc: BaseException) -> str:
+    """Return an exception as ``Type: message`` for a warning."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _stored_state(store: Store, path: str) -> DocumentState | None:
+    """Return the stored state of ``path``; None for a path no store can hold (not UTF-8)."""
+    return store.documents.state(path) if is_utf8(path) else None
+
+
+@dataclass(frozen=True)
+class _Write:
+    """One note's pending write: its path, the tally count it made, and the write itself."""
+
+    path: str
+    counted: Counted
+    run: Callable[[], object]
+
+
 class _Batch:
     """Collects writes and commits them together every `BATCH_NOTES` notes or `BATCH_SECONDS`.
 
     Each note is written whole inside one transaction, so a crash loses at most the open batch.
+    A note whose write raises is rolled back with the batch, which is then written again without
+    it: the note is skipped with a warning naming the exception, its count taken back. Starting
+    or committing the transaction failing is the store's problem, not a note's: it raises.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, tally: _Tally) -> None:
         self._store = store
-        self._ops: list[Callable[[], object]] = []
+        self._tally = tally
+        self._writes: list[_Write] = []
         self._opened = time.perf_counter()
         self._write_seconds = 0.0
 
@@ -285,34 +337,66 @@ class _Batch:
         links: list[LinkRecord],
         tags: list[str],
         document_id: int | None,
+        counted: Counted,
     ) -> None:
-        self._add(lambda: self._store.documents.put(record, chunks, links, tags, document_id))
+        def run() -> int:
+            return self._store.documents.put(record, chunks, links, tags, document_id)
 
-    def touch(self, document_id: int, mtime: float, size: int) -> None:
-        self._add(lambda: self._store.documents.touch(document_id, mtime, size))
+        self._add(_Write(record.path, counted, run))
 
-    def delete(self, document_id: int) -> None:
-        self._add(lambda: self._store.documents.delete(document_id))
+    def touch(self, path: str, document_id: int, mtime: float, size: int) -> None:
+        def run() -> None:
+            self._store.documents.touch(document_id, mtime, size)
+
+        self._add(_Write(path, "unchanged", run))
+
+    def delete(self, path: str, document_id: int) -> None:
+        def run() -> None:
+            self._store.documents.delete(document_id)
+
+        self._add(_Write(path, "removed", run))
 
     def take_write_seconds(self) -> float:
         """Return the seconds spent committing since the last call (and start again at 0)."""
         spent, self._write_seconds = self._write_seconds, 0.0
         return spent
 
-    def _add(self, op: Callable[[], object]) -> None:
-        if not self._ops:
+    def _add(self, write: _Write) -> None:
+        if not self._writes:
             self._opened = time.perf_counter()
-        self._ops.append(op)
-        if len(self._ops) >= BATCH_NOTES or time.perf_counter() - self._opened >= BATCH_SECONDS:
+        self._writes.append(write)
+        self._tally.count(write.counted)
+        if len(self._writes) >= BATCH_NOTES or time.perf_counter() - self._opened >= BATCH_SECONDS:
             self.flush()
 
     def flush(self) -> None:
-        """Commit what is pending in one transaction."""
-        if not self._ops:
-            return
+        """Commit what is pending in one transaction, leaving out each note whose write fails."""
+        writes, self._writes = self._writes, []
         writing = time.perf_counter()
-        with self._store.transaction():
-            for op in self._ops:
-                op()
-        self._ops.clear()
-        self._write_seconds += time.perf_counter() - writing
+        try:
+            while writes:
+                failed = self._commit(writes)
+                if failed is None:
+                    break
+                lost = writes.pop(failed[0])
+                self._tally.count(lost.counted, -1)
+                self._tally.skip(lost.path, f"could not be stored ({_named(failed[1])})")
+        finally:
+            self._write_seconds += time.perf_counter() - writing
+
+    def _commit(self, writes: list[_Write]) -> tuple[int, Exception] | None:
+        """Run ``writes`` in one transaction; return the position and error of one that failed
+        (the transaction then rolled back), or None once all are committed."""
+        failed: tuple[int, Exception] | None = None
+        try:
+            with self._store.transaction():
+                for position, write in enumerate(writes):
+                    try:
+                        write.run()
+                    except Exception as exc:
+                        failed = (position, exc)
+                        raise
+        except Exception:
+            if failed is None:  # starting or committing: the store failed, not a note
+                raise
+        return failed

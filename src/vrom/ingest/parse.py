@@ -1,24 +1,20 @@
 """Parse one Markdown note: frontmatter, title, headings, links and tags.
 
 Parsing never raises on text: broken frontmatter becomes a warning and the note is kept as plain
-text. Offsets are character offsets into the decoded note text.
+text (`vrom.ingest.frontmatter`). Offsets are character offsets into the decoded note text.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import re
+import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
-import yaml
-
-try:  # the C loader is several times faster on large vaults
-    from yaml import CSafeLoader as _YamlLoader
-except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _YamlLoader  # type: ignore[assignment]
+from vrom.ingest.frontmatter import split_frontmatter
 
 NOTE_SUFFIXES = (".md", ".markdown")
 
@@ -59,15 +55,15 @@ class ParsedNote:
 
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
-_INLINE_CODE = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
-_ATX = re.compile(
-    r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$|^ {0,3}(#{1,6})[ \t]*$", re.MULTILINE
-)
+_BACKTICKS = re.compile(r"`+")
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+([^\n]*))?$", re.MULTILINE)
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
-_MD_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)")
+_MD_LINK = re.compile(  # a text or target stops at "[": each "[" of a long run is not rescanned
+    r"(?<!!)\[[^\[\]\n]*\]\(\s*<?([^)\[\s>]+)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)"
+)
 _TAG = re.compile(r"(?:^|(?<=[\s(,]))#([\w/-]+)", re.MULTILINE)
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def note_key(path: str) -> str:
@@ -77,6 +73,41 @@ def note_key(path: str) -> str:
         if lowered.endswith(suffix):
             return lowered[: -len(suffix)]
     return lowered
+
+
+def is_utf8(text: str) -> bool:
+    """Return True unless ``text`` holds surrogates: bytes of a file name that are not UTF-8."""
+    return _SURROGATE.search(text) is None
+
+
+def name_problem(path: str) -> str | None:
+    """Return why a note cannot be indexed under this vault path, or None when it can.
+
+    A name that is not valid UTF-8 (the OS hands it over with surrogate escapes) can be neither
+    stored nor printed; one with control characters (a newline, a tab) cannot be named on a
+    command line or by an agent (`vrom.ingest.confine` refuses it), so it is never indexed.
+    """
+    if not is_utf8(path):
+        return "its name is not valid UTF-8: rename the file to index it"
+    if any(unicodedata.category(char) == "Cc" for char in path):
+        return "its name contains a control character (a newline, a tab): rename it to index it"
+    return None
+
+
+def shown_path(path: str) -> str:
+    r"""Return ``path`` fit to print on one line: a byte that is not UTF-8 as ``\xe9``, and
+    control characters escaped as Python writes them (``\n``)."""
+    try:
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte (from JSON, or Windows)
+        raw = path.encode("utf-8", "backslashreplace")
+    printable = raw.decode("utf-8", "backslashreplace")
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) == "Cc"
+        else char
+        for char in printable
+    )
 
 
 def name_key(path: str) -> str:
@@ -113,69 +144,66 @@ def mask_code(text: str) -> str:
         blank(opening.start(), end)
         pos = end
     masked = "".join(chars)
-    for match in _INLINE_CODE.finditer(masked):
-        if "\n\n" not in match.group(0):
-            blank(match.start(), match.end())
-    for match in _HTML_COMMENT.finditer(masked):
-        blank(match.start(), match.end())
+    for start, end in _code_spans(masked):
+        if "\n\n" not in masked[start:end]:
+            blank(start, end)
+    for start, end in _html_comments(masked):
+        blank(start, end)
     return "".join(chars)
 
 
-def split_frontmatter(text: str) -> tuple[dict[str, Any], int, list[str]]:
-    """Return (frontmatter, body offset, warnings) for a note's text.
-
-    A note without frontmatter has body offset 0. Malformed frontmatter gives a warning and an
-    empty mapping, and the whole text is kept as the body so nothing is lost.
-    """
-    if not (text.startswith("---\n") or text.startswith("---\r\n")):
-        return {}, 0, []
-    first_line_end = text.index("\n") + 1
-    closing = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE).search(text, first_line_end)
-    if closing is None:
-        return {}, 0, ["frontmatter is not closed with '---': indexed as plain text"]
-    raw = text[first_line_end : closing.start()]
-    body_start = closing.end()
-    if body_start < len(text) and text[body_start] == "\n":
-        body_start += 1
-    try:
-        data = yaml.load(raw, Loader=_YamlLoader)
-    except yaml.MarkedYAMLError as exc:
-        line = "" if exc.problem_mark is None else f" at line {exc.problem_mark.line + 2}"
-        reason = exc.problem or exc.context or "invalid YAML"
-        return {}, 0, [f"malformed frontmatter{line} ({reason}): indexed as plain text"]
-    except yaml.YAMLError as exc:
-        return {}, 0, [f"malformed frontmatter ({exc}): indexed as plain text"]
-    except (ValueError, TypeError, RecursionError) as exc:
-        return {}, 0, [f"malformed frontmatter ({type(exc).__name__}): indexed as plain text"]
-    if data is None:
-        return {}, body_start, []
-    if not isinstance(data, dict):
-        return {}, body_start, [f"frontmatter is a {type(data).__name__}, not a mapping: ignored"]
-    return _json_ready(data), body_start, []
+def _code_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Yield the (start, end) of each inline code span: a run of backticks up to the next run of
+    the same length. Each run is looked at a bounded number of times, so a note of unmatched
+    runs (a regular expression rescans the rest of the text from each) costs linear time."""
+    runs = [(match.start(), match.end()) for match in _BACKTICKS.finditer(text)]
+    of_length: dict[int, list[int]] = {}
+    for index, (start, end) in enumerate(runs):
+        of_length.setdefault(end - start, []).append(index)
+    next_candidate: dict[int, int] = {}  # per length: where its search resumes (only moves on)
+    index = 0
+    while index < len(runs):
+        start, end = runs[index]
+        candidates = of_length[end - start]
+        at = next_candidate.get(end - start, 0)
+        while at < len(candidates) and candidates[at] <= index:
+            at += 1
+        next_candidate[end - start] = at
+        if at == len(candidates):  # never closed: literal backticks
+            index += 1
+            continue
+        closing = candidates[at]
+        yield start, runs[closing][1]
+        index = closing + 1
 
 
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_json_ready(v) for v in value]
-    if isinstance(value, (_dt.date, _dt.datetime, _dt.time)):
-        return value.isoformat()
-    if value is None or isinstance(value, (str, int, float, bool)):
-        if isinstance(value, float) and value != value:  # NaN is not valid JSON
-            return None
-        return value
-    return str(value)
+def _html_comments(text: str) -> Iterator[tuple[int, int]]:
+    """Yield the (start, end) of each ``<!-- -->`` comment; an unclosed one ends the search."""
+    position = 0
+    while (start := text.find("<!--", position)) != -1:
+        end = text.find("-->", start + 4)
+        if end == -1:
+            return
+        yield start, end + 3
+        position = end + 3
 
 
 def find_headings(masked: str, start: int) -> list[Heading]:
     """Return the ATX headings in ``masked`` text at or after offset ``start``."""
     headings = []
     for match in _ATX.finditer(masked, start):
-        hashes = match.group(1) or match.group(3)
-        text = (match.group(2) or "").strip()
-        headings.append(Heading(level=len(hashes), text=text, start=match.start()))
+        text = _without_closing_hashes(match.group(2) or "")
+        headings.append(Heading(level=len(match.group(1)), text=text, start=match.start()))
     return headings
+
+
+def _without_closing_hashes(text: str) -> str:
+    """Return a heading's text without its optional closing ``#`` run (``## Title ##``)."""
+    text = text.rstrip(" \t")
+    opened = text.rstrip("#")
+    if opened != text and opened[-1:] in (" ", "\t"):
+        text = opened
+    return text.strip()
 
 
 def _wikilink(match: re.Match[str]) -> ParsedLink | None:

@@ -27,7 +27,7 @@ def human_relevance_score(frontmatter: dict[str, Any], path: str) -> float:
             continue
         try:
             number = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int no float holds
             continue
         if number != number:  # NaN
             continue

@@ -1,0 +1,188 @@
+"""Read a note's YAML frontmatter into a mapping that JSON holds and gives back unchanged.
+
+Reading never raises on text: broken frontmatter becomes a warning and the note is kept as plain
+text. YAML is read with PyYAML's safe loader in two steps: the text is composed into a graph of
+nodes (linear in its length), and the graph is measured before any value is built. Aliases let a
+few hundred bytes name millions of values (seven levels of nine ``*aliases`` expand to 4.8
+million), so frontmatter whose aliases and merge keys add more than `MAX_ALIAS_VALUES` values to
+those written, that nests deeper than `MAX_DEPTH` levels, or that contains itself, is refused the
+same way as broken YAML.
+
+Each value then becomes one JSON can hold (`json_ready`):
+
+- strings, booleans, null, finite floats, and integers within 64 bits: as they are;
+- ``.inf``, ``-.inf`` and ``.nan``: the strings ``"inf"``, ``"-inf"`` and ``"nan"`` (JSON has
+  no such numbers);
+- integers beyond 64 bits: their decimal string (SQLite and most JSON readers would round them);
+- dates, times and datetimes: ISO 8601 strings;
+- ``!!binary``: its base64 text; ``!!set``: a sorted list; ``!!omap`` and ``!!pairs``: lists of
+  ``[key, value]`` pairs;
+- mapping keys: strings; a key that is not one is written as its JSON text (``true``, ``1``,
+  ``null``, ``inf``), a date as ISO 8601.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import math
+import re
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, SequenceNode
+
+try:  # the C loader is several times faster on large vaults
+    from yaml import CSafeLoader as _YamlLoader
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import SafeLoader as _YamlLoader  # type: ignore[assignment]
+
+MAX_ALIAS_VALUES = 100_000
+"""How many values aliases (and merge keys) may add to those written in the frontmatter."""
+
+MAX_DEPTH = 100
+"""How deeply frontmatter may nest (SQLite's JSON functions stop at 1,000 levels)."""
+
+_INT64 = range(-(2**63), 2**63)
+_SIZE_CAP = 2**62  # sizes are only compared with the limit; capping keeps the sums small
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+class YamlRefusedError(yaml.YAMLError):
+    """YAML that parses but would cost too much to build (or never end); the message says why."""
+
+
+def split_frontmatter(text: str) -> tuple[dict[str, Any], int, list[str]]:
+    """Return (frontmatter, body offset, warnings) for a note's text.
+
+    A note without frontmatter has body offset 0. Malformed or refused frontmatter gives a
+    warning and an empty mapping, and the whole text is kept as the body so nothing is lost.
+    """
+    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+        return {}, 0, []
+    first_line_end = text.index("\n") + 1
+    closing = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE).search(text, first_line_end)
+    if closing is None:
+        return {}, 0, ["frontmatter is not closed with '---': indexed as plain text"]
+    raw = text[first_line_end : closing.start()]
+    body_start = closing.end()
+    if body_start < len(text) and text[body_start] == "\n":
+        body_start += 1
+    try:
+        data = load_yaml(raw)
+    except YamlRefusedError as exc:
+        return {}, 0, [f"frontmatter refused ({exc}): indexed as plain text"]
+    except yaml.MarkedYAMLError as exc:
+        line = "" if exc.problem_mark is None else f" at line {exc.problem_mark.line + 2}"
+        reason = _one_line(exc.problem or exc.context or "")
+        return {}, 0, [f"malformed frontmatter{line} ({reason}): indexed as plain text"]
+    except yaml.YAMLError as exc:  # a character YAML refuses: the message names it, then where
+        return {}, 0, [f"malformed frontmatter ({_one_line(str(exc))}): indexed as plain text"]
+    except (ValueError, TypeError, RecursionError) as exc:
+        return {}, 0, [f"malformed frontmatter ({type(exc).__name__}): indexed as plain text"]
+    if data is None:
+        return {}, body_start, []
+    if not isinstance(data, dict):
+        return {}, body_start, [f"frontmatter is a {type(data).__name__}, not a mapping: ignored"]
+    return json_ready(data), body_start, []
+
+
+def _one_line(message: str) -> str:
+    """Return the first line of an error message (PyYAML's add where it happened)."""
+    return " ".join(message.strip().split("\n", 1)[0].split()) or "invalid YAML"
+
+
+def load_yaml(raw: str) -> Any:
+    """Return the YAML document in ``raw`` as Python values (None for an empty document).
+
+    Raises `yaml.YAMLError` for text that is not YAML, `YamlRefusedError` (a `yaml.YAMLError`)
+    for a document over the limits in this module's docstring, and `ValueError` for a scalar
+    its type cannot hold (a 13th month, an integer of over 4,300 digits).
+    """
+    loader = _YamlLoader(raw)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        problem = _cost_problem(node)
+        if problem is not None:
+            raise YamlRefusedError(problem)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _cost_problem(root: Node) -> str | None:
+    """Return why building ``root``'s values would cost too much, or None if it is fine.
+
+    Walks the node graph once (an alias is the same node reached twice), sizing each node as
+    the values under it once aliases are expanded, and its nesting depth.
+    """
+    expanded: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    open_nodes: set[int] = set()  # the nodes on the path from the root to the current one
+    stack = [root]
+    while stack:
+        node = stack[-1]
+        key = id(node)
+        if key in expanded:
+            stack.pop()
+            continue
+        children = _children(node)
+        if key not in open_nodes:
+            open_nodes.add(key)
+            for child in children:
+                if id(child) in open_nodes:
+                    return "it contains itself through an alias"
+                stack.append(child)
+            continue
+        stack.pop()
+        open_nodes.discard(key)
+        expanded[key] = min(_SIZE_CAP, 1 + sum(expanded[id(child)] for child in children))
+        depth[key] = 1 + max((depth[id(child)] for child in children), default=0)
+        if depth[key] > MAX_DEPTH:
+            return f"it nests deeper than {MAX_DEPTH} levels"
+    if expanded[id(root)] - len(expanded) > MAX_ALIAS_VALUES:
+        return f"its aliases expand it by over {MAX_ALIAS_VALUES:,} values"
+    return None
+
+
+def json_ready(value: Any) -> Any:
+    """Return ``value`` as JSON holds it: ``json.loads(json.dumps(result)) == result``.
+
+    The mapping of values JSON has no type for is in this module's docstring.
+    """
+    if isinstance(value, dict):
+        return {_json_key(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [json_ready(v) for v in value]
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+    if isinstance(value, str):
+        return value if value.isascii() else _SURROGATES.sub("\ufffd", value)
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if value in _INT64 else str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (_dt.date, _dt.datetime, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return json_ready(str(value))
+
+
+def _json_key(key: Any) -> str:
+    ready = json_ready(key)
+    return ready if isinstance(ready, str) else json.dumps(ready, sort_keys=True)

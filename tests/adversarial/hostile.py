@@ -1,0 +1,45 @@
+"""Hostile notes and names shared by the adversarial suite (issue 15)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+GOOD_NOTES = {
+    f"good/note-{i:02d}.md": f"---\ntitle: Good {i}\ntags: [fine]\n---\n# Good {i}\n\nkiwi{i} orchard\n"
+    for i in range(12)
+}
+
+
+def alias_bomb(levels: int = 7, width: int = 9) -> str:
+    """Return a note whose frontmatter is ``levels`` lists of ``width`` aliases of the one before
+    (7 × 9: 348 bytes that name 9**7 = 4.8 million values)."""
+    lines = ["---", f"l0: &l0 [{','.join(['lol'] * width)}]"]
+    for i in range(1, levels):
+        lines.append(f"l{i}: &l{i} [{','.join([f'*l{i - 1}'] * width)}]")
+    return "\n".join([*lines, "---", "# Bomb", "", "body text"]) + "\n"
+
+
+HOSTILE_NOTES = {
+    "inf.md": "---\nx: .inf\ny: -.inf\n---\n# Inf\n\nfrontmatter with infinities\n",
+    "nan.md": "---\nx: .nan\n---\n# NaN\n\nfrontmatter with nan\n",
+    "huge-int.md": f"---\nn: {'9' * 4000}\nhuman_relevance_score: {'9' * 400}\n---\nhuge\n",
+    "too-many-digits.md": f"---\nn: {'9' * 5000}\n---\nover the digit limit\n",
+    "odd-types.md": "---\nb: !!binary aGk=\ns: !!set {a}\nd: 2026-13-45\n---\nbad date\n",
+    "bomb.md": alias_bomb(),
+    "self.md": "---\na: &a [*a]\n---\nrecursive alias\n",
+    "deep.md": "---\nx: " + "[" * 500 + "]" * 500 + "\n---\ndeep\n",
+    "tag.md": "---\nx: !!python/object:os.system ls\n---\nunsafe tag\n",
+    "surrogate.md": '---\nx: "\\udce9"\n---\nsurrogate escape\n',
+}
+
+
+def make_file(folder: Path, name: bytes, content: bytes = b"# Hostile\n\nbody\n") -> bool:
+    """Create ``folder/name`` from raw bytes; False where the file system refuses the name."""
+    try:
+        fd = os.open(os.path.join(os.fsencode(folder), name), os.O_CREAT | os.O_WRONLY, 0o644)
+    except (OSError, ValueError):
+        return False
+    with os.fdopen(fd, "wb") as file:
+        file.write(content)
+    return True

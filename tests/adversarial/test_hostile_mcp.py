@@ -1,0 +1,71 @@
+"""MCP on hostile notes: an agent can write any of them, and vault_reindex keeps working.
+
+Issue 15, item 1: a note with ``x: .inf`` written by ``vault_write`` made every later
+``vault_reindex`` fail until a person fixed the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostile import GOOD_NOTES, HOSTILE_NOTES, alias_bomb
+
+pytest.importorskip("mcp")
+
+from mcp import Client
+
+from vrom.server.app import build_server
+from vrom.server.state import ServerState
+
+
+def run(root: Path, session: Callable[[Client], Awaitable[None]]) -> None:
+    state = ServerState(root, embedder=None, watch=False)
+    state.open_explicit()
+
+    async def main() -> None:
+        async with Client(build_server(state), mode="legacy") as client:
+            await session(client)
+
+    try:
+        asyncio.run(main())
+    finally:
+        state.close()
+
+
+def data(result: Any) -> Any:
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+def test_issue15_item1_hostile_notes_written_over_mcp_leave_vault_reindex_working(
+    write_vault: Callable[[dict[str, str | bytes]], Path],
+) -> None:
+    root = write_vault(GOOD_NOTES)
+
+    async def session(client: Client) -> None:
+        for path, text in HOSTILE_NOTES.items():
+            written = data(await client.call_tool("vault_write", {"path": path, "content": text}))
+            assert written["indexed"], written
+        bomb = data(
+            await client.call_tool("vault_write", {"path": "inbox/b.md", "content": alias_bomb()})
+        )
+        assert "aliases expand it" in bomb["warning"]
+        summary = data(await client.call_tool("vault_reindex", {}))
+        assert summary["notes"] == len(GOOD_NOTES) + len(HOSTILE_NOTES) + 1
+        assert all("\n" not in warning["reason"] for warning in summary["warnings"])
+        note = data(await client.call_tool("vault_read", {"path": "inf.md"}))
+        assert note["frontmatter"] == {"x": "inf", "y": "-inf"}
+        hits = data(await client.call_tool("vault_search", {"query": "orchard", "k": 50}))
+        assert {hit["path"] for hit in hits["results"]} == set(GOOD_NOTES)
+        name = "caf\udce9.md"  # the name of a file whose name is not UTF-8, as Python has it
+        for tool, arguments in [("vault_read", {}), ("vault_write", {"content": "x"})]:
+            refused = await client.call_tool(tool, {"path": name, **arguments})
+            assert refused.is_error and "\n" not in refused.content[0].text
+            assert "not valid UTF-8" in refused.content[0].text
+        assert not (root / name).exists(), "nothing is created before a request is accepted"
+
+    run(root, session)
