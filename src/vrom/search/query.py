@@ -214,7 +214,9 @@ def field_conditions(key: str, value: Any) -> list[Condition]:
             conditions.append(Condition(key, op, _checked_scalar(key, operand)))
         else:
             if isinstance(operand, bool) or not isinstance(operand, (int, float)):
-                raise ValidationError(f"where: {name} for {shown(key)} takes a number, not {shown(operand)}")
+                raise ValidationError(
+                    f"where: {name} for {shown(key)} takes a number, not {shown(operand)}"
+                )
             if operand != operand:  # NaN compares with nothing
                 raise ValidationError(f"where: {name} for {shown(key)} takes a number, not NaN")
             conditions.append(Condition(key, op, _checked_scalar(key, operand)))
@@ -235,12 +237,11 @@ def _checked_scalar(key: str, value: Scalar) -> Scalar:
     """Return a ``where`` value a field can hold, or raise `ValidationError` naming ``key``."""
     if isinstance(value, str):
         return check_unicode(value, f"where: the value for {shown(key)}")
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not INT64_MIN <= value <= INT64_MAX:
-            bits = value.bit_length()  # str() of a huge int is refused (and slow) past 4300 digits
-            text = str(value) if bits <= 128 else f"an integer of {bits:,} bits"
-            raise ValidationError(
-                f"where: the value for {shown(key)} is {text}, beyond the 64-bit integers a field"
-                f" holds ({INT64_MIN} to {INT64_MAX})"
-            )
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:  # (a bool is in range)
+        bits = value.bit_length()  # str() of an int past 4,300 digits is refused
+        text = str(value) if bits <= 128 else f"an integer of {bits:,} bits"
+        raise ValidationError(
+            f"where: the value for {shown(key)} is {text}, beyond the 64-bit integers a field"
+            f" holds ({INT64_MIN} to {INT64_MAX})"
+        )
     return value
