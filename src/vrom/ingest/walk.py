@@ -1,7 +1,8 @@
 """Find the notes of a vault: Markdown files, minus what must not be indexed.
 
-Skipped with a warning: symlinks that leave the vault (or loop), files over the size limit,
-and unreadable entries. Skipped silently: ``.git``, ``.obsidian``, ``.trash``, ``node_modules``,
+Skipped with a warning: symlinks that leave the vault (or loop), symlinks into a hidden or
+ignored folder (``ws.md -> .obsidian/workspace.md``: the rules apply to where a link leads, not
+only to its name), files over the size limit, and unreadable entries. Skipped silently: ``.git``, ``.obsidian``, ``.trash``, ``node_modules``,
 hidden files and folders, and files that are not Markdown. Binary content is detected later,
 when the file is read (`read_note_text`).
 """
@@ -58,6 +59,43 @@ def walk_vault(
     return files, warnings
 
 
+def real_folders(root: Path) -> list[Path]:
+    """Return the vault's folders reached without following a symlink, the root first, minus
+    hidden and ignored ones and those that cannot be listed (what a file watcher watches).
+
+    Raises `FileNotFoundError` (or another `OSError`) when the root is not a readable folder.
+    """
+    root = root.resolve()
+    with os.scandir(root):  # the root itself must be there: its failure is the caller's to see
+        pass
+    folders = []
+    for folder, subfolders, _ in os.walk(root, followlinks=False):
+        folders.append(Path(folder))
+        subfolders[:] = sorted(
+            name for name in subfolders if not (name.startswith(".") or name in IGNORED_DIRS)
+        )
+    return folders
+
+
+def is_note_in_vault(root: Path, path: str | os.PathLike[str]) -> bool:
+    """Return True when ``path`` (absolute) names a note indexing would take, by its name and
+    by where it really leads: inside the resolved ``root``, neither hidden nor ignored there.
+
+    The file need not exist (a deleted note's path is a note path too).
+    """
+    candidate = Path(path)
+    if not is_note_name(candidate.name) or not is_inside(root, candidate):
+        return False
+    if is_ignored_path(candidate.relative_to(root).as_posix()):
+        return False
+    real = Path(os.path.realpath(candidate))
+    return (
+        real != root
+        and is_inside(root, real)
+        and not is_ignored_path(real.relative_to(root).as_posix())
+    )
+
+
 def too_large(size: int, max_file_bytes: int) -> str:
     """Return the warning for a file skipped for its size."""
     return f"skipped: {size:,} bytes is over the {max_file_bytes:,}-byte limit"
@@ -98,6 +136,12 @@ def _entries(
                 continue
             if not is_inside(root, target):
                 warnings.append(IndexWarning(rel, "skipped: symlink points outside the vault"))
+                continue
+            target_rel = Path(target).relative_to(root).as_posix()
+            if target_rel != "." and is_ignored_path(target_rel):
+                warnings.append(
+                    IndexWarning(rel, f"skipped: symlink into a hidden folder ({target_rel})")
+                )
                 continue
         if is_dir:
             real = os.path.realpath(entry.path)
