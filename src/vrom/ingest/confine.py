@@ -44,7 +44,8 @@ Rules for ``read``, ``reference`` and ``write`` (a NUL byte is refused for every
   file it names and never a file elsewhere.
 
 Code that checks paths it found itself (walking the vault, a watcher's events, the trash) uses
-the same two predicates as `confine`: `is_inside` and `is_symlink_free`.
+the same two predicates as `confine`: `is_inside` and `is_symlink_free`, and applies the hidden
+and ignored rules (`vrom.ingest.walk.is_ignored_path`) to where a symlink leads as well.
 
 A check cannot stop another process from swapping a folder for a symlink between the check and
 the write; the writer narrows that window (temporary files are created with ``O_EXCL`` and
