@@ -34,6 +34,7 @@ from vrom.results import (
     TagCount,
     WriteResult,
 )
+from vrom.search.query import check_unicode
 from vrom.store import Store
 
 try:  # the same loader the parser uses, so what parses there parses here
@@ -109,6 +110,7 @@ class VaultFiles:
         """Return the notes tagged ``tag`` or a tag nested under it, sorted by path."""
         if not isinstance(tag, str) or not tag.strip().lstrip("#").strip("/"):
             raise ValidationError(f"a tag is a non-empty string like 'project', not {shown(tag)}")
+        check_unicode(tag, f"tag {shown(tag)}")
         wanted = tag.strip().lstrip("#").strip("/").lower()
         return [
             NoteRef(doc.document_id, doc.path, doc.title)

@@ -161,6 +161,24 @@ def test_any_memory_is_kept_or_refused_in_one_line(
     answered_or_refused(lambda: memories.archive(title, superseded_by=source))
 
 
+# what Python makes of a file name's bytes that are not UTF-8 (U+DC80..U+DCFF) names real files;
+# how the store keeps such names is the note-names work's, so these paths leave them out
+PATH_TEXT = TEXT.filter(lambda text: not any("\udc80" <= c <= "\udcff" for c in text))
+
+
+@FUZZ
+@given(path=PATH_TEXT, content=TEXT)
+def test_any_note_path_is_answered_or_refused_in_one_line(
+    vault: Vault, path: str, content: str
+) -> None:
+    answered_or_refused(lambda: vault.list_folder(path))
+    answered_or_refused(lambda: vault.write_note(path, content, mode="create"))
+    answered_or_refused(lambda: vault.set_frontmatter(path, {"status": content}))
+    answered_or_refused(lambda: vault.reindex_paths([path]))
+    answered_or_refused(lambda: vault.notes_with_tag(path))
+    answered_or_refused(lambda: vault.delete_note(path))
+
+
 # -- the CLI, in process (fast enough for hypothesis; the regressions below run it for real) ---
 
 
