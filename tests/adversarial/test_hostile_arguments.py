@@ -33,7 +33,7 @@ NOTES = {
     "Journal/Monday.md": "# Monday\n\nTalked about Atlas and gardening. #journal\n",
 }
 FUZZ = settings(
-    max_examples=150,
+    max_examples=300,
     deadline=None,
     # the vault is built once per test, not per example: the examples only read it (or add
     # memories, which no example looks for)
@@ -222,20 +222,25 @@ def test_any_command_line_ends_in_one_line_or_an_answer(
 # -- named regressions: issue 15, item 4 ----------------------------------------------------
 
 
-def _vrom(
+def _start(
     tmp_path: Path, *args: str | bytes, stdout: Any = subprocess.PIPE, **options: Any
-) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI; arguments may be bytes (as a shell passes them on POSIX)."""
-    return subprocess.run(
+) -> subprocess.Popen[str]:
+    """Start the real CLI; arguments may be bytes (as a shell passes them on POSIX)."""
+    return subprocess.Popen(
         [sys.executable, "-m", "vrom", "--state-dir", str(tmp_path / "state"), *args],
         stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
-        timeout=TIMEOUT,
-        check=False,
         env={**os.environ, "VROM_STATE_DIR": str(tmp_path / "state"), "VROM_EMBEDDER": "none"},
         **options,
     )
+
+
+def _vrom(tmp_path: Path, *args: str | bytes, **options: Any) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI to its end."""
+    process = _start(tmp_path, *args, **options)
+    stdout, stderr = process.communicate(timeout=TIMEOUT)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def assert_error_line(done: subprocess.CompletedProcess[str], *words: str) -> str:
@@ -268,7 +273,7 @@ def test_bytes_that_are_not_utf8_in_arguments_are_one_error_line(
         pytest.skip("Windows passes arguments as UTF-16: no undecodable bytes")
     root = str(vault.root)
     latin1 = b"caf\xe9"
-    for args, words in [
+    cases = [
         ((b"search", latin1, b"--vault", root), ("query",)),
         ((b"search", b"atlas", b"--vault", root, b"--tag", latin1), ("tag",)),
         ((b"search", b"atlas", b"--vault", root, b"--where", b"status=" + latin1), ("status",)),
@@ -279,8 +284,11 @@ def test_bytes_that_are_not_utf8_in_arguments_are_one_error_line(
         ((b"memory", b"remember", b"T", b"c", b"--tag", latin1, b"--vault", root), ("tags",)),
         ((b"memory", b"recall", latin1, b"--vault", root), ("query",)),
         ((b"memory", b"list", b"--project", latin1, b"--vault", root), ("project",)),
-    ]:
-        done = _vrom(tmp_path, *args)
+    ]
+    started = [(_start(tmp_path, *args), words) for args, words in cases]  # all at once: faster
+    for process, words in started:
+        stdout, stderr = process.communicate(timeout=TIMEOUT)
+        done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
         assert_error_line(done, "not valid Unicode", *words)
 
 
