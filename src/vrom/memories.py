@@ -212,8 +212,8 @@ def _texts(
 def _type(value: object) -> str:
     if not isinstance(value, str) or not _TYPE.match(value.strip().lower()):
         raise ValidationError(
-            f"type {shown(value)} must be one of {', '.join(MEMORY_TYPES)} or another word of up to "
-            "40 lower-case letters, digits, '-' or '_'"
+            f"type {shown(value)} must be one of {', '.join(MEMORY_TYPES)} or another word of"
+            " up to 40 lower-case letters, digits, '-' or '_'"
         )
     return value.strip().lower()
 

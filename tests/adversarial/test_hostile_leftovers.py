@@ -137,8 +137,8 @@ def test_refused_and_undecodable_resource_reads_log_no_traceback(
     async def session() -> None:
         with log.open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
-                read = await client.read_resource("vault://note/Latin.md")
-                assert read.contents[0].text == "# Latin\n\ncaf\ufffd au lait\n"  # type: ignore[union-attr]
+                read = (await client.read_resource("vault://note/Latin.md")).contents[0]
+                assert read.text == "# Latin\n\ncaf\ufffd au lait\n"  # type: ignore[union-attr]
                 for uri in (
                     "vault://note/.obsidian/app.md",
                     "vault://note/Missing.md",

@@ -168,8 +168,9 @@ def test_a_new_folder_is_watched_too(served: ServerState) -> None:
     root = served.open_explicit().root  # type: ignore[union-attr]
     wait_for(lambda: _watcher_state(served) == "running", "the watcher runs")
     (root / "Later" / "Deeper").mkdir(parents=True)
-    assert served.watcher is not None
-    wait_for(lambda: served.watcher.status().folders == 4, "the new folders are watched")  # type: ignore[union-attr]
+    watcher = served.watcher
+    assert watcher is not None
+    wait_for(lambda: watcher.status().folders == 4, "the new folders are watched")
     (root / "Later" / "Deeper" / "Note.md").write_text("# Note\n\nokapi\n")
     hits = wait_for(lambda: _found(served, "okapi"), "a note in a new folder is indexed")
     assert [hit.path for hit in hits] == ["Later/Deeper/Note.md"]

@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     (``vrom search ... | head``) quietly with 0, a full disk or a closed stdout as an error.
     """
     if sys.stderr is None:  # started with stderr closed: messages are lost, not a crash
-        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as the process does
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - the process's
     own_stdout = out is None
     if own_stdout and isinstance(sys.stdout, io.TextIOWrapper):
         # a console that cannot show '›' or CJK text gets '?' instead of a traceback

@@ -2,8 +2,9 @@
 
 Skipped with a warning: symlinks that leave the vault (or loop), symlinks into a hidden or
 ignored folder (``ws.md -> .obsidian/workspace.md``: the rules apply to where a link leads, not
-only to its name), files over the size limit, and unreadable entries. Skipped silently: ``.git``, ``.obsidian``, ``.trash``, ``node_modules``,
-hidden files and folders, and files that are not Markdown. Binary content is detected later,
+only to its name), files over the size limit, and unreadable entries. Skipped silently:
+``.git``, ``.obsidian``, ``.trash``, ``node_modules``, hidden files and folders, and files that
+are not Markdown. Binary content is detected later,
 when the file is read (`read_note_text`).
 """
 

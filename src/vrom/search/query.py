@@ -193,7 +193,8 @@ def field_conditions(key: str, value: Any) -> list[Condition]:
         op = _OPERATORS.get(name) if isinstance(name, str) else None
         if op is None:
             raise ValidationError(
-                f"where: unknown operator {shown(name)} for {shown(key)}: use one of {', '.join(_OPERATORS)}"
+                f"where: unknown operator {shown(name)} for {shown(key)}: use one of"
+                f" {', '.join(_OPERATORS)}"
             )
         if op in ("in", "nin"):
             if not isinstance(operand, (list, tuple)) or not all(map(_is_scalar, operand)):
