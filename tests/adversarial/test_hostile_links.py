@@ -53,6 +53,7 @@ def planted(write_vault: Callable[[dict[str, str | bytes]], Path], tmp_path: Pat
     (root / "ws.md").symlink_to(".obsidian/workspace.md")
     (root / "Notes" / "obs").symlink_to("../.obsidian", target_is_directory=True)
     (root / "history").symlink_to(".git", target_is_directory=True)
+    (root / "Also").symlink_to("Notes", target_is_directory=True)  # inside: Notes/ is indexed
     return root
 
 
@@ -66,10 +67,11 @@ def test_a_symlink_into_a_hidden_folder_is_not_indexed(planted: Path, tmp_path: 
         assert reasons["ws.md"] == "skipped: symlink into a hidden folder (.obsidian/workspace.md)"
         assert reasons["Notes/obs"] == "skipped: symlink into a hidden folder (.obsidian)"
         assert reasons["history"] == "skipped: symlink into a hidden folder (.git)"
+        assert reasons["Also"] == "skipped: symlink to a folder indexed as Notes"
         assert sorted(note.path for note in vault.notes("", 10)) == ["Home.md", "Notes/Inside.md"]
         assert vault.search(SECRET_WORD, mode="keyword") == []
         assert vault.list_folder("Notes").folders == [], "Notes/obs is .obsidian: not listed"
-        assert vault.list_folder("").folders == ["Notes"], "history is .git: not listed"
+        assert vault.list_folder("").folders == ["Also", "Notes"], "history is .git: not listed"
         for path in ("ws.md", "Notes/obs/workspace.md", "history/notes.md"):
             with pytest.raises(ValidationError, match="keeps out of") as refused:
                 vault.get_note(path, purpose="read")

@@ -1,11 +1,12 @@
 """Find the notes of a vault: Markdown files, minus what must not be indexed.
 
-Skipped with a warning: symlinks that leave the vault (or loop), symlinks into a hidden or
-ignored folder (``ws.md -> .obsidian/workspace.md``: the rules apply to where a link leads, not
-only to its name), files over the size limit, and unreadable entries. Skipped silently:
-``.git``, ``.obsidian``, ``.trash``, ``node_modules``, hidden files and folders, and files that
-are not Markdown. Binary content is detected later,
-when the file is read (`read_note_text`).
+Skipped with a warning: symlinks that leave the vault (or loop), symlinks to a folder (which is
+indexed under its real path: a note has one path, the one the file watcher reports), symlinks
+into a hidden or ignored folder (``ws.md -> .obsidian/workspace.md``: the rules apply to where a
+link leads, not only to its name), files over the size limit, and unreadable entries. Skipped
+silently: ``.git``, ``.obsidian``, ``.trash``, ``node_modules``, hidden files and folders, and
+files that are not Markdown. Binary content is detected later, when the file is read
+(`read_note_text`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def walk_vault(
     root = root.resolve()
     files: list[NoteFile] = []
     warnings: list[IndexWarning] = []
-    seen_dirs: set[str] = {str(root)}
+    # a folder is indexed under its real path: a symlink to it (or to the root) is skipped, so
+    # a note has one path, the one the watcher reports (walking the real folders first)
+    seen_dirs = {str(folder) for folder in real_folders(root)}
     for entry, rel in _entries(root, root, "", seen_dirs, warnings):
         try:
             stat = entry.stat()  # follows symlinks, already confirmed to stay in the vault
@@ -144,12 +147,15 @@ def _entries(
                     IndexWarning(rel, f"skipped: symlink into a hidden folder ({target_rel})")
                 )
                 continue
-        if is_dir:
+        if is_dir and is_link:
             real = os.path.realpath(entry.path)
             if real in seen_dirs:
-                warnings.append(IndexWarning(rel, "skipped: symlink loop or folder seen twice"))
+                shown = Path(real).relative_to(root).as_posix()
+                why = "loop" if shown == "." else f"to a folder indexed as {shown}"
+                warnings.append(IndexWarning(rel, f"skipped: symlink {why}"))
                 continue
             seen_dirs.add(real)
+        if is_dir:
             yield from _entries(root, Path(entry.path), f"{rel}/", seen_dirs, warnings)
         elif entry.is_file():
             yield entry, rel
