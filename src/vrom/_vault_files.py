@@ -22,10 +22,11 @@ from typing import Any
 
 import yaml
 
-from vrom.errors import NotFoundError, StorageError, ValidationError, VromError
+from vrom.errors import NotFoundError, StorageError, ValidationError, VromError, shown
 from vrom.ingest.confine import IGNORED_DIRS, OUTSIDE, confine, is_inside, is_symlink_free
 from vrom.ingest.frontmatter import load_yaml, split_frontmatter
 from vrom.ingest.parse import is_utf8, shown_path
+from vrom.ingest.walk import is_ignored_path
 from vrom.results import (
     DeleteResult,
     FolderListing,
@@ -34,6 +35,7 @@ from vrom.results import (
     TagCount,
     WriteResult,
 )
+from vrom.search.query import check_unicode
 from vrom.store import Store
 
 WRITE_MODES = ("create", "overwrite", "append")
@@ -103,7 +105,8 @@ class VaultFiles:
     def notes_with_tag(self, tag: str) -> list[NoteRef]:
         """Return the notes tagged ``tag`` or a tag nested under it, sorted by path."""
         if not isinstance(tag, str) or not tag.strip().lstrip("#").strip("/"):
-            raise ValidationError(f"a tag is a non-empty string like 'project', not {tag!r}")
+            raise ValidationError(f"a tag is a non-empty string like 'project', not {shown(tag)}")
+        check_unicode(tag, f"tag {shown(tag)}")
         wanted = tag.strip().lstrip("#").strip("/").lower()
         return [
             NoteRef(doc.document_id, doc.path, doc.title)
@@ -122,7 +125,9 @@ class VaultFiles:
     ) -> WriteResult:
         """Write a note atomically, re-index it, and return what was done (see `Vault.write_note`)."""
         if mode not in WRITE_MODES:
-            raise ValidationError(f"mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}")
+            raise ValidationError(
+                f"mode must be one of {', '.join(WRITE_MODES)}, not {shown(mode)}"
+            )
         if not isinstance(content, str):
             raise ValidationError(f"content must be a string, not {type(content).__name__}")
         if "\x00" in content:
@@ -438,11 +443,14 @@ def _link_new(temporary: Path, absolute: Path, rel: str) -> None:
 
 
 def _is_folder_inside(entry: os.DirEntry[str], root: Path) -> bool:
+    """Return True for a folder, or a symlink to one that leads to a folder vrom reads (inside
+    the vault, neither hidden nor ignored where it really is)."""
     try:
         if not entry.is_dir():
             return False
         if entry.is_symlink():
-            return is_inside(root, os.path.realpath(entry.path))
+            real = Path(os.path.realpath(entry.path))
+            return is_inside(root, real) and not is_ignored_path(real.relative_to(root).as_posix())
     except OSError:
         return False
     return True

@@ -37,7 +37,7 @@ from vrom.documents import (
     validated_batch,
 )
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
-from vrom.errors import ModelError, StorageError, ValidationError, VromError
+from vrom.errors import ModelError, StorageError, ValidationError, VromError, shown
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
 from vrom.ingest.embedding import bind_embedder
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
@@ -112,7 +112,9 @@ class Collection:
                 "starting with a letter or digit"
             )
         if index not in INDEX_KINDS:
-            raise ValidationError(f"index must be one of {', '.join(INDEX_KINDS)}, not {index!r}")
+            raise ValidationError(
+                f"index must be one of {', '.join(INDEX_KINDS)}, not {shown(index)}"
+            )
         if ef_search is not None:
             check_ef_search(ef_search, 1)
         try:

@@ -13,6 +13,9 @@ so callers only ever need to catch `VromError`.
 
 from __future__ import annotations
 
+SHOWN_CHARS = 80
+"""How much of a rejected value a message quotes."""
+
 
 class VromError(Exception):
     """Base class of every error vrom raises on purpose; its message is one line for a person."""
@@ -43,3 +46,17 @@ class ModelError(VromError):
 
 class PackError(VromError):
     """A knowledge pack or its registry is missing, unreachable, malformed or failed its check."""
+
+
+def shown(value: object) -> str:
+    """Return a rejected value as a message quotes it: its repr, cut to `SHOWN_CHARS`.
+
+    Never raises: an int past Python's 4,300-digit limit or a list nested too deep to repr is
+    named by its type; control characters and lone surrogates come out escaped, so the message
+    stays one printable line.
+    """
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        return f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from vrom.corpus import Corpus
 from vrom.embed import Embedder, EmbedderBinding
-from vrom.errors import NotFoundError, ValidationError
+from vrom.errors import NotFoundError, ValidationError, shown
 from vrom.ingest.embedding import (
     MEMORY_FINGERPRINT_META_KEY,
     bind_memory_embedder,
@@ -36,7 +36,7 @@ from vrom.ingest.embedding import (
 )
 from vrom.search.fusion import MAX_K
 from vrom.search.keyword import check_k
-from vrom.search.query import check_query
+from vrom.search.query import check_query, check_unicode
 from vrom.store import MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
 
 MEMORY_TYPES = ("note", "decision", "fact", "preference", "todo", "observation")
@@ -176,7 +176,7 @@ def _text(name: str, value: object, limit: int, *, one_line: bool = False) -> st
     if "\x00" in text or (one_line and _CONTROL.search(text)):
         what = "line breaks or control characters" if one_line else "NUL characters"
         raise ValidationError(f"{name} must not hold {what}")
-    return text
+    return check_unicode(text, name)
 
 
 def _optional_text(name: str, value: object, limit: int) -> str | None:
@@ -212,15 +212,15 @@ def _texts(
 def _type(value: object) -> str:
     if not isinstance(value, str) or not _TYPE.match(value.strip().lower()):
         raise ValidationError(
-            f"type {value!r} must be one of {', '.join(MEMORY_TYPES)} or another word of up to "
-            "40 lower-case letters, digits, '-' or '_'"
+            f"type {shown(value)} must be one of {', '.join(MEMORY_TYPES)} or another word of"
+            " up to 40 lower-case letters, digits, '-' or '_'"
         )
     return value.strip().lower()
 
 
 def _status(value: object, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
-        raise ValidationError(f"status must be one of {', '.join(allowed)}, not {value!r}")
+        raise ValidationError(f"status must be one of {', '.join(allowed)}, not {shown(value)}")
     return str(value)
 
 
@@ -235,8 +235,8 @@ def _memory_filter(project: str | None, type_: str | None, status: str) -> Memor
 
 def _memory_id(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"a memory id must be a non-empty string, not {value!r}")
-    return value.strip()
+        raise ValidationError(f"a memory id must be a non-empty string, not {shown(value)}")
+    return check_unicode(value.strip(), "a memory id")
 
 
 class Memories:
@@ -400,7 +400,7 @@ class Memories:
     ) -> builtins.list[Memory]:
         """Return up to ``limit`` (1 to 1000) memories, newest first, filtered as in `recall`."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_K:
-            raise ValidationError(f"limit must be an integer from 1 to {MAX_K}, not {limit!r}")
+            raise ValidationError(f"limit must be an integer from 1 to {MAX_K}, not {shown(limit)}")
         where = _memory_filter(project, type, status)
         return [_memory(record) for record in self._store.memories.list(where, limit)]
 

@@ -291,7 +291,7 @@ class FolderListing:
         folder: the folder's path relative to the vault root (``""`` for the root).
         folders: its direct subfolders (vault-relative paths, sorted), without hidden folders,
             the folders vrom never indexes (``.git``, ``.obsidian``, ``.trash``,
-            ``node_modules``) and symlinks that leave the vault.
+            ``node_modules``) and symlinks that leave the vault or lead into such a folder.
         notes: the indexed notes directly in it, sorted by path.
     """
 

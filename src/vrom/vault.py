@@ -17,7 +17,7 @@ from vrom._vault_files import VaultFiles
 from vrom._vault_notes import VaultNotes
 from vrom.corpus import Corpus
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
-from vrom.errors import NotFoundError, ValidationError
+from vrom.errors import NotFoundError, ValidationError, shown
 from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.confine import ReadPurpose, confine
@@ -401,7 +401,7 @@ class Vault:
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 50:
             raise ValidationError(
-                f"max_tokens must be an integer of at least 50, not {max_tokens!r}"
+                f"max_tokens must be an integer of at least 50, not {shown(max_tokens)}"
             )
         hits = self.search(
             query, k, where, mode=mode, expand_context=expand_context, context_window=context_window

@@ -53,7 +53,7 @@ from vrom._vectordb_file import (
     unreadable,
     write_vectordb_file,
 )
-from vrom.errors import NotFoundError, StorageError, ValidationError
+from vrom.errors import NotFoundError, StorageError, ValidationError, shown
 
 __all__ = ["METRICS", "Metric", "Neighbor", "VectorDB", "VectorDBStats"]
 
@@ -105,9 +105,11 @@ class VectorDB:
     ) -> None:
         self._dim = _positive_int(dim, "dim")
         if metric not in METRICS:
-            raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
+            raise ValidationError(
+                f"metric must be one of {', '.join(METRICS)}, not {shown(metric)}"
+            )
         if isinstance(m, bool) or not isinstance(m, int) or m < 2:
-            raise ValidationError(f"m must be an integer of at least 2, not {m!r}")
+            raise ValidationError(f"m must be an integer of at least 2, not {shown(m)}")
         self._metric: Metric = metric
         self._m = m
         self._ef_construction = _positive_int(ef_construction, "ef_construction")
@@ -225,7 +227,7 @@ class VectorDB:
         """Return the ``k`` vectors nearest ``query``, keeping ``ef`` (≥ k) candidates."""
         _check_k(k)
         if isinstance(ef, bool) or not isinstance(ef, int) or ef < k:
-            raise ValidationError(f"ef must be an integer of at least k={k}, not {ef!r}")
+            raise ValidationError(f"ef must be an integer of at least k={k}, not {shown(ef)}")
         with self._lock:
             return self._search(self._open_index(), query, k, ef)
 
@@ -468,4 +470,4 @@ def _positive_int(value: object, name: str) -> int:
 
 def _check_k(k: object) -> None:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValidationError(f"k must be a positive integer, not {k!r}")
+        raise ValidationError(f"k must be a positive integer, not {shown(k)}")

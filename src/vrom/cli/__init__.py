@@ -12,11 +12,12 @@ adds its subcommands and handlers. Those modules never import this one.
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import TextIO, cast
 
 from vrom import __version__
 from vrom.cli.completion import add_completion_command
@@ -59,30 +60,105 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run the CLI; return the exit code (0 ok, 1 error, 2 usage, 130 interrupted)."""
+    """Run the CLI; return the exit code (0 ok, 1 error, 2 usage, 130 interrupted).
+
+    Output that cannot be written ends the command in one line too: a reader that went away
+    (``vrom search ... | head``) quietly with 0, a full disk or a closed stdout as an error.
+    """
+    if sys.stderr is None:  # started with stderr closed: messages are lost, not a crash
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - the process's
+    own_stdout = out is None
+    if own_stdout and isinstance(sys.stdout, io.TextIOWrapper):
+        # a console that cannot show '›' or CJK text gets '?' instead of a traceback
+        sys.stdout.reconfigure(errors="replace")
+    output = _Output(sys.stdout if out is None else out)
+    try:
+        try:
+            return _run(argv, cast(TextIO, output))
+        finally:
+            output.flush()  # now, not at exit: a full disk is reported as any failed write is
+    except _OutputFailed as exc:
+        if own_stdout:  # what is still buffered goes nowhere at exit, instead of failing again
+            _discard_stdout()
+        if isinstance(exc.error, BrokenPipeError):
+            return 0  # the reader went away (e.g. `vrom search ... | head`): nothing more to say
+        _say(f"vrom: {styler(sys.stderr)('error:', 'red')} cannot write the output: {exc}")
+        return 1
+
+
+def _run(argv: Sequence[str] | None, out: TextIO) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     problem = global_option_problem(args)
     if problem:
         parser.error(problem)  # a usage error: exit code 2, as argparse's own
-    if out is None:
-        out = sys.stdout
-        if isinstance(out, io.TextIOWrapper):
-            # a console that cannot show '›' or CJK text gets '?' instead of a traceback
-            out.reconfigure(errors="replace")
     try:
         if hasattr(args, "query"):  # search, context, memory recall: before a vault or pack opens
             check_query(args.query)
         handler: Callable[[argparse.Namespace, TextIO], int] = args.handler
         return handler(args, out)
     except VromError as exc:
-        sys.stderr.write(f"vrom: {styler(sys.stderr)('error:', 'red')} {exc}\n")
+        _say(f"vrom: {styler(sys.stderr)('error:', 'red')} {exc}")
         return 1
     except KeyboardInterrupt:
-        sys.stderr.write("vrom: interrupted\n")
+        _say("vrom: interrupted")
         return 130
-    except BrokenPipeError:
-        # the reader went away (e.g. `vrom search ... | head`): not an error worth a traceback
+
+
+class _OutputFailed(Exception):
+    """Writing a command's output failed: a closed pipe, a full disk, a closed stdout."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.strerror or str(error))
+        self.error = error
+
+
+class _Output:
+    """The stream a command writes its output to, a failed write raised as `_OutputFailed`
+    (so it is told apart from any other OSError a command might meet)."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = stream  # None: the process started with stdout closed
+
+    def write(self, text: str) -> int:
+        try:
+            return self._open().write(text)
+        except OSError as exc:
+            raise _OutputFailed(exc) from exc
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise _OutputFailed(exc) from exc
+        except ValueError:  # flushed after something closed it: nothing left to write
+            pass
+
+    def isatty(self) -> bool:
+        return self._stream is not None and self._stream.isatty()
+
+    def _open(self) -> TextIO:
+        if self._stream is None:
+            raise OSError(errno.EBADF, "standard output is closed")
+        return self._stream
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's last flush cannot fail."""
+    try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # stdout closed or not a file: nothing to do
+        pass
+
+
+def _say(line: str) -> None:
+    """Write one line to stderr; a stderr that cannot take it (a full disk) is ignored."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,9 @@ class Embedder(abc.ABC):
     """Turns texts into L2-normalised float32 vectors (one row per text).
 
     Subclasses implement `_embed`; documents and queries may be embedded differently (models with
-    query/passage prefixes or input types override `embed_query`).
+    query/passage prefixes or input types override `embed_query`). Any string embeds: a lone
+    surrogate (what bytes that are not UTF-8 become in Python) reaches `_embed` as U+FFFD, since
+    tokenizers and HTTP bodies take only valid Unicode.
     """
 
     @property
@@ -83,7 +86,7 @@ class Embedder(abc.ABC):
         """Return the normalised float32 vector of a query, shaped (dim,)."""
         if not isinstance(text, str):
             raise ValidationError(f"a query must be a string, not {type(text).__name__}")
-        result: Matrix = self._embed([text], "query")[0]
+        result: Matrix = self._embed([_valid_unicode(text)], "query")[0]
         return result
 
     def close(self) -> None:  # noqa: B027 - most embedders hold nothing to release
@@ -266,4 +269,14 @@ def _with_api_key(options: dict[str, Any]) -> dict[str, Any]:
 def _checked(texts: Sequence[str]) -> Sequence[str]:
     if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
         raise ValidationError("embed_documents takes a sequence of strings")
+    if any(_LONE_SURROGATE.search(t) for t in texts):
+        return [_valid_unicode(t) for t in texts]
     return texts
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_unicode(text: str) -> str:
+    """Return ``text`` with each lone surrogate replaced by U+FFFD (the replacement character)."""
+    return _LONE_SURROGATE.sub("\ufffd", text)

@@ -7,6 +7,7 @@ it knows nothing of meaning (synonyms are strangers to it).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import time
 from collections.abc import Sequence
@@ -17,16 +18,18 @@ import numpy.typing as npt
 from vrom.embed import Embedder, Fingerprint
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+MAX_DIMS = 65_536
+MAX_DELAY_PER_TEXT = 60.0
 
 
 class FakeEmbedder(Embedder):
     """Hashes each lower-cased word into one of ``dims`` buckets with a sign, then normalises."""
 
     def __init__(self, dims: int = 64, delay_per_text: float = 0.0) -> None:
-        if dims < 2:
-            raise ValueError("a fake embedder needs at least 2 dimensions")
-        if delay_per_text < 0:
-            raise ValueError("a fake embedder's delay cannot be negative")
+        if not 2 <= dims <= MAX_DIMS:
+            raise ValueError(f"a fake embedder has 2 to {MAX_DIMS} dimensions")
+        if not (math.isfinite(delay_per_text) and 0 <= delay_per_text <= MAX_DELAY_PER_TEXT):
+            raise ValueError(f"a fake embedder's delay is 0 to {MAX_DELAY_PER_TEXT:g} s a text")
         self._fingerprint = Fingerprint("fake-hashed-words", "1", dims, "sum", 0)
         self._delay = delay_per_text  # a slow model, for tests of work that waits on one
 

@@ -38,7 +38,7 @@ from vrom import settings
 from vrom.collection import Collection
 from vrom.documents import MAX_TEXT_CHARS
 from vrom.embed import Embedder, resolve_embedder
-from vrom.errors import ValidationError
+from vrom.errors import ValidationError, shown
 from vrom.evaluation.beir import BeirDataset, Qrels, load_beir
 from vrom.evaluation.metrics import RECALL_DEPTH, percentile, score_ranking
 from vrom.evaluation.runs import (
@@ -153,7 +153,7 @@ def evaluate(
     """
     wanted = _checked_modes(modes)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise ValidationError(f"k must be an integer from 1 to {MAX_K}, not {k!r}")
+        raise ValidationError(f"k must be an integer from 1 to {MAX_K}, not {shown(k)}")
     dataset = load_beir(folder, split, limit_queries)
     if wanted == ["keyword"]:
         embedder = None  # keyword search alone: nothing to embed, no model to load

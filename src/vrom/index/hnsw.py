@@ -6,7 +6,9 @@ the memories' graph likewise under ``<db>.memories.hnsw.usearch``).
 Opening reads the sidecar: a graph that reflects the latest change is memory-mapped as it is; one
 a few changes behind is loaded and caught up by replaying the store's vector change log (each
 changed chunk is removed and its current vector added back); one too far behind, unreadable or
-missing is rebuilt from ``vector_rows()``. So a deleted or re-embedded chunk is never answered
+missing is rebuilt from ``vector_rows()``. A graph is saved through a temporary file renamed
+over it; the temporaries a killed save left behind are removed when the graph is next opened
+(`STALE_TEMPORARY_SECONDS`). So a deleted or re-embedded chunk is never answered
 from an old graph, and adding a few documents to a large store costs a few graph insertions, not
 a rebuild. A graph changed in memory is saved again once its unsaved changes reach a tenth of its
 size, and on `HnswIndex.close`.
@@ -19,11 +21,13 @@ ones, falling back to exact search if fewer than ``k`` survive.
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import mmap
 import os
 import tempfile
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,6 +56,9 @@ EXACT_FILTER_ROWS = 2_000
 """Filters allowing at most this many rows are always searched exactly (a few ms)."""
 EXACT_FILTER_COST = 2.0
 """Beyond that, exact wins while ``rows² ≤ EXACT_FILTER_COST·OVERSAMPLE·k·total`` (measured)."""
+STALE_TEMPORARY_SECONDS = 600.0
+"""A graph's temporary file unchanged for this long was left by a save that never finished (a
+killed process): a save writes its temporaries within seconds, then renames them."""
 
 # Vectors are L2-normalised (the embedder contract), so cosine is the inner product, as in
 # `ExactIndex`: the graph and the exact path over a filter then score alike.
@@ -141,6 +148,7 @@ class HnswIndex:
         self._change_number: int | None = None  # the store change the graph reflects
         self._unsaved = 0  # changes replayed into the graph since it was last saved
         self._graph: _Graph | None = None
+        self._swept = False  # the stale temporaries beside the cache file were removed
 
     @classmethod
     def for_chunks(
@@ -336,6 +344,9 @@ class HnswIndex:
         """Open the cached graph and catch it up with the store; True if it could."""
         if self.path is None:
             return False
+        if not self._swept:
+            self._swept = True
+            _remove_stale_temporaries(self.path)
         meta = _read_sidecar(self.path)
         if meta is None or not _sidecar_matches(meta, self._vectors, self._metric):
             return False
@@ -443,6 +454,19 @@ def _temporary(beside: Path, temporaries: list[str], cache: Sidecar | None) -> s
     if cache is not None:  # mkstemp makes it 0600; a shared store shares its cache
         os.chmod(name, cache.mode)
     return name
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporaries of the graph at ``path`` and its sidecar that a killed save left
+    (older than `STALE_TEMPORARY_SECONDS`; a newer one may be another process's save)."""
+    now = time.time()
+    for beside in (path, _sidecar_path(path)):
+        for leftover in path.parent.glob(glob.escape(beside.name) + ".*.tmp"):
+            try:
+                if now - leftover.stat().st_mtime > STALE_TEMPORARY_SECONDS:
+                    leftover.unlink()
+            except OSError:  # gone meanwhile, or not ours to remove: the next open tries again
+                pass
 
 
 def _prefers_exact(rows: int, total: int, k: int) -> bool:

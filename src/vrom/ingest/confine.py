@@ -17,7 +17,9 @@ vault-relative POSIX path), or refuses it with a one-line `ValidationError` whos
   is then removed); hidden and ignored folders pass, for the indexer to skip as the full index
   does. The relative path returned is the resolved one.
 
-Rules for ``read``, ``reference`` and ``write`` (a NUL byte is refused for every purpose):
+Rules for ``read``, ``reference`` and ``write`` (a NUL byte, and a lone surrogate the file
+system cannot encode, are refused for every purpose; ``\\udcff`` and its neighbours are how
+Python names a file's bytes that are not UTF-8, and pass):
 
 - Separators: ``/`` and ``\\`` both separate segments (so a file whose name holds a backslash
   cannot be named); ``.`` segments and repeated separators are dropped.
@@ -44,7 +46,8 @@ Rules for ``read``, ``reference`` and ``write`` (a NUL byte is refused for every
   file it names and never a file elsewhere.
 
 Code that checks paths it found itself (walking the vault, a watcher's events, the trash) uses
-the same two predicates as `confine`: `is_inside` and `is_symlink_free`.
+the same two predicates as `confine`: `is_inside` and `is_symlink_free`, and applies the hidden
+and ignored rules (`vrom.ingest.walk.is_ignored_path`) to where a symlink leads as well.
 
 A check cannot stop another process from swapping a folder for a symlink between the check and
 the write; the writer narrows that window (temporary files are created with ``O_EXCL`` and
@@ -109,6 +112,10 @@ def confine(root: Path, user_path: str, purpose: Purpose) -> ConfinedPath:
     shown = _shown(user_path)
     if "\x00" in user_path:  # no file name holds one, and the OS would cut the path there
         raise _refused(shown, "it contains a NUL byte")
+    try:
+        os.fsencode(user_path)
+    except UnicodeEncodeError:  # a lone surrogate that is no file name's undecodable byte
+        raise _refused(shown, "it is not valid Unicode and names no file") from None
     real_root = Path(os.path.realpath(root))
     if purpose == "reindex":
         real = _resolved_inside(real_root, real_root / user_path, shown, "it")

@@ -1,9 +1,12 @@
 """Find the notes of a vault: Markdown files, minus what must not be indexed.
 
-Skipped with a warning: symlinks that leave the vault (or loop), files over the size limit,
-and unreadable entries. Skipped silently: ``.git``, ``.obsidian``, ``.trash``, ``node_modules``,
-hidden files and folders, and files that are not Markdown. Binary content is detected later,
-when the file is read (`read_note_text`).
+Skipped with a warning: symlinks that leave the vault (or loop), symlinks to a folder (which is
+indexed under its real path: a note has one path, the one the file watcher reports), symlinks
+into a hidden or ignored folder (``ws.md -> .obsidian/workspace.md``: the rules apply to where a
+link leads, not only to its name), files over the size limit, and unreadable entries. Skipped
+silently: ``.git``, ``.obsidian``, ``.trash``, ``node_modules``, hidden files and folders, and
+files that are not Markdown. Binary content is detected later, when the file is read
+(`read_note_text`).
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ def walk_vault(
     root = root.resolve()
     files: list[NoteFile] = []
     warnings: list[IndexWarning] = []
-    seen_dirs: set[str] = {str(root)}
+    # a folder is indexed under its real path: a symlink to it (or to the root) is skipped, so
+    # a note has one path, the one the watcher reports (walking the real folders first)
+    seen_dirs = {str(folder) for folder in real_folders(root)}
     for entry, rel in _entries(root, root, "", seen_dirs, warnings):
         try:
             stat = entry.stat()  # follows symlinks, already confirmed to stay in the vault
@@ -56,6 +61,43 @@ def walk_vault(
         files.append(NoteFile(rel, Path(entry.path), stat.st_size, stat.st_mtime))
     files.sort(key=lambda f: f.path)
     return files, warnings
+
+
+def real_folders(root: Path) -> list[Path]:
+    """Return the vault's folders reached without following a symlink, the root first, minus
+    hidden and ignored ones and those that cannot be listed (what a file watcher watches).
+
+    Raises `FileNotFoundError` (or another `OSError`) when the root is not a readable folder.
+    """
+    root = root.resolve()
+    with os.scandir(root):  # the root itself must be there: its failure is the caller's to see
+        pass
+    folders = []
+    for folder, subfolders, _ in os.walk(root, followlinks=False):
+        folders.append(Path(folder))
+        subfolders[:] = sorted(
+            name for name in subfolders if not (name.startswith(".") or name in IGNORED_DIRS)
+        )
+    return folders
+
+
+def is_note_in_vault(root: Path, path: str | os.PathLike[str]) -> bool:
+    """Return True when ``path`` (absolute) names a note indexing would take, by its name and
+    by where it really leads: inside the resolved ``root``, neither hidden nor ignored there.
+
+    The file need not exist (a deleted note's path is a note path too).
+    """
+    candidate = Path(path)
+    if not is_note_name(candidate.name) or not is_inside(root, candidate):
+        return False
+    if is_ignored_path(candidate.relative_to(root).as_posix()):
+        return False
+    real = Path(os.path.realpath(candidate))
+    return (
+        real != root
+        and is_inside(root, real)
+        and not is_ignored_path(real.relative_to(root).as_posix())
+    )
 
 
 def too_large(size: int, max_file_bytes: int) -> str:
@@ -99,12 +141,21 @@ def _entries(
             if not is_inside(root, target):
                 warnings.append(IndexWarning(rel, "skipped: symlink points outside the vault"))
                 continue
-        if is_dir:
+            target_rel = Path(target).relative_to(root).as_posix()
+            if target_rel != "." and is_ignored_path(target_rel):
+                warnings.append(
+                    IndexWarning(rel, f"skipped: symlink into a hidden folder ({target_rel})")
+                )
+                continue
+        if is_dir and is_link:
             real = os.path.realpath(entry.path)
             if real in seen_dirs:
-                warnings.append(IndexWarning(rel, "skipped: symlink loop or folder seen twice"))
+                shown = Path(real).relative_to(root).as_posix()
+                why = "loop" if shown == "." else f"to a folder indexed as {shown}"
+                warnings.append(IndexWarning(rel, f"skipped: symlink {why}"))
                 continue
             seen_dirs.add(real)
+        if is_dir:
             yield from _entries(root, Path(entry.path), f"{rel}/", seen_dirs, warnings)
         elif entry.is_file():
             yield entry, rel

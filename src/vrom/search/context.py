@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from vrom.errors import ValidationError
+from vrom.errors import ValidationError, shown
 from vrom.results import Context, Hit
 from vrom.store import Store, StoredChunk
 
@@ -56,7 +56,9 @@ def join_chunks(chunks: Sequence[StoredChunk]) -> str:
 def check_context_window(window: object) -> None:
     """Raise `ValidationError` unless ``window`` is an integer from 0 to 10."""
     if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= 10:
-        raise ValidationError(f"context_window must be an integer from 0 to 10, not {window!r}")
+        raise ValidationError(
+            f"context_window must be an integer from 0 to 10, not {shown(window)}"
+        )
 
 
 def chunks_around(

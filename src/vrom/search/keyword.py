@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from vrom.errors import ValidationError
+from vrom.errors import ValidationError, shown
 from vrom.results import Hit
 from vrom.search.excerpt import excerpt
 from vrom.search.fusion import MAX_K, first_k, first_pool, widen
@@ -17,7 +17,7 @@ PRIOR_SPREAD = 0.5
 def check_k(k: object) -> None:
     """Raise `ValidationError` unless ``k`` is an integer from 1 to `MAX_K`."""
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise ValidationError(f"k must be an integer from 1 to {MAX_K}, not {k!r}")
+        raise ValidationError(f"k must be an integer from 1 to {MAX_K}, not {shown(k)}")
 
 
 def prior_factor(human_relevance_score: float) -> float:

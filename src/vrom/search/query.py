@@ -1,6 +1,6 @@
 """Read what a user typed as a keyword query, and a ``where`` mapping as a filter.
 
-Query syntax (never raises on any input):
+Query syntax (parsing never raises on any string; `check_query` refuses what cannot be searched):
     word            a term; notes with more of the terms rank higher (any term may match)
     "two words"     a phrase
     -word, -"a b"   must not appear (ignored when nothing positive is left)
@@ -16,13 +16,18 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from vrom.errors import ValidationError
+from vrom.errors import ValidationError, shown
 from vrom.store import CONDITION_OPS, Condition, KeywordQuery, Where
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 _WORD = re.compile(r"\w", re.UNICODE)
 _TERM_SPLIT = re.compile(r"[^\w*]+", re.UNICODE)
 _FIELD_NAME = re.compile(r"^[^\x00-\x1f]{1,128}$")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""The integers a ``where`` value may be: what SQLite (and a note's frontmatter field) holds."""
+MAX_WHERE_VALUES = 1_000
+"""The most values an ``$in`` or ``$nin`` list, or the tags of a ``where``, may hold."""
 Scalar = str | int | float | bool
 # the classic English stop list of Lucene's StandardAnalyzer (bm25s's "en" list too)
 _ENGLISH_STOP_LIST = (
@@ -43,7 +48,23 @@ def check_query(query: object) -> str:
         raise ValidationError(f"query must be a string, not {type(query).__name__}")
     if not query.strip():
         raise ValidationError("query is blank: say what to search for")
-    return query
+    return check_unicode(query, "query")
+
+
+def check_unicode(text: str, what: str) -> str:
+    """Return ``text`` if it is valid Unicode, else raise `ValidationError` naming ``what``.
+
+    A lone surrogate (``\\udcff``) is what Python makes of bytes that are not UTF-8 in a
+    command-line argument or a file name; it cannot be stored, matched or embedded, so it is
+    refused where it comes in rather than failing deep inside SQLite or a tokenizer.
+    """
+    found = _LONE_SURROGATE.search(text)
+    if found is not None:
+        raise ValidationError(
+            f"{what} is not valid Unicode: it holds a lone surrogate ({found.group()!a} at"
+            f" character {found.start()}), as bytes that are not UTF-8 become; pass UTF-8 text"
+        )
+    return text
 
 
 def parse_query(text: str) -> KeywordQuery:
@@ -103,17 +124,20 @@ def parse_where(where: Mapping[str, Any] | None) -> Where | None:
     tags: list[str] = []
     conditions: list[Condition] = []
     for key, value in where.items():
-        if not isinstance(key, str) or not _FIELD_NAME.match(key):
-            raise ValidationError(f"where: field name {key!r} is not valid")
+        _check_field_name(key)
         if key == "path":
             if not isinstance(value, str) or not value.strip("/"):
                 raise ValidationError("where: 'path' must be a non-empty folder or path prefix")
+            check_unicode(value, "where: 'path'")
             path_prefix = value.strip().removeprefix("./").lstrip("/")
         elif key in ("tag", "tags"):
             values = value if isinstance(value, (list, tuple)) else [value]
+            if len(tags) + len(values) > MAX_WHERE_VALUES:
+                raise ValidationError(f"where: more than {MAX_WHERE_VALUES:,} tags")
             for tag in values:
                 if not isinstance(tag, str) or not tag.strip("# "):
-                    raise ValidationError(f"where: tag {tag!r} must be a non-empty string")
+                    raise ValidationError(f"where: tag {shown(tag)} must be a non-empty string")
+                check_unicode(tag, f"where: tag {shown(tag)}")
                 tags.append(tag.strip().lstrip("#").lower())
         else:
             conditions += field_conditions(key, value)
@@ -139,8 +163,7 @@ def parse_metadata_where(where: Mapping[str, Any] | None) -> Where | None:
         )
     conditions: list[Condition] = []
     for key, value in where.items():
-        if not isinstance(key, str) or not _FIELD_NAME.match(key):
-            raise ValidationError(f"where: field name {key!r} is not valid")
+        _check_field_name(key)
         conditions += field_conditions(key, value)
     return Where(conditions=tuple(conditions))
 
@@ -155,12 +178,14 @@ def field_conditions(key: str, value: Any) -> list[Condition]:
     mapping of operators tests it otherwise: ``$eq``, ``$ne`` (a missing field passes), ``$in``
     and ``$nin`` (a list of scalars), ``$gt``, ``$gte``, ``$lt``, ``$lte`` (numbers; only
     numeric fields pass). Several operators must all hold: ``{"$gte": 2, "$lt": 5}``.
+    Strings must be valid Unicode and integers within 64 bits (`INT64_MIN` to `INT64_MAX`),
+    what a field can hold; anything else is a `ValidationError`.
     """
     if _is_scalar(value):
-        return [Condition(key, "eq", value)]
+        return [Condition(key, "eq", _checked_scalar(key, value))]
     if not isinstance(value, Mapping) or not value:
         raise ValidationError(
-            f"where: value for {key!r} must be a string, number, boolean or a mapping of "
+            f"where: value for {shown(key)} must be a string, number, boolean or a mapping of "
             f"operators ({', '.join(_OPERATORS)}), not {type(value).__name__}"
         )
     conditions = []
@@ -168,28 +193,56 @@ def field_conditions(key: str, value: Any) -> list[Condition]:
         op = _OPERATORS.get(name) if isinstance(name, str) else None
         if op is None:
             raise ValidationError(
-                f"where: unknown operator {name!r} for {key!r}: use one of {', '.join(_OPERATORS)}"
+                f"where: unknown operator {shown(name)} for {shown(key)}: use one of"
+                f" {', '.join(_OPERATORS)}"
             )
         if op in ("in", "nin"):
             if not isinstance(operand, (list, tuple)) or not all(map(_is_scalar, operand)):
-                raise ValidationError(f"where: {name} for {key!r} takes a list of scalars")
+                raise ValidationError(f"where: {name} for {shown(key)} takes a list of scalars")
             if not operand:
-                raise ValidationError(f"where: {name} for {key!r} needs at least one value")
-            conditions.append(Condition(key, op, tuple(operand)))
+                raise ValidationError(f"where: {name} for {shown(key)} needs at least one value")
+            if len(operand) > MAX_WHERE_VALUES:
+                raise ValidationError(
+                    f"where: {name} for {shown(key)} holds {len(operand):,} values; the limit is"
+                    f" {MAX_WHERE_VALUES:,}"
+                )
+            conditions.append(Condition(key, op, tuple(_checked_scalar(key, v) for v in operand)))
         elif op in ("eq", "ne"):
             if not _is_scalar(operand):
                 raise ValidationError(
-                    f"where: {name} for {key!r} takes a string, number or boolean"
+                    f"where: {name} for {shown(key)} takes a string, number or boolean"
                 )
-            conditions.append(Condition(key, op, operand))
+            conditions.append(Condition(key, op, _checked_scalar(key, operand)))
         else:
             if isinstance(operand, bool) or not isinstance(operand, (int, float)):
-                raise ValidationError(f"where: {name} for {key!r} takes a number, not {operand!r}")
+                raise ValidationError(
+                    f"where: {name} for {shown(key)} takes a number, not {shown(operand)}"
+                )
             if operand != operand:  # NaN compares with nothing
-                raise ValidationError(f"where: {name} for {key!r} takes a number, not NaN")
-            conditions.append(Condition(key, op, operand))
+                raise ValidationError(f"where: {name} for {shown(key)} takes a number, not NaN")
+            conditions.append(Condition(key, op, _checked_scalar(key, operand)))
     return conditions
 
 
 def _is_scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float, bool))
+
+
+def _check_field_name(key: object) -> None:
+    if not isinstance(key, str) or not _FIELD_NAME.match(key):
+        raise ValidationError(f"where: field name {shown(key)} is not valid")
+    check_unicode(key, f"where: field name {shown(key)}")
+
+
+def _checked_scalar(key: str, value: Scalar) -> Scalar:
+    """Return a ``where`` value a field can hold, or raise `ValidationError` naming ``key``."""
+    if isinstance(value, str):
+        return check_unicode(value, f"where: the value for {shown(key)}")
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:  # (a bool is in range)
+        bits = value.bit_length()  # str() of an int past 4,300 digits is refused
+        text = str(value) if bits <= 128 else f"an integer of {bits:,} bits"
+        raise ValidationError(
+            f"where: the value for {shown(key)} is {text}, beyond the 64-bit integers a field"
+            f" holds ({INT64_MIN} to {INT64_MAX})"
+        )
+    return value

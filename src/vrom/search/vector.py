@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from vrom.errors import ValidationError
+from vrom.errors import ValidationError, shown
 from vrom.store import Sidecar, VectorSource
 
 if TYPE_CHECKING:
@@ -43,7 +43,9 @@ class VectorIndex:
         ef_search: int | None = None,
     ) -> None:
         if kind not in INDEX_KINDS:
-            raise ValidationError(f"index must be one of {', '.join(INDEX_KINDS)}, not {kind!r}")
+            raise ValidationError(
+                f"index must be one of {', '.join(INDEX_KINDS)}, not {shown(kind)}"
+            )
         self._vectors = vectors
         self._cache = cache
         self._metric = metric
@@ -123,11 +125,13 @@ def check_ef_search(ef_search: int | None, k: int) -> None:
     if ef_search is None:
         return
     if isinstance(ef_search, bool) or not isinstance(ef_search, int) or ef_search < k:
-        raise ValidationError(f"ef_search must be an integer of at least k={k}, not {ef_search!r}")
+        raise ValidationError(
+            f"ef_search must be an integer of at least k={k}, not {shown(ef_search)}"
+        )
 
 
 def check_mode(mode: str) -> str:
     """Return ``mode`` if it is a search mode, else raise `ValidationError`."""
     if mode not in MODES:
-        raise ValidationError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        raise ValidationError(f"mode must be one of {', '.join(MODES)}, not {shown(mode)}")
     return mode

@@ -156,4 +156,7 @@ def level_of(line: str) -> tuple[LoggingLevel, str]:
 
 
 def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    # one write: print() writes the line and its end apart, so two threads logging at once
+    # (the HTTP server's "listening on" and the indexing thread's progress) could interleave
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()

@@ -4,7 +4,9 @@ A note's URI is ``vault://note/`` and its vault-relative path, percent-encoded e
 ``/`` (``vault://note/Guides/Install%20vrom.md``). ``resources/list`` returns `PAGE_SIZE` notes
 by path and a ``nextCursor`` while more follow; the cursor is opaque to clients (it names the
 last path of the page, so notes added or removed between pages shift nothing). A cursor that
-is not one of ours is refused with -32602 (invalid params), as the spec asks.
+is not one of ours is refused with -32602 (invalid params), as the spec asks; so is a URI whose
+path is refused (outside the vault, hidden) or names no note. A note is read as indexing reads
+it: bytes that are not UTF-8 come out as replacement characters, never as a failed read.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from mcp.types import (
     Resource,
 )
 
-from vrom.errors import NotFoundError, VromError
+from vrom.errors import NotFoundError, ValidationError, VromError
+from vrom.ingest.walk import read_note_text
 from vrom.server.base import VromMCPServer
 from vrom.server.state import ServerState, client_roots
 from vrom.vault import Vault
@@ -57,13 +60,19 @@ def register_note_resources(server: VromMCPServer, state: ServerState) -> None:
     async def note_resource(path: str, ctx: Context) -> str:
         def read(vault: Vault) -> str:
             note = vault.get_note(path, purpose="read")
-            return (vault.root / note.path).read_text(encoding="utf-8")
+            text, problem = read_note_text((vault.root / note.path).read_bytes())
+            if text is None:
+                raise ResourceError(f"cannot read note {note.path!r}: {problem}")
+            return text
 
         try:
             vault = await state.vault(client_roots(ctx.session))
             return await asyncio.to_thread(state.run, read, vault)
         except NotFoundError as exc:
             raise ResourceNotFoundError(str(exc)) from exc
+        except ValidationError as exc:  # the client's request, not the server, is at fault
+            message = f"cannot read note {path!r}: {exc}"
+            raise MCPError(INVALID_PARAMS, message, {"uri": note_uri(path)}) from exc
         except (VromError, OSError) as exc:
             raise ResourceError(f"cannot read note {path!r}: {exc}") from exc
 

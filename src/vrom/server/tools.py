@@ -17,6 +17,7 @@ from pydantic import Field
 from vrom.errors import VromError
 from vrom.results import SearchReport, to_jsonable
 from vrom.server.state import ServerState, client_roots
+from vrom.server.watch import OFF
 from vrom.vault import Vault
 
 T = TypeVar("T")
@@ -288,11 +289,18 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
     @server.tool(annotations=READ)
     async def vault_stats(ctx: Context) -> CallToolResult:
         """Counts and sizes: notes, chunks, links, tags, vectors, the store's path and model,
-        and how far background embedding has got (with chunks/s and the time left)."""
+        how far background embedding has got (with chunks/s and the time left), and whether
+        notes edited on disk are re-indexed (the watcher: running, restarting or stopped, and
+        why)."""
 
         def stats(vault: Vault) -> dict[str, Any]:
             embedding = None if state.embedding is None else state.embedding.progress()
-            return {**to_jsonable(vault.stats()), "embedding": to_jsonable(embedding)}
+            watcher = OFF if state.watcher is None else state.watcher.status()
+            return {
+                **to_jsonable(vault.stats()),
+                "embedding": to_jsonable(embedding),
+                "watcher": to_jsonable(watcher),
+            }
 
         return await call_on_vault(state, ctx, stats)
 
