@@ -42,7 +42,7 @@ def test_get_note_by_path_name_id_and_absolute_path(vault: Vault) -> None:
     assert vault.get_note(str(note.note_id)).path == "Home.md"
     assert vault.get_note(str(vault.root / "Home.md")).path == "Home.md"
     assert vault.get_note("Projects/Atlas").path == "Projects/Atlas.md"
-    for missing in ("Nope", 9999, "../Home.md"):
+    for missing in ("Nope", 9999, "../Home.md", "¹", "9" * 30):
         with pytest.raises((NotFoundError, ValidationError)):
             vault.get_note(missing)
 

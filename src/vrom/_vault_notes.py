@@ -50,7 +50,8 @@ class VaultNotes:
         matches = self.store.documents.find(key)
         if matches:
             return matches[0]
-        if ref.isdigit():
+        # an id: ASCII digits ("¹" is a digit to str.isdigit, not to int) that fit in 64 bits
+        if ref.isascii() and ref.isdigit() and len(ref) <= 18:
             doc = self.store.documents.get(int(ref))
             if doc is not None:
                 return doc
