@@ -8,6 +8,7 @@ when its name can be stored and named back, and every warning is one printable l
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -169,3 +170,28 @@ def test_any_byte_file_names_lose_no_good_note(stems: list[bytes]) -> None:
             else:
                 assert again.notes == summary.notes
                 assert_printable_lines(again.warnings)
+
+
+def test_an_empty_vault_path_is_refused_by_the_mcp_server_too(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vrom",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "mcp",
+            "--vault",
+            "",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip() == (
+        "vrom: error: the vault path is empty: give a folder ('.' for this one)"
+    )
+    assert not (tmp_path / "state").exists(), "nothing was created"

@@ -23,7 +23,7 @@ from mcp.types import ListRootsResult
 
 from vrom import settings
 from vrom._background_embedding import BackgroundEmbedding
-from vrom.errors import NotFoundError
+from vrom.errors import NotFoundError, ValidationError
 from vrom.results import IndexSummary
 from vrom.server.logs import ClientLog
 from vrom.server.watch import Watcher
@@ -53,6 +53,9 @@ class ServerState:
         watch: bool = True,
         log: Callable[[str], None] | None = None,
     ) -> None:
+        if vault_path is not None and not os.fspath(vault_path).strip():
+            # Path("") is ".": an empty --vault must not quietly serve the current folder
+            raise ValidationError("the vault path is empty: give a folder ('.' for this one)")
         self._explicit = None if vault_path is None else Path(vault_path).expanduser()
         self._state_dir = state_dir
         self._embedder = embedder
