@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vrom.embed import Embedder
-from vrom.ingest.embed_job import EmbeddingBusy, embedding_status
+from vrom.ingest.embed_job import ChunkRate, EmbeddingBusy, embedding_status
 from vrom.results import EmbeddingStatus, rough_duration
 from vrom.vault import Vault
 
@@ -72,8 +72,8 @@ class BackgroundEmbedding:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._vectors = self._chunks = self._embedded = 0
-        self._first: tuple[float, int] | None = None  # (time, embedded) at the first batch
-        self._rate: float | None = None
+        self._meter = ChunkRate(clock)  # a new one each pass: its first batch starts the clock
+        self._rate: float | None = None  # the last rate measured
         self._error: str | None = None
         self._other_process: int | None = None
         self._progress_seconds = progress_seconds
@@ -164,7 +164,7 @@ class BackgroundEmbedding:
         counts = vault.store.counts()
         with self._lock:
             self._vectors, self._chunks = counts.vectors, counts.chunks
-            self._before, self._first = self._embedded, None
+            self._before, self._meter = self._embedded, ChunkRate(self._clock)
         if counts.vectors >= counts.chunks:
             return True
         if self._other_process is None:
@@ -202,10 +202,7 @@ class BackgroundEmbedding:
         with self._lock:
             self._embedded = self._before + done
             self._vectors = start_vectors + done
-            if done and self._first is None:
-                self._first = (now, done)
-            elif self._first is not None and now > self._first[0] and done > self._first[1]:
-                self._rate = (done - self._first[1]) / (now - self._first[0])
+            self._rate = self._meter.update(done) or self._rate
         if now - self._logged >= self._progress_seconds:
             self._logged = now
             progress = self.progress()

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from vrom.cli.output import colour_enabled
+from vrom.ingest.embed_job import ChunkRate
 from vrom.results import rough_duration
 
 if TYPE_CHECKING:
@@ -32,24 +33,6 @@ class IndexProgress(Protocol):
 
     def chunks(self, done: int, total: int) -> None:
         """Record that ``done`` of ``total`` chunks are embedded."""
-
-
-class ChunkRate:
-    """Chunks per second since the first embedded batch, and the time left at that rate."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._start: tuple[float, int] | None = None  # (time, chunks) at the first batch
-
-    def update(self, done: int) -> float | None:
-        """Record ``done`` chunks now; return the rate, or None before it can be measured."""
-        now = self._clock()
-        if self._start is None:
-            if done > 0:
-                self._start = (now, done)
-            return None
-        elapsed = now - self._start[0]
-        return (done - self._start[1]) / elapsed if elapsed > 0 and done > self._start[1] else None
 
 
 class LineProgress:

@@ -18,8 +18,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,11 +44,23 @@ class EmbeddingBusy(StorageError):
         self.pid = pid
 
 
-@dataclass
-class _Measure:
-    started: float
-    first: tuple[float, int] | None = None  # (time, done) when the first batch was committed
-    written: float = 0.0
+class ChunkRate:
+    """Chunks per second since the first embedded batch (so a model's loading is not part of
+    the rate): what progress bars, the progress file and the server's worker report."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._start: tuple[float, int] | None = None  # (time, chunks) at the first batch
+
+    def update(self, done: int) -> float | None:
+        """Record ``done`` chunks now; return the rate, or None before it can be measured."""
+        now = self._clock()
+        if self._start is None:
+            if done > 0:
+                self._start = (now, done)
+            return None
+        elapsed = now - self._start[0]
+        return (done - self._start[1]) / elapsed if elapsed > 0 and done > self._start[1] else None
 
 
 class EmbeddingClaim:
@@ -58,7 +69,8 @@ class EmbeddingClaim:
     def __init__(self, lock: IO[bytes] | None, progress_path: Path | None) -> None:
         self._lock = lock
         self._progress_path = progress_path
-        self._measure = _Measure(time.monotonic())
+        self._rate = ChunkRate()
+        self._written = 0.0  # when progress was last written (monotonic)
 
     @classmethod
     def take(cls, store: Store) -> EmbeddingClaim:
@@ -89,16 +101,11 @@ class EmbeddingClaim:
         """Record progress: ``vectors`` of ``chunks`` have a vector, ``embedded`` by this run."""
         if self._progress_path is None:
             return
+        rate = self._rate.update(embedded)  # every report: the first batch starts the clock
         now = time.monotonic()
-        measure = self._measure
-        if embedded and measure.first is None:
-            measure.first = (now, embedded)  # the model's loading is not part of the rate
-        if not final and now - measure.written < WRITE_EVERY_S:
+        if not final and now - self._written < WRITE_EVERY_S:
             return
-        measure.written = now
-        rate = None
-        if measure.first is not None and now > measure.first[0] and embedded > measure.first[1]:
-            rate = (embedded - measure.first[1]) / (now - measure.first[0])
+        self._written = now
         eta = (chunks - vectors) / rate if rate and vectors < chunks else None
         _write_json(
             self._progress_path,
