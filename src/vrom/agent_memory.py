@@ -285,9 +285,8 @@ class AgentMemory:
             [(str(r.metadata.get("source_file") or f"#{r.id}"), r.text) for r in kept]
         )
 
-        def blocks(selection: list[Passage]) -> list[str]:
+        def blocks(selection: list[Passage], bodies: list[str]) -> list[str]:
             rendered = []
-            bodies = without_repeated_lines([p.text for p in selection])
             for passage, body in zip(selection, bodies, strict=True):
                 first = kept[passage.members[0]]
                 heading = first.metadata.get("section_heading") or first.metadata.get("doc_title")
@@ -297,9 +296,10 @@ class AgentMemory:
             return rendered
 
         def fits(selection: list[Passage]) -> bool:
-            if not without_repeated_lines([p.text for p in selection])[-1]:
+            bodies = without_repeated_lines([p.text for p in selection])
+            if not bodies[-1]:
                 return False  # it would add only lines already given
-            size = estimate_tokens(separator.join(blocks(selection)))
+            size = estimate_tokens(separator.join(blocks(selection, bodies)))
             return max_tokens is None or size <= max_tokens
 
         options: list[tuple[Passage, ...]] = []
@@ -311,7 +311,8 @@ class AgentMemory:
                 else None
             )
             options.append((passage,) if alone is None else (passage, alone))
-        return separator.join(blocks(fill_budget(options, fits)))
+        chosen = fill_budget(options, fits)
+        return separator.join(blocks(chosen, without_repeated_lines([p.text for p in chosen])))
 
     # -- the cache -------------------------------------------------------------------------
 

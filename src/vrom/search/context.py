@@ -263,8 +263,8 @@ def format_context(
     # an expanded passage may be cut back to its best hit's own chunk to fit
     shorter = [Passage(p.source, kept[p.members[0]].text.strip(), p.members[:1]) for p in passages]
 
-    def rendered(chosen: Sequence[Passage]) -> str:
-        bodies = without_repeated_lines([p.text for p in chosen])
+    def rendered(chosen: Sequence[Passage], bodies: Sequence[str]) -> str:
+        """Render the chosen passages with ``bodies``, their texts less repeated lines."""
         return _render(
             [
                 f"{_header(n, kept[p.members[0]])}\n{body}"
@@ -275,8 +275,9 @@ def format_context(
         )
 
     def fits(selection: list[Passage]) -> bool:
-        adds_text = bool(without_repeated_lines([p.text for p in selection])[-1])
-        return adds_text and estimate_tokens(rendered(selection)) <= max_tokens
+        bodies = without_repeated_lines([p.text for p in selection])
+        # the last one must add text of its own, and all of them fit the budget
+        return bool(bodies[-1]) and estimate_tokens(rendered(selection, bodies)) <= max_tokens
 
     chosen = fill_budget(
         [
@@ -287,7 +288,7 @@ def format_context(
     )
     if not chosen and passages:
         chosen = _cut_to_fit(shorter[0], kept[shorter[0].members[0]], max_tokens, include_sources)
-    text = rendered(chosen) if chosen else ""
+    text = rendered(chosen, without_repeated_lines([p.text for p in chosen])) if chosen else ""
     return Context(
         query=query,
         text=text,
