@@ -33,6 +33,25 @@ def test_non_finite_numbers_become_strings() -> None:
     assert warnings == []
 
 
+def test_values_stored_as_another_kind_are_named_in_one_warning_when_indexing() -> None:
+    text = f"---\nx: .inf\nm: {{deep: [1, -.inf]}}\nn: {2**64}\nday: 2026-01-02\n---\nbody\n"
+    frontmatter, _, warnings = split_frontmatter(text, note_changes=True)
+    assert frontmatter == {
+        "x": "inf",
+        "m": {"deep": [1, "-inf"]},
+        "n": str(2**64),
+        "day": "2026-01-02",
+    }
+    assert warnings == [
+        'frontmatter values stored as JSON holds them: x (.inf, kept as the string "inf"),'
+        ' m.deep[1] (-.inf, kept as the string "-inf"),'
+        " n (a 20-digit integer, kept as its decimal string)"
+    ]  # a date is stored as ISO 8601 text without a warning: it means what it meant
+    many = "".join(f"k{i}: .nan\n" for i in range(5))
+    _, _, warnings = split_frontmatter(f"---\n{many}---\n", note_changes=True)
+    assert warnings[0].endswith('k2 (.nan, kept as the string "nan") and 2 more')
+
+
 def test_integers_beyond_64_bits_become_decimal_strings() -> None:
     frontmatter, _ = frontmatter_of(
         f"small: {2**63 - 1}\nlow: {-(2**63)}\nbig: {2**63}\nhex: 0x{'f' * 40}"

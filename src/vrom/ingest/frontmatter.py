@@ -19,6 +19,9 @@ Each value then becomes one JSON can hold (`json_ready`):
   ``[key, value]`` pairs;
 - mapping keys: strings; a key that is not one is written as its JSON text (``true``, ``1``,
   ``null``, ``inf``), a date as ISO 8601.
+
+Non-finite numbers and integers beyond 64 bits change kind (a number becomes a string), so a
+note holding one is indexed with a warning naming each such value (`changed_values`).
 """
 
 from __future__ import annotations
@@ -47,17 +50,22 @@ MAX_DEPTH = 100
 _INT64 = range(-(2**63), 2**63)
 _SIZE_CAP = 2**62  # sizes are only compared with the limit; capping keeps the sums small
 _SURROGATES = re.compile("[\ud800-\udfff]")
+_YAML_SPELLING = {"inf": ".inf", "-inf": "-.inf", "nan": ".nan"}
+_CHANGES_SHOWN = 3
 
 
 class YamlRefusedError(yaml.YAMLError):
     """YAML that parses but would cost too much to build (or never end); the message says why."""
 
 
-def split_frontmatter(text: str) -> tuple[dict[str, Any], int, list[str]]:
+def split_frontmatter(
+    text: str, *, note_changes: bool = False
+) -> tuple[dict[str, Any], int, list[str]]:
     """Return (frontmatter, body offset, warnings) for a note's text.
 
     A note without frontmatter has body offset 0. Malformed or refused frontmatter gives a
     warning and an empty mapping, and the whole text is kept as the body so nothing is lost.
+    With ``note_changes``, values stored as another kind (`changed_values`) give a warning too.
     """
     if not (text.startswith("---\n") or text.startswith("---\r\n")):
         return {}, 0, []
@@ -85,7 +93,41 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], int, list[str]]:
         return {}, body_start, []
     if not isinstance(data, dict):
         return {}, body_start, [f"frontmatter is a {type(data).__name__}, not a mapping: ignored"]
-    return json_ready(data), body_start, []
+    changed = changed_values(data) if note_changes else []
+    if not changed:
+        return json_ready(data), body_start, []
+    shown = ", ".join(changed[:_CHANGES_SHOWN])
+    more = f" and {len(changed) - _CHANGES_SHOWN:,} more" if len(changed) > _CHANGES_SHOWN else ""
+    return (
+        json_ready(data),
+        body_start,
+        [f"frontmatter values stored as JSON holds them: {shown}{more}"],
+    )
+
+
+def changed_values(value: Any, where: str = "") -> list[str]:
+    """Return, for each value `json_ready` changes in kind or loses part of, where it is and
+    what it becomes: ``x (.inf, kept as the string "inf")``."""
+    if isinstance(value, dict):
+        return [
+            change
+            for key, item in value.items()
+            for change in changed_values(
+                item, f"{where}.{_json_key(key)}" if where else _json_key(key)
+            )
+        ]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [
+            change
+            for i, item in enumerate(value)
+            for change in changed_values(item, f"{where}[{i}]")
+        ]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f'{where} ({_YAML_SPELLING[str(value)]}, kept as the string "{value}")']
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+        digits = len(str(abs(value)))
+        return [f"{where} (a {digits:,}-digit integer, kept as its decimal string)"]
+    return []
 
 
 def _one_line(message: str) -> str:

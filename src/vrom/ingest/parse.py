@@ -293,7 +293,7 @@ def note_title(frontmatter: dict[str, Any], headings: list[Heading], path: str) 
 
 def parse_note(text: str, path: str) -> ParsedNote:
     """Parse a note's decoded text; ``path`` is its vault-relative POSIX path."""
-    frontmatter, body_start, warnings = split_frontmatter(text)
+    frontmatter, body_start, warnings = split_frontmatter(text, note_changes=True)
     masked = mask_code(text)
     headings = find_headings(masked, body_start)
     links: list[ParsedLink] = []
