@@ -26,7 +26,7 @@ from vrom.errors import NotFoundError, StorageError, ValidationError, VromError,
 from vrom.ingest.confine import IGNORED_DIRS, OUTSIDE, confine, is_inside, is_symlink_free
 from vrom.ingest.frontmatter import load_yaml, split_frontmatter
 from vrom.ingest.parse import is_utf8, shown_path
-from vrom.ingest.walk import is_ignored_path
+from vrom.ingest.walk import is_ignored_path, read_regular_file
 from vrom.results import (
     DeleteResult,
     FolderListing,
@@ -208,7 +208,7 @@ class VaultFiles:
     def _read_text(self, absolute: Path, rel: str) -> tuple[bytes, str]:
         """Return (byte-order mark or b"", text) of an existing note, refusing non-text files."""
         try:
-            data = absolute.read_bytes()
+            data = read_regular_file(absolute)
         except OSError as exc:
             raise StorageError(f"could not read note {rel!r}: {exc.strerror or exc}") from exc
         bom = _BOM if data.startswith(_BOM) else b""

@@ -11,7 +11,7 @@ from pathlib import Path
 from vrom.errors import NotFoundError, ValidationError
 from vrom.ingest.confine import ReadPurpose, confine
 from vrom.ingest.parse import is_utf8, note_key, parse_note, shown_path
-from vrom.ingest.walk import read_note_text
+from vrom.ingest.walk import read_note_text, read_regular_file
 from vrom.results import Link, Note, NoteRef, Related, SharedTags, SimilarNote
 from vrom.search.links import backlink_sources, resolve_link
 from vrom.store import Store, StoredDocument
@@ -84,7 +84,7 @@ class VaultNotes:
         absolute = confine(self.root, doc.path, "read").absolute
         text: str | None = None
         try:
-            text, _ = read_note_text(absolute.read_bytes())
+            text, _ = read_note_text(read_regular_file(absolute))
         except OSError:
             text = None
         if text is None:  # gone from disk since indexing: rebuild the body from its chunks

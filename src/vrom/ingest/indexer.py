@@ -40,6 +40,7 @@ from vrom.ingest.walk import (
     is_ignored_path,
     is_note_name,
     read_note_text,
+    read_regular_file,
     too_large,
     walk_vault,
 )
@@ -201,7 +202,7 @@ class Indexer:
         tally: _Tally,
     ) -> None:
         try:
-            data = note_file.abs_path.read_bytes()
+            data = read_regular_file(note_file.abs_path)
         except OSError as exc:
             tally.skip(note_file.path, f"unreadable: {exc.strerror or exc}")
             return

@@ -3,7 +3,8 @@
 Skipped with a warning: symlinks that leave the vault (or loop), symlinks to a folder (which is
 indexed under its real path: a note has one path, the one the file watcher reports), symlinks
 into a hidden or ignored folder (``ws.md -> .obsidian/workspace.md``: the rules apply to where a
-link leads, not only to its name), files over the size limit, and unreadable entries. Skipped
+link leads, not only to its name), files over the size limit, named pipes, sockets and devices,
+and unreadable entries. Skipped
 silently: ``.git``, ``.obsidian``, ``.trash``, ``node_modules``, hidden files and folders, and
 files that are not Markdown. Binary content is detected later, when the file is read
 (`read_note_text`).
@@ -11,7 +12,9 @@ files that are not Markdown. Binary content is detected later, when the file is 
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +162,18 @@ def _entries(
             yield from _entries(root, Path(entry.path), f"{rel}/", seen_dirs, warnings)
         elif entry.is_file():
             yield entry, rel
+        else:  # a named pipe would block the read for ever; a device could be endless
+            warnings.append(IndexWarning(rel, "skipped: not a regular file"))
+
+
+def read_regular_file(path: str | os.PathLike[str]) -> bytes:
+    """Return a file's bytes; `OSError` when it is not a regular file (a named pipe would block
+    the read until a writer comes, a device could be endless), checked on the opened file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        return file.read()
 
 
 def read_note_text(data: bytes) -> tuple[str | None, str | None]:

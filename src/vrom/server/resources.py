@@ -31,7 +31,7 @@ from mcp.types import (
 )
 
 from vrom.errors import NotFoundError, ValidationError, VromError
-from vrom.ingest.walk import read_note_text
+from vrom.ingest.walk import read_note_text, read_regular_file
 from vrom.server.base import VromMCPServer
 from vrom.server.state import ServerState, client_roots
 from vrom.vault import Vault
@@ -60,7 +60,7 @@ def register_note_resources(server: VromMCPServer, state: ServerState) -> None:
     async def note_resource(path: str, ctx: Context) -> str:
         def read(vault: Vault) -> str:
             note = vault.get_note(path, purpose="read")
-            text, problem = read_note_text((vault.root / note.path).read_bytes())
+            text, problem = read_note_text(read_regular_file(vault.root / note.path))
             if text is None:
                 raise ResourceError(f"cannot read note {note.path!r}: {problem}")
             return text
