@@ -69,3 +69,31 @@ def test_issue15_item1_hostile_notes_written_over_mcp_leave_vault_reindex_workin
         assert not (root / name).exists(), "nothing is created before a request is accepted"
 
     run(root, session)
+
+
+@pytest.mark.parametrize(
+    ("line", "answer"),
+    [
+        ('{"jsonrpc":"2.0","id":9,"method":"ping","params":{"x":"\\udcff"}}', (9, -32700)),
+        ('{"jsonrpc":"2.0","id":"a","method":["ping"]}', ("a", -32600)),
+        ('{"jsonrpc":"2.0","method":"notifications/x","params":"\\udcff"}', None),  # no id
+        ('{"jsonrpc":"2.0","id":"\\udcff","method":"ping"}', None),  # an id no reply can carry
+        ('{"jsonrpc":"2.0","id":3,"result":"\\udcff"}', None),  # an answer is never answered
+        ("[1, 2", None),
+    ],
+)
+def test_a_message_the_sdk_cannot_read_is_answered_when_it_is_a_request(
+    line: str, answer: tuple[object, int] | None
+) -> None:
+    from mcp import types
+
+    from vrom.server.base import unreadable_request_error
+
+    with pytest.raises(Exception) as unread:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    error = unreadable_request_error(unread.value)
+    if answer is None:
+        assert error is None
+    else:
+        assert error is not None and (error.id, error.error.code) == answer
+        error.model_dump_json()  # it can be sent

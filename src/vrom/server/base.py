@@ -4,21 +4,41 @@ high-level server leaves out or answers too simply."""
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from typing import Any, TypeVar
 
+import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import RequestHandler
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared._context_streams import (
+    ContextReceiveStream,
+    ContextSendStream,
+    create_context_streams,
+)
 from mcp.shared.exceptions import MCPError
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, GetPromptResult, InputRequiredResult
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    GetPromptResult,
+    InputRequiredResult,
+    JSONRPCError,
+)
 from pydantic import BaseModel
 from pydantic import ValidationError as ArgumentsError
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
 _logger = logging.getLogger("vrom.server")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class VromMCPServer(MCPServer):
@@ -34,6 +54,16 @@ class VromMCPServer(MCPServer):
     ) -> None:
         """Serve (or replace the SDK's handler of) a JSON-RPC method; capabilities follow."""
         self._lowlevel_server.add_request_handler(method, params_type, handler)
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdin and stdout, answering a request the SDK cannot read with an error
+        (`unreadable_request_error`) where the SDK would drop it and leave the client waiting."""
+        async with stdio_server() as (received, replies):
+            readable, inbox = create_context_streams[SessionMessage | Exception](0)
+            async with anyio.create_task_group() as group:
+                group.start_soon(_answer_unreadable, received, readable, replies)
+                low = self._lowlevel_server
+                await low.run(inbox, replies, low.create_initialization_options())
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -109,3 +139,69 @@ async def internal_errors(
             raise
         _logger.exception("%s failed", ctx.method)
         raise MCPError(INTERNAL_ERROR, f"{ctx.method} failed: {type(exc).__name__}: {exc}") from exc
+
+
+async def _answer_unreadable(
+    received: ContextReceiveStream[SessionMessage | Exception],
+    readable: ContextSendStream[SessionMessage | Exception],
+    replies: ContextSendStream[SessionMessage],
+) -> None:
+    """Pass on what the transport read; answer each request it could not read, or log it."""
+    async with readable:
+        async for item in received:
+            if not isinstance(item, Exception):
+                await readable.send(item)
+                continue
+            error = unreadable_request_error(item)
+            if error is None:
+                _logger.warning("ignored a message that is not JSON-RPC: %s", _first_line(item))
+            else:
+                await replies.send(SessionMessage(error))
+
+
+def unreadable_request_error(problem: Exception) -> JSONRPCError | None:
+    """Return the error answering a message the SDK could not read, when its id can be found.
+
+    JSON allows a lone surrogate escape (``"\\udcff"``), which the SDK's parser refuses (a
+    parse error, -32700); a request of the wrong shape is an invalid request (-32600). Python's
+    JSON reader still finds such a request's id, so the client gets an answer instead of
+    waiting for one. None when there is no id to answer (a notification, or no JSON at all).
+    """
+    if not isinstance(problem, ArgumentsError):
+        return None
+    errors = problem.errors()
+    request_id = next((found for found in map(_request_id, errors) if found is not None), None)
+    if request_id is None:
+        return None
+    first = errors[0]
+    code = PARSE_ERROR if first["type"] == "json_invalid" else INVALID_REQUEST
+    field = ".".join(str(part) for part in first["loc"][1:])  # the first part names a model
+    reason = (
+        first["msg"]
+        if code == PARSE_ERROR
+        else f"not a JSON-RPC request: {field or 'message'}: {first['msg']}"
+    )
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=reason))
+
+
+def _request_id(error: Any) -> int | str | None:
+    """Return the id of the request an error of a failed parse names as its input (the whole
+    line for JSON the SDK could not read, the message for one of the wrong shape), if a reply
+    can carry it: an integer, or text that can be written as UTF-8."""
+    raw = error.get("input")
+    try:
+        message = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message:  # never answer an answer
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, str) and not _SURROGATE.search(request_id):
+        return request_id
+    if isinstance(request_id, int) and not isinstance(request_id, bool):
+        return request_id
+    return None
+
+
+def _first_line(problem: Exception) -> str:
+    return str(problem).strip().split("\n", 1)[0][:200]
