@@ -305,7 +305,7 @@ def test_opencode_writes_a_skill_and_an_agents_section(vault: Path, tmp_path: Pa
     text = skill.read_text(encoding="utf-8")
     frontmatter = text.split("---\n")[1]
     assert "name: vrom\n" in frontmatter and "description: " in frontmatter
-    for tool in ("vault_search", "vault_context", "vault_write", "memory_recall"):
+    for tool in ("vault_search", "vault_context", "vault_write", "vault_recall"):
         assert tool in text
     section = agents.read_text(encoding="utf-8")
     assert section.startswith("<!-- vrom:start -->") and section.endswith("<!-- vrom:end -->\n")
@@ -486,3 +486,90 @@ def test_without_the_mcp_sdk_nothing_is_written(
     with pytest.raises(ValidationError, match=r"vrom\[mcp\]"):  # the CLI's one-line error
         _run(["install", "cursor", "--vault", str(vault), "--config", str(config)])
     assert not config.exists()
+
+
+# -- the MCP tool ------------------------------------------------------------------------------
+
+
+def test_the_mcp_tool_installs_opencode_for_the_served_vault_only_when_told_to_apply(
+    vault: Path, fake_home: Path, tmp_path: Path
+) -> None:
+    """``vault_install_opencode`` is `vrom install opencode` for the served vault: a dry run
+    that writes nothing by default, the same change as the CLI's, and with apply=true the
+    write (backed up first, and a second call changes nothing)."""
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from vrom.server.app import build_server
+    from vrom.server.state import ServerState
+
+    config = fake_home / ".config" / "opencode" / "opencode.json"
+    config.parent.mkdir(parents=True)
+    old = json.dumps({"theme": "dark", "mcp": {"other": {"type": "local", "command": ["x"]}}})
+    config.write_text(old, encoding="utf-8")
+    agents, skill = opencode_instruction_paths(config)
+    _, cli_json = _run(["install", "opencode", "--vault", str(vault), "--dry-run", "--json"])
+    cli = json.loads(cli_json)
+    state = ServerState(vault, embedder=None, watch=False)
+    state.open_explicit()
+    replies: dict[str, Any] = {}
+
+    async def session(client: Client) -> None:
+        (tool,) = [t for t in (await client.list_tools()).tools if t.name.endswith("opencode")]
+        assert tool.name == "vault_install_opencode"
+        assert tool.annotations is not None and tool.annotations.destructive_hint
+        assert tool.annotations.idempotent_hint and not tool.annotations.read_only_hint
+        assert tool.input_schema["properties"]["apply"]["default"] is False
+        for step, arguments in (
+            ("dry", {}),
+            ("applied", {"apply": True}),
+            ("again", {"apply": True}),
+        ):
+            result = await client.call_tool("vault_install_opencode", arguments)
+            assert not result.is_error, result.content[0].text
+            replies[step] = (result.structured_content, result.content[0].text)
+            if step == "dry":  # nothing is written before the agent passes apply=true
+                assert config.read_text(encoding="utf-8") == old
+                assert not agents.exists() and not skill.exists() and not _backups(config)
+
+    try:
+        asyncio.run(session_in(build_server(state), session))
+    finally:
+        state.close()
+
+    dry, dry_text = replies["dry"]
+    assert dry["dry_run"] and dry["config"] == str(config) and dry["vault"] == str(vault)
+    assert dry["entry"] == cli["entry"], "the entry `vrom install opencode` writes"
+    assert [f["diff"] for f in dry["files"]] == [f["diff"] for f in cli["files"]]
+    first = dry["files"][0]
+    assert first["path"] == str(config) and first["changed"] and not first["created"]
+    assert first["backs_up"] and first["backup"] is None, "a backup would be made, none was"
+    assert dry["entry"]["command"][-2:] == ["--vault", str(vault)]
+    assert f"{config}: would be updated (backed up first)" in dry_text
+    assert "apply=true" in dry_text
+
+    applied, applied_text = replies["applied"]
+    assert not applied["dry_run"]
+    (backup,) = _backups(config)
+    assert applied["files"][0]["backup"] == str(backup) and f"backup: {backup}" in applied_text
+    assert backup.read_text(encoding="utf-8") == old
+    servers = _servers("opencode", config)
+    assert servers["vrom"] == dry["entry"] and servers["other"] == {
+        "type": "local",
+        "command": ["x"],
+    }
+    assert json.loads(config.read_text(encoding="utf-8"))["theme"] == "dark"
+    assert str(vault) in agents.read_text(encoding="utf-8")
+    assert "vault_recall" in skill.read_text(encoding="utf-8")
+
+    again, again_text = replies["again"]
+    assert not any(f["changed"] for f in again["files"]) and len(_backups(config)) == 1
+    assert again_text.count(": unchanged") == 3
+
+
+async def session_in(server: Any, session: Callable[[Any], Any]) -> None:
+    """Run ``session`` with an SDK client connected to ``server`` in memory."""
+    from mcp import Client
+
+    async with Client(server, mode="legacy") as client:
+        await session(client)

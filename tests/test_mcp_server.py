@@ -104,6 +104,27 @@ def test_every_tool_is_listed_with_a_schema(state: ServerState) -> None:
     _run(state, session)
 
 
+def test_the_readme_tool_table_lists_exactly_the_tools_served(tmp_path: Path) -> None:
+    """The README's table of tools names each tool the server lists, and no other: one set of
+    names (the memory tools are vault_remember, vault_recall, vault_memory_stats and
+    vault_memory_archive, with no memory_* aliases)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("<!-- mcp-tools -->\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    documented = [name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[1])]
+    state = ServerState(tmp_path, embedder=None, watch=False)  # listing opens no vault
+
+    async def session(client: Client) -> None:
+        served = [t.name for t in (await client.list_tools()).tools]
+        assert sorted(documented) == sorted(served)
+        assert len(set(served)) == len(served)
+        assert not [name for name in served if name.startswith("memory_")]
+        assert {"vault_remember", "vault_recall", "vault_memory_stats"} <= set(served)
+        assert {"vault_memory_archive", "vault_install_opencode"} <= set(served)
+
+    _run(state, session)
+
+
 def test_search_context_and_stats(state: ServerState) -> None:
     async def session(client: Client) -> None:
         hits = _data(await client.call_tool("vault_search", {"query": "network switch", "k": 3}))
@@ -476,7 +497,7 @@ def test_memory_tools(state: ServerState) -> None:
     async def session(client: Client) -> None:
         first = _data(
             await client.call_tool(
-                "memory_remember",
+                "vault_remember",
                 {
                     "title": "Deploy day",
                     "content": "We deploy the web app on Tuesdays after stand-up.",
@@ -491,7 +512,7 @@ def test_memory_tools(state: ServerState) -> None:
         assert first["id"].startswith("mem_") and first["status"] == "active"
         second = _data(
             await client.call_tool(
-                "memory_remember",
+                "vault_remember",
                 {
                     "title": "Deploy day moved",
                     "content": "Deploys move to Thursdays.",
@@ -500,25 +521,25 @@ def test_memory_tools(state: ServerState) -> None:
             )
         )
         recalled = _data(
-            await client.call_tool(
-                "memory_recall", {"query": "when do we deploy", "project": "web"}
-            )
+            await client.call_tool("vault_recall", {"query": "when do we deploy", "project": "web"})
         )
         assert {hit["memory"]["id"] for hit in recalled["results"]} == {first["id"], second["id"]}
         archived = _data(
             await client.call_tool(
-                "memory_archive",
+                "vault_memory_archive",
                 {"id": first["id"], "status": "superseded", "superseded_by": second["id"]},
             )
         )
         assert archived["status"] == "superseded" and archived["superseded_by"] == second["id"]
-        active = _data(await client.call_tool("memory_recall", {"query": "deploy Tuesdays"}))
+        active = _data(await client.call_tool("vault_recall", {"query": "deploy Tuesdays"}))
         assert [hit["memory"]["id"] for hit in active["results"]] == [second["id"]]
-        stats = _data(await client.call_tool("memory_stats", {}))
+        stats = _data(await client.call_tool("vault_memory_stats", {}))
         assert stats["total"] == 2 and stats["by_status"]["superseded"] == 1
-        assert "mem_nope" in _error(await client.call_tool("memory_archive", {"id": "mem_nope"}))
+        assert "mem_nope" in _error(
+            await client.call_tool("vault_memory_archive", {"id": "mem_nope"})
+        )
         assert "title" in _error(
-            await client.call_tool("memory_remember", {"title": " ", "content": "x"})
+            await client.call_tool("vault_remember", {"title": " ", "content": "x"})
         )
 
     _run(state, session)

@@ -388,8 +388,8 @@ def test_mcp_answers_hostile_arguments_with_one_line_errors_and_logs_no_tracebac
         ("vault_search", {"query": "atlas", "k": 10**30}, "k:"),
         ("vault_context", {"query": "atlas", "max_tokens": 2**70}, "max_tokens:"),
         ("vault_search", {"query": "atlas", "where": {"rank": {"$x": 1}}}, "unknown operator"),
-        ("memory_recall", {"query": "atlas", "k": 2**70}, "k"),
-        ("memory_remember", {"title": "t", "content": "c", "type": "x" * 41}, "type"),
+        ("vault_recall", {"query": "atlas", "k": 2**70}, "k"),
+        ("vault_remember", {"title": "t", "content": "c", "type": "x" * 41}, "type"),
     ]
 
     async def session() -> None:

@@ -23,8 +23,10 @@ class FileChange:
     """One file `install` wrote (or would write, in a dry run).
 
     ``changed`` is False when the file already said the same; ``created`` when it did not exist;
-    ``backup`` is the copy made of the old file (None when none was needed); ``diff`` is the
-    unified diff from the old text to the new (empty when unchanged).
+    ``backup`` is the copy made of the old file (None when none was made: none was needed, or a
+    dry run); ``diff`` is the unified diff from the old text to the new (empty when unchanged);
+    ``backs_up`` is True when writing it backs the old file up first (so a dry run says whether
+    applying it would make a backup).
     """
 
     path: str
@@ -32,6 +34,7 @@ class FileChange:
     created: bool
     backup: str | None
     diff: str
+    backs_up: bool = False
 
 
 def _backup(path: Path) -> Path:
@@ -88,9 +91,12 @@ def apply_change(
                 tofile=str(path),
             )
         )
+    backs_up = changed and backup and old is not None
     made: Path | None = None
     if changed and not dry_run:
-        if backup and old is not None:
+        if backs_up:
             made = _backup(target)
         write_atomic(target, new)
-    return FileChange(str(path), changed, old is None, None if made is None else str(made), diff)
+    return FileChange(
+        str(path), changed, old is None, None if made is None else str(made), diff, backs_up
+    )

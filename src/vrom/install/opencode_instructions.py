@@ -27,7 +27,7 @@ Before answering about the user's projects, decisions or notes from memory, sear
 path and heading.
 Read a whole note with `vault_read`. Change notes only when asked: `vault_write`
 (create / overwrite / append), `vault_delete` (moves to `.trash/`). Keep lasting facts with
-`memory_remember` and look them up with `memory_recall`. The `{name}` skill has the full guide.
+`vault_remember` and look them up with `vault_recall`. The `{name}` skill has the full guide.
 <!-- {name}:end -->
 """
 
@@ -69,9 +69,9 @@ The `{name}` MCP server serves this vault; opencode names its tools `{name}_<too
   at once).
 
 ## Memory (the agent's own, kept across sessions)
-- `memory_remember`: a fact, preference or decision worth keeping, in one self-contained line.
-- `memory_recall`: look memories up by meaning before asking the user again.
-- `memory_archive`: retire a memory that is wrong or outdated. `memory_stats`: counts.
+- `vault_remember`: a fact, preference or decision worth keeping, in one self-contained line.
+- `vault_recall`: look memories up by meaning before asking the user again.
+- `vault_memory_archive`: retire a memory that is wrong or outdated. `vault_memory_stats`: counts.
 """
 
 

@@ -8,6 +8,7 @@ import os
 from vrom import __version__, settings
 from vrom.server.base import VromMCPServer
 from vrom.server.http import http_app, run_http
+from vrom.server.install_tools import register_install_tools
 from vrom.server.logs import serve_logging
 from vrom.server.memory_tools import register_memory_tools
 from vrom.server.prompts import register_prompts
@@ -24,7 +25,10 @@ vrom serves a Markdown notes vault (Obsidian-style) and the agent's own memories
   vault_related.
 - Write with vault_write (create / overwrite / append, frontmatter merge) and
   vault_frontmatter; vault_delete moves a note to .trash/. Writes are indexed at once.
-- Keep what you learn across sessions with memory_remember; look it up with memory_recall.
+- Keep what you learn across sessions with vault_remember; look it up with vault_recall
+  (vault_memory_stats counts them; vault_memory_archive retires one).
+- vault_install_opencode sets opencode up for this vault: a dry run unless apply=true, and
+  only when the user asks for it.
 - Every note is a resource (vault://note/<path>); the prompt summarise(topic) asks for a
   summary of what the notes say about a topic, with the passages to cite."""
 
@@ -36,6 +40,7 @@ def build_server(state: ServerState) -> VromMCPServer:
     )
     register_vault_tools(server, state)
     register_memory_tools(server, state)
+    register_install_tools(server, state)
     register_note_resources(server, state)
     register_prompts(server, state)
     serve_logging(server, state.log)

@@ -14,10 +14,11 @@ from vrom.server.tools import READ, WRITE, call_on_vault
 
 
 def register_memory_tools(server: MCPServer, state: ServerState) -> None:
-    """Add the ``memory_*`` tools to ``server``."""
+    """Add the memory tools (``vault_remember``, ``vault_recall``, ``vault_memory_stats``,
+    ``vault_memory_archive``) to ``server``."""
 
     @server.tool(annotations=WRITE)
-    async def memory_remember(
+    async def vault_remember(
         title: Annotated[str, Field(description="One line: what this memory is about")],
         content: Annotated[str, Field(description="The memory itself (up to 20,000 characters)")],
         ctx: Context,
@@ -48,7 +49,7 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
         )
 
     @server.tool(annotations=READ)
-    async def memory_recall(
+    async def vault_recall(
         query: Annotated[str, Field(description="What to recall: words or a question")],
         ctx: Context,
         k: Annotated[int, Field(ge=1, le=50)] = 5,
@@ -66,12 +67,12 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
         )
 
     @server.tool(annotations=READ)
-    async def memory_stats(ctx: Context) -> CallToolResult:
+    async def vault_memory_stats(ctx: Context) -> CallToolResult:
         """Count memories by status, type and project."""
         return await call_on_vault(state, ctx, lambda vault: vault.memories.stats())
 
     @server.tool(annotations=WRITE)
-    async def memory_archive(
+    async def vault_memory_archive(
         id: Annotated[str, Field(description="The memory's id (mem_...)")],
         ctx: Context,
         status: Literal["archived", "superseded"] = "archived",

@@ -72,6 +72,20 @@ class ServerState:
         self._indexing: IndexingProgress | None = None
 
     @property
+    def state_dir(self) -> str | os.PathLike[str] | None:
+        """The ``--state-dir`` the server was started with (None: the usual state directory)."""
+        return self._state_dir
+
+    @property
+    def embedder_spec(self) -> str | None:
+        """The embedder spec a client config should pin to start this same server: ``none``
+        for a keyword-only server, the ``--embedder`` spec, or None for the default (and for
+        an `Embedder` object, which no config can name)."""
+        if self._embedder is None:
+            return "none"
+        return self._embedder if isinstance(self._embedder, str) else None
+
+    @property
     def explicit(self) -> bool:
         """True when the vault was named with ``--vault``."""
         return self._explicit is not None
