@@ -23,6 +23,7 @@ def _isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VROM_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("VROM_EMBEDDER", "none")
     monkeypatch.delenv("VROM_VAULT", raising=False)
+    monkeypatch.delenv("VAULT_ROOT", raising=False)
     monkeypatch.delenv("VROM_TRUSTED_KEYS", raising=False)
 
 

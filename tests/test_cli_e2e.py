@@ -104,7 +104,8 @@ class Call:
 
 
 def _environment(call: Call, scratch: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VROM_STATE_DIR", "VROM_VAULT")}
+    unset = ("VROM_STATE_DIR", "VROM_VAULT", "VAULT_ROOT")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env_state = call.env_state or call.state
     assert env_state is not None, "every call must pin the state dir inside tmp_path"
     env["VROM_STATE_DIR"] = str(env_state)
@@ -877,6 +878,28 @@ def test_vault_selection(tmp_path: Path) -> None:
             ),
             alpha,
         ),
+        "VAULT_ROOT beats cwd": (
+            Call(("stats", "--json"), state, cwd=bravo, env={"VAULT_ROOT": str(alpha)}),
+            alpha,
+        ),
+        "VAULT_ROOT and VROM_VAULT naming one folder": (
+            Call(
+                ("stats", "--json"),
+                state,
+                cwd=bravo,
+                env={"VAULT_ROOT": str(alpha), "VROM_VAULT": f"{alpha}/"},
+            ),
+            alpha,
+        ),
+        "--vault beats VAULT_ROOT": (
+            Call(
+                ("stats", "--json", "--vault", str(alpha)),
+                state,
+                cwd=bravo,
+                env={"VAULT_ROOT": str(bravo)},
+            ),
+            alpha,
+        ),
         "--db": (Call(("stats", "--json", "--db", str(store_a)), state, cwd=bravo), alpha),
         "VROM_STATE_DIR alone": (
             Call(("stats", "--json"), None, env_state=state, cwd=elsewhere),
@@ -1037,6 +1060,13 @@ def _error_cases(indexed: Indexed, tmp: Path) -> dict[str, Call]:
         "VROM_VAULT missing": Call(
             ("stats",), fresh, cwd=tmp, env={"VROM_VAULT": str(tmp / "gone")}
         ),
+        "VAULT_ROOT missing": Call(
+            ("stats",), fresh, cwd=tmp, env={"VAULT_ROOT": str(tmp / "gone")}
+        ),
+        "VAULT_ROOT empty": Call(("stats",), fresh, cwd=tmp, env={"VAULT_ROOT": ""}),
+        "VAULT_ROOT and VROM_VAULT differ": Call(
+            ("stats",), fresh, cwd=tmp, env={"VAULT_ROOT": str(tmp), "VROM_VAULT": v}
+        ),
         "bad --where": Call(("search", "x", "--where", "novalue", "--vault", v), indexed.state),
         "bad --path": Call(("search", "x", "--path", "/", "--vault", v), indexed.state),
         "k too large": Call(("search", "x", "-k", "100000", "--vault", v), indexed.state),
@@ -1078,6 +1108,9 @@ def test_errors_are_one_line_on_stderr(indexed: Indexed, tmp_path: Path) -> None
     assert "No Such Note" in results["unknown note"].stderr
     assert "not a SQLite database" in results["--db not sqlite"].stderr
     assert "vrom index" in results["no vault indexed"].stderr
+    assert "$VAULT_ROOT: vault folder" in results["VAULT_ROOT missing"].stderr
+    assert "$VAULT_ROOT is set but empty" in results["VAULT_ROOT empty"].stderr
+    assert "name different vaults" in results["VAULT_ROOT and VROM_VAULT differ"].stderr
     assert not (tmp_path / "fresh-state" / "vaults").exists()
 
 

@@ -615,6 +615,49 @@ def test_the_vault_falls_back_to_the_environment(
     _run(state, session)
 
 
+def test_a_client_config_setting_only_vault_root_serves_that_vault(
+    vault_root: Path, tmp_path: Path
+) -> None:
+    """A client that sets only ``VAULT_ROOT`` and starts ``vrom mcp`` in another folder gets
+    the VAULT_ROOT vault, not the current folder; an empty VAULT_ROOT, or one naming another
+    folder than VROM_VAULT, stops the server at once with a one-line reason."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "Cwd.md").write_text("# Cwd\n\nThe network switch of the wrong folder.\n")
+    env = {k: v for k, v in _env(tmp_path).items() if k not in ("VROM_VAULT", "VAULT_ROOT")}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "vrom", "mcp", "--no-watch"],
+        env={**env, "VAULT_ROOT": str(vault_root)},
+        cwd=elsewhere,
+    )
+
+    async def main() -> None:
+        async with Client(params, mode="legacy") as client:
+            stats = _data(await client.call_tool("vault_stats", {}))
+            assert stats["vault_root"] == str(vault_root.resolve())
+            assert stats["notes"] == len(NOTES)
+            hits = _data(await client.call_tool("vault_search", {"query": "network switch"}))
+            assert hits["results"][0]["path"] == "Projects/Atlas.md"
+
+    asyncio.run(main())
+    for refused, reason in (
+        ({"VAULT_ROOT": ""}, "vrom: error: $VAULT_ROOT is set but empty"),
+        ({"VAULT_ROOT": str(vault_root), "VROM_VAULT": str(elsewhere)}, "name different vaults"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "vrom", "mcp", "--no-watch"],
+            env={**env, **refused},
+            cwd=elsewhere,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr.count("\n") == 1 and reason in done.stderr, done.stderr
+
+
 def test_stdout_carries_only_protocol(vault_root: Path, tmp_path: Path) -> None:
     messages = [
         {

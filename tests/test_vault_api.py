@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vrom import NotFoundError, StorageError, ValidationError, Vault, to_jsonable
+from vrom import NotFoundError, StorageError, ValidationError, Vault, settings, to_jsonable
 from vrom.search.context import estimate_tokens
 
 NOTES = {
@@ -144,3 +144,31 @@ def test_open_default_finds_env_cwd_or_last_vault(
     monkeypatch.delenv("VROM_VAULT")
     with pytest.raises(NotFoundError, match="vrom index"):
         Vault.open_default(state_dir=tmp_path / "empty-state", cwd=elsewhere)
+
+
+def test_vault_root_names_the_vault_as_vrom_vault_does(
+    vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``VAULT_ROOT`` (the name client configs use) means what ``VROM_VAULT`` means; set both,
+    they must agree; set but empty, it is refused (it would mean the current folder)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("VAULT_ROOT", str(vault.root))
+    assert settings.vault_variable() == ("VAULT_ROOT", str(vault.root))
+    with Vault.open_default(cwd=elsewhere) as found:
+        assert found.root == vault.root
+    monkeypatch.setenv("VROM_VAULT", f"{vault.root}/Projects/..")  # the same folder
+    assert settings.vault_variable() == ("VROM_VAULT", f"{vault.root}/Projects/..")
+    monkeypatch.setenv("VROM_VAULT", str(elsewhere))
+    with pytest.raises(ValidationError, match=r"\$VROM_VAULT .* and \$VAULT_ROOT .* different"):
+        Vault.open_default(cwd=vault.root)
+    monkeypatch.setenv("VROM_VAULT", "")  # empty: unset, as ever
+    monkeypatch.setenv("VAULT_ROOT", str(tmp_path / "gone"))
+    with pytest.raises(NotFoundError, match=r"^\$VAULT_ROOT: vault folder .*gone' does not exist"):
+        Vault.open_default(cwd=vault.root)
+    for empty in ("", "  "):
+        monkeypatch.setenv("VAULT_ROOT", empty)
+        with pytest.raises(ValidationError, match=r"\$VAULT_ROOT is set but empty"):
+            Vault.open_default(cwd=vault.root)
+    monkeypatch.delenv("VAULT_ROOT")
+    assert settings.vault_variable() is None

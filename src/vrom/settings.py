@@ -2,16 +2,22 @@
 
 The faces (CLI, MCP server, installers) and the facades' ``open`` class methods ask here; the
 engines below them (ingest, search, embed, index, packs, store) never read the environment and
-take every setting as an argument. A variable set to the empty string counts as unset.
+take every setting as an argument. A variable set to the empty string counts as unset, except
+``VAULT_ROOT`` (see `vault_variable`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
+
+from vrom.errors import ValidationError
 
 VAULT_ENV = "VROM_VAULT"
 """The vault to use when none is named (CLI, MCP server, `Vault.open_default`)."""
+VAULT_ROOT_ENV = "VAULT_ROOT"
+"""The same as ``VROM_VAULT``, by the name MCP client configs often give it."""
 STATE_DIR_ENV = "VROM_STATE_DIR"
 """Where vaults' stores live (default: the user data dir)."""
 EMBEDDER_ENV = "VROM_EMBEDDER"
@@ -45,8 +51,39 @@ def environment() -> Mapping[str, str]:
 
 
 def vault() -> str | None:
-    """Return ``$VROM_VAULT``."""
-    return get(VAULT_ENV)
+    """Return the vault ``$VROM_VAULT`` or ``$VAULT_ROOT`` names (see `vault_variable`)."""
+    named = vault_variable()
+    return None if named is None else named[1]
+
+
+def vault_variable() -> tuple[str, str] | None:
+    """Return the variable naming the vault to use when none is named, and its value.
+
+    ``VROM_VAULT`` and ``VAULT_ROOT`` mean the same; set both, they must name the same folder,
+    else neither wins: a `ValidationError` names both (a client config that sets one and a
+    shell that exports the other must not quietly serve the wrong vault). ``VAULT_ROOT`` set
+    but empty is refused like an empty ``--vault``, since it would otherwise mean the current
+    folder; an empty ``VROM_VAULT`` counts as unset, like every other variable here. None
+    when neither is set.
+    """
+    root = os.environ.get(VAULT_ROOT_ENV)
+    if root is not None and not root.strip():
+        raise ValidationError(
+            f"${VAULT_ROOT_ENV} is set but empty: set it to the vault folder, or unset it"
+        )
+    named = get(VAULT_ENV)
+    if named and root and _folder(named) != _folder(root):
+        raise ValidationError(
+            f"${VAULT_ENV} ({named!r}) and ${VAULT_ROOT_ENV} ({root!r}) name different vaults:"
+            " unset one of them"
+        )
+    if named:
+        return VAULT_ENV, named
+    return None if root is None else (VAULT_ROOT_ENV, root)
+
+
+def _folder(path: str) -> Path:
+    return Path(path).expanduser().resolve()
 
 
 def state_dir() -> str | None:

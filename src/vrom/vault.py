@@ -182,14 +182,22 @@ class Vault:
     ) -> Vault:
         """Return the vault to use when none is named.
 
-        In order: ``VROM_VAULT``; the nearest indexed vault at or above the current directory;
-        the vault indexed last.
+        In order: ``VROM_VAULT`` or ``VAULT_ROOT`` (see `vrom.settings.vault_variable`); the
+        nearest indexed vault at or above the current directory; the vault indexed last.
         """
-        env = settings.vault()
-        if env:
-            return cls.open(
-                env, state_dir, create=False, embedder=embedder, vector_encoding=vector_encoding
-            )
+        named = settings.vault_variable()
+        if named is not None:
+            variable, folder = named
+            try:
+                return cls.open(
+                    folder,
+                    state_dir,
+                    create=False,
+                    embedder=embedder,
+                    vector_encoding=vector_encoding,
+                )
+            except NotFoundError as exc:  # say where the path came from: no --vault was given
+                raise NotFoundError(f"${variable}: {exc}") from exc
         base = state.state_dir(state_dir)
         start = Path(cwd) if cwd is not None else Path.cwd()
         root = state.find_indexed_vault(start, base) or state.last_vault(base)

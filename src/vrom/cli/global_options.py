@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from vrom.settings import EMBEDDER_ENV, STATE_DIR_ENV, VAULT_ENV
+from vrom.settings import EMBEDDER_ENV, STATE_DIR_ENV, VAULT_ENV, VAULT_ROOT_ENV
 from vrom.vault import AUTO
 
 GLOBAL_OPTIONS = ("json", "vault", "db", "embedder", "state_dir")
@@ -22,8 +22,8 @@ CHECKED_OPTIONS = ("json", "vault", "db")
 """The options a command must use to be given them before it. ``--embedder`` and
 ``--state-dir`` are accepted before every command, as they always were."""
 VAULT_HELP = (
-    f"the vault (default: ${VAULT_ENV}, the indexed vault at or above the current directory, "
-    "else the one indexed last)"
+    f"the vault (default: ${VAULT_ENV} or ${VAULT_ROOT_ENV}, the indexed vault at or above the "
+    "current directory, else the one indexed last)"
 )
 TOP_NOTE = (
     "before the command or after it, where it applies; given in both places, the one after the "

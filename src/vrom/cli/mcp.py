@@ -7,7 +7,7 @@ from typing import Any, TextIO
 
 from vrom.cli.global_options import add_global_options
 from vrom.errors import VromError
-from vrom.settings import MCP_TOKEN_ENV, VAULT_ENV
+from vrom.settings import MCP_TOKEN_ENV, VAULT_ENV, VAULT_ROOT_ENV
 
 
 def add_mcp_command(commands: Any) -> None:
@@ -18,8 +18,8 @@ def add_mcp_command(commands: Any) -> None:
     add_global_options(
         sub,
         ("vault", "embedder", "state_dir"),
-        vault_help=f"the vault (default: the client's MCP roots, ${VAULT_ENV}, the current "
-        "directory)",
+        vault_help=f"the vault (default: the client's MCP roots, ${VAULT_ROOT_ENV} or "
+        f"${VAULT_ENV}, the current directory)",
     )
     sub.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio", help="default: stdio"

@@ -13,7 +13,7 @@ from vrom.cli.global_options import add_global_options
 from vrom.cli.output import print_json
 from vrom.install import CLIENT_TITLES, CLIENTS, DEFAULT_NAME, LAUNCHERS, InstallResult, install
 from vrom.selftest import FAIL, OK, SKIP, WARN, Check, run_selftest
-from vrom.settings import VAULT_ENV
+from vrom.settings import VAULT_ENV, VAULT_ROOT_ENV
 
 MARKS = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "–"}
 SETUP_OPTIONS = ("json", "vault", "embedder", "state_dir")
@@ -107,8 +107,8 @@ def _cmd_selftest(args: argparse.Namespace, out: TextIO) -> int:
 def add_setup_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``install`` and ``selftest`` to the CLI's subcommands."""
     vault_help = (
-        f"the vault folder (default: ${VAULT_ENV}, the indexed vault at or above the current "
-        "directory, else the one indexed last)"
+        f"the vault folder (default: ${VAULT_ENV} or ${VAULT_ROOT_ENV}, the indexed vault at or "
+        "above the current directory, else the one indexed last)"
     )
 
     help_text = (

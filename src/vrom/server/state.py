@@ -1,9 +1,10 @@
 """Which vault the server serves, opened once, and the lock its one store connection needs.
 
 The vault is chosen in this order: ``--vault``; the client's MCP roots (the first ``file://``
-root that is a folder); ``$VROM_VAULT``; the current directory. With ``--vault`` (or no client
-involvement needed) it is opened and indexed at start; otherwise on the first tool call, when
-the client can be asked for its roots.
+root that is a folder); ``$VAULT_ROOT`` or ``$VROM_VAULT`` (`vrom.settings.vault_variable`);
+the current directory. With ``--vault`` (or no client involvement needed) it is opened and
+indexed at start; otherwise on the first tool call, when the client can be asked for its roots,
+and the server says on stderr which it chose and why.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from vrom.errors import NotFoundError, ValidationError
 from vrom.results import IndexSummary
 from vrom.server.logs import ClientLog
 from vrom.server.watch import Watcher
-from vrom.settings import VAULT_ENV
+from vrom.settings import VAULT_ROOT_ENV
 from vrom.vault import EmbedderChoice, Vault
 
 T = TypeVar("T")
@@ -56,6 +57,8 @@ class ServerState:
         if vault_path is not None and not os.fspath(vault_path).strip():
             # Path("") is ".": an empty --vault must not quietly serve the current folder
             raise ValidationError("the vault path is empty: give a folder ('.' for this one)")
+        if vault_path is None:
+            settings.vault_variable()  # refused at start, as an empty --vault is: empty, or two
         self._explicit = None if vault_path is None else Path(vault_path).expanduser()
         self._state_dir = state_dir
         self._embedder = embedder
@@ -188,7 +191,10 @@ class ServerState:
         async with self._opening:
             if self._vault is not None:
                 return self._vault
-            root = self._explicit or await _root_from_client(roots) or _fallback_root()
+            root = self._explicit
+            if root is None:
+                root, reason = await _chosen_root(roots)
+                self.log(f"vrom: serving {root} ({reason})")
             return await asyncio.to_thread(self.open, root)
 
     def run(self, work: Callable[[Vault], T], vault: Vault) -> T:
@@ -242,11 +248,16 @@ async def _root_from_client(roots: Callable[[], Any] | None) -> Path | None:
     return None
 
 
-def _fallback_root() -> Path:
-    env = settings.vault()
-    if env:
-        folder = Path(env).expanduser()
+async def _chosen_root(roots: Callable[[], Any] | None) -> tuple[Path, str]:
+    """Return the vault to serve when no ``--vault`` names one, and why it is that one."""
+    from_client = await _root_from_client(roots)
+    if from_client is not None:
+        return from_client, "the client's MCP roots"
+    named = settings.vault_variable()
+    if named is not None:
+        variable, value = named
+        folder = Path(value).expanduser()
         if not folder.is_dir():
-            raise NotFoundError(f"${VAULT_ENV} names {env!r}, which is not a folder")
-        return folder
-    return Path.cwd()
+            raise NotFoundError(f"${variable} names {value!r}, which is not a folder")
+        return folder, f"${variable}"
+    return Path.cwd(), f"the current directory: no --vault, MCP roots or ${VAULT_ROOT_ENV}"
