@@ -469,7 +469,9 @@ def test_index_shows_ten_warnings_then_a_count(tmp_path: Path) -> None:
 
 def test_search_hits_carry_verifiable_provenance(indexed: Indexed) -> None:
     query = "zephyr quokka beacon walrus gannet albatross 東京 invalidbytes brokenword pelican"
-    hits = indexed.run("search", query, "-k", "100", "--json", "--vault", str(indexed.vault)).hits()
+    hits = indexed.run(
+        "search", query, "-k", "100", "--chunks", "--json", "--vault", str(indexed.vault)
+    ).hits()  # every matching chunk, several of a note among them
     assert {"Atlas.md", "crlf.md", "東京.md", "latin1.md", "Long.md"} <= set(paths(hits))
     assert len({h["chunk_id"] for h in hits}) == len(hits)
     scores = [h["score"] for h in hits]

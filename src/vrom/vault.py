@@ -345,10 +345,14 @@ class Vault:
         expand_context: bool = False,
         context_window: int = 1,
         ef_search: int | None = None,
+        per_note: bool = False,
     ) -> list[Hit]:
         """Return the ``k`` best chunks for a query, best first.
 
-        ``ef_search`` (at least ``k``) widens the HNSW search for this query on large stores.
+        ``per_note`` returns ``k`` distinct notes instead, each with its best chunk (its first
+        in the ranking: the order is the chunks' own), as ``vrom search`` and MCP's
+        ``vault_search`` do by default. ``ef_search`` (at least ``k``) widens the HNSW search
+        for this query on large stores.
 
         ``expand_context`` fills each hit's ``context_text`` with the chunk joined to
         ``context_window`` neighbouring chunks a side (following prev/next links).
@@ -362,7 +366,7 @@ class Vault:
         ["project"], "status": "done"}`` (path prefix, required tags, frontmatter values). See
         `vrom.search.query` for the keyword query syntax.
         """
-        hits = self.corpus.search(query, k, where, mode, ef_search=ef_search)
+        hits = self.corpus.search(query, k, where, mode, per_document=per_note, ef_search=ef_search)
         return expand_hits(self.store, hits, context_window) if expand_context else hits
 
     def search_report(
@@ -375,13 +379,17 @@ class Vault:
         expand_context: bool = False,
         context_window: int = 1,
         ef_search: int | None = None,
+        per_note: bool = False,
     ) -> SearchReport:
         """Return `search`'s hits with how they were found (what agents and the CLI are told).
 
         Where `search` refuses a mode by meaning that cannot run (no embedder, no vector
         yet), this searches by keyword and says why; it also counts the chunks with vectors.
+        ``per_note`` as for `search` (the CLI and MCP pass it unless asked for chunks).
         """
-        report = self.corpus.search_report(query, k, where, mode, ef_search=ef_search)
+        report = self.corpus.search_report(
+            query, k, where, mode, per_document=per_note, ef_search=ef_search
+        )
         if not expand_context:
             return report
         expanded = expand_hits(self.store, report.results, context_window)

@@ -144,6 +144,7 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
             expand_context=args.expand_context,
             context_window=args.context_window,
             ef_search=args.ef_search,
+            per_note=not args.chunks,
         )
         used = where(vault)
     note = styler(sys.stderr)("note:", "yellow")
@@ -297,7 +298,15 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         sub.add_argument(
             "query", metavar="QUERY", help='words, "exact phrases", -excluded, prefix*'
         )
-        sub.add_argument("-k", type=_positive_int, default=10, help="hits to return (default: 10)")
+        sub.add_argument(
+            "-k", type=_positive_int, default=10, help="notes (or chunks) to return (default: 10)"
+        )
+        sub.add_argument(
+            "--chunks",
+            action="store_true",
+            help="list the best chunks, several of one note among them (default: each note "
+            "once, with its best chunk)",
+        )
         if mode is None:
             sub.add_argument(
                 "--mode",

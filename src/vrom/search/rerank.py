@@ -17,14 +17,16 @@ import numpy.typing as npt
 
 from vrom.index.codec import decode
 from vrom.results import Hit
-from vrom.search.fusion import first_k, first_pool
+from vrom.search.fusion import first_k, first_pool, widen
 from vrom.search.keyword import make_hit
 from vrom.search.query import query_words
-from vrom.store import KeywordQuery, Store, Where
+from vrom.store import KeywordQuery, KeywordRow, Store, StoredChunk, Where
 
 WEIGHTS = {"fts": 0.45, "vector": 0.35, "human": 0.10, "quality": 0.10}
 _LINKISH = re.compile(r"\[\[[^\]]*\]\]|\]\([^)]*\)|https?://\S+")
 _CODE_FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
+_Scored = tuple[float, int, KeywordRow, dict[str, float]]
+"""A reranked candidate: its score, chunk id, keyword row and score parts."""
 
 
 def text_quality(text: str) -> float:
@@ -53,34 +55,42 @@ def rerank_search(
 ) -> list[Hit]:
     """Return the ``k`` best keyword candidates after reranking them (see the module docstring).
 
-    ``per_document`` keeps each document's best candidate only.
+    ``per_document`` keeps each document's best candidate only, widening the candidate pool
+    while a few documents' chunks leave fewer than ``k`` documents.
     """
     started = time.perf_counter()
-    with store.snapshot():  # the chunks and vectors of the rows ranked, as they were
-        rows = store.documents.keyword_search(query, first_pool(k), where)
-        chunks = {c.chunk_id: c for c in store.documents.get_chunks([row.chunk_id for row in rows])}
-        stored = store.vectors.of([row.chunk_id for row in rows])
-    if not rows:
-        return []
-    top_bm25 = max(row.bm25 for row in rows) or 1.0
-    with_vectors = [row.chunk_id for row in rows if row.chunk_id in stored]
-    matrix = decode([stored[i] for i in with_vectors], store.vectors.encoding())
-    cosines = dict(zip(with_vectors, (matrix @ query_vector).tolist(), strict=True))
-    scored = []
-    for row in rows:
-        chunk = chunks.get(row.chunk_id)
-        if chunk is None:
-            continue
-        parts = {
-            "fts": row.bm25 / top_bm25,
-            "vector": cosines.get(row.chunk_id, 0.0),
-            "human": chunk.human_relevance_score,
-            "quality": text_quality(chunk.text),
-        }
-        score = sum(WEIGHTS[name] * value for name, value in parts.items())
-        scored.append((score, row.chunk_id, row, parts))
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    kept = first_k(scored, k, (lambda item: item[2].document_id) if per_document else None)
+    chunks: dict[int, StoredChunk] = {}
+
+    def rank(pool: int) -> tuple[list[_Scored], bool]:
+        with store.snapshot():  # the chunks and vectors of the rows ranked, as they were
+            rows = store.documents.keyword_search(query, pool, where)
+            unread = [row.chunk_id for row in rows if row.chunk_id not in chunks]
+            chunks.update((c.chunk_id, c) for c in store.documents.get_chunks(unread))
+            stored = store.vectors.of([row.chunk_id for row in rows])
+        if not rows:
+            return [], False
+        top_bm25 = max(row.bm25 for row in rows) or 1.0  # the best rows lead every pool
+        with_vectors = [row.chunk_id for row in rows if row.chunk_id in stored]
+        matrix = decode([stored[i] for i in with_vectors], store.vectors.encoding())
+        cosines = dict(zip(with_vectors, (matrix @ query_vector).tolist(), strict=True))
+        scored = []
+        for row in rows:
+            chunk = chunks.get(row.chunk_id)
+            if chunk is None:
+                continue
+            parts = {
+                "fts": row.bm25 / top_bm25,
+                "vector": cosines.get(row.chunk_id, 0.0),
+                "human": chunk.human_relevance_score,
+                "quality": text_quality(chunk.text),
+            }
+            score = sum(WEIGHTS[name] * value for name, value in parts.items())
+            scored.append((score, row.chunk_id, row, parts))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        document_of = (lambda item: item[2].document_id) if per_document else None
+        return first_k(scored, k, document_of), len(rows) == pool
+
+    kept = widen(rank, k, first_pool(k))
     runtime = round((time.perf_counter() - started) * 1000, 3)
     words = query_words(query)
     hits = []

@@ -160,7 +160,9 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             Literal["hybrid", "keyword", "vector", "rerank"] | None,
             Field(description="hybrid (default with a model), keyword, vector or rerank"),
         ] = None,
-        k: Annotated[int, Field(ge=1, le=50, description="How many chunks to return")] = 10,
+        k: Annotated[
+            int, Field(ge=1, le=50, description="How many notes (chunks, with chunks=true)")
+        ] = 10,
         where: Annotated[
             dict[str, Any] | None,
             Field(
@@ -171,20 +173,34 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         expand_context: Annotated[
             bool, Field(description="Add each hit's neighbouring chunks as context_text")
         ] = False,
+        chunks: Annotated[
+            bool,
+            Field(
+                description="Chunk-level hits: a note's several matching chunks each "
+                "(default: k distinct notes, each with its best chunk)"
+            ),
+        ] = False,
     ) -> CallToolResult:
         """Search the notes by meaning and keywords; each hit cites path, heading, chunk, hash.
 
-        The structured reply has the hits (`results`: path, heading_path, chunk_id, text,
-        excerpt, content_hash, modified_unix, scores, metadata), the `mode` that ran, the
-        reason it fell back to keyword (`fallback`, only when it did: no model, or no vector
-        yet) and how many `vectors` of the `chunks` exist; null fields are left out. The text
-        reply is a one-line-per-hit summary.
+        By default the hits are k distinct notes, each with its best chunk; chunks=true gives
+        the k best chunks, several of one note among them. The structured reply has the hits
+        (`results`: path, heading_path, chunk_id, text, excerpt, content_hash, modified_unix,
+        scores, metadata), the `mode` that ran, the reason it fell back to keyword
+        (`fallback`, only when it did: no model, or no vector yet) and how many `vectors` of
+        the `chunks` exist; null fields are left out. The text reply is a one-line-per-hit
+        summary.
         """
         return await call_on_vault(
             state,
             ctx,
             lambda vault: vault.search_report(
-                query, k=k, where=where, mode=mode, expand_context=expand_context
+                query,
+                k=k,
+                where=where,
+                mode=mode,
+                expand_context=expand_context,
+                per_note=not chunks,
             ),
             reply=_search_reply,
         )
