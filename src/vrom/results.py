@@ -49,6 +49,11 @@ class Hit:
             reciprocal rank fusion times the prior), ``cosine`` (vector: cosine similarity;
             ``dot`` or ``euclidean``, minus the distance, on stores opened with those metrics),
             ``rerank`` (the rerank mode's weighted sum, in [0, 1]).
+        fresh: for a vault's hit, whether the note on disk still holds what was indexed
+            (checked at search time: its size and modification time, or its SHA-256 when they
+            differ); False when it changed or is gone since, so the hit's text may no longer
+            be the note's (``vrom index`` brings it up to date). None where there is no file
+            (collections, packs, memories).
     """
 
     chunk_id: int
@@ -77,6 +82,7 @@ class Hit:
     prev_chunk_id: int | None = None
     next_chunk_id: int | None = None
     score_kind: str = ""
+    fresh: bool | None = None
 
 
 @dataclass(frozen=True)

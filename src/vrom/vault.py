@@ -23,6 +23,7 @@ from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.confine import ReadPurpose, confine
 from vrom.ingest.embed_job import EmbeddingBusy, embedding_status
 from vrom.ingest.embedding import EmbedProgress, stored_fingerprint
+from vrom.ingest.freshness import fresh_notes
 from vrom.ingest.indexer import (
     STRATEGY_META_KEY,
     Indexer,
@@ -347,7 +348,8 @@ class Vault:
         ef_search: int | None = None,
         per_note: bool = False,
     ) -> list[Hit]:
-        """Return the ``k`` best chunks for a query, best first.
+        """Return the ``k`` best chunks for a query, best first; each hit says whether its note
+        is still as indexed (``fresh``).
 
         ``per_note`` returns ``k`` distinct notes instead, each with its best chunk (its first
         in the ranking: the order is the chunks' own), as ``vrom search`` and MCP's
@@ -367,7 +369,9 @@ class Vault:
         `vrom.search.query` for the keyword query syntax.
         """
         hits = self.corpus.search(query, k, where, mode, per_document=per_note, ef_search=ef_search)
-        return expand_hits(self.store, hits, context_window) if expand_context else hits
+        if expand_context:
+            hits = expand_hits(self.store, hits, context_window)
+        return self._with_freshness(hits)
 
     def search_report(
         self,
@@ -390,10 +394,16 @@ class Vault:
         report = self.corpus.search_report(
             query, k, where, mode, per_document=per_note, ef_search=ef_search
         )
-        if not expand_context:
-            return report
-        expanded = expand_hits(self.store, report.results, context_window)
-        return dataclasses.replace(report, results=expanded)
+        hits = list(report.results)
+        if expand_context:
+            hits = expand_hits(self.store, hits, context_window)
+        return dataclasses.replace(report, results=self._with_freshness(hits))
+
+    def _with_freshness(self, hits: list[Hit]) -> list[Hit]:
+        """Return ``hits`` with ``fresh`` set: whether each note on disk still holds what was
+        indexed (`vrom.ingest.freshness`; checked once per note)."""
+        fresh = fresh_notes(self.root, self.store, (hit.path for hit in hits))
+        return [dataclasses.replace(hit, fresh=fresh[hit.path]) for hit in hits]
 
     def context(
         self,

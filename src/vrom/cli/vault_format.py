@@ -19,10 +19,12 @@ from vrom.results import (
     rough_duration,
     vector_coverage,
 )
+from vrom.search.context import CHANGED_ON_DISK
 
 
 def format_hits(hits: Sequence[Hit], out: TextIO) -> None:
-    """Print search hits, best first, each with its excerpt, provenance and labelled score.
+    """Print search hits, best first, each with its excerpt, provenance and labelled score,
+    and a warning under each whose note changed on disk since it was indexed.
 
     A reranked search ends with the reranking's wall time (in ms).
     """
@@ -40,6 +42,8 @@ def format_hits(hits: Sequence[Hit], out: TextIO) -> None:
             f"relevance {hit.human_relevance_score:.2f}"
         )
         out.write(style(provenance, "dim") + "\n")
+        if hit.fresh is False:
+            out.write(style(f"   {CHANGED_ON_DISK}: run 'vrom index'", "yellow") + "\n")
     runtime = hits[0].ranking_runtime
     if runtime is not None:
         out.write(style(f"reranked in {runtime:.2f} ms", "dim") + "\n")

@@ -17,6 +17,8 @@ from vrom.store import Store, StoredChunk
 T = TypeVar("T")
 
 CHARS_PER_TOKEN = 4  # a conservative average for English text with BPE tokenizers
+CHANGED_ON_DISK = "changed on disk since indexing"
+"""What a source line, a CLI hit or an MCP reply says of a hit whose note is not ``fresh``."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -30,14 +32,16 @@ def _header(number: int, hit: Hit) -> str:
 
 
 def _source(number: int, hits: Sequence[Hit]) -> str:
-    """Return a passage's source line: its best hit's place, and every chunk it holds."""
+    """Return a passage's source line: its best hit's place, and every chunk it holds (and,
+    when its note changed on disk since it was indexed, that it did)."""
     hit = hits[0]
     modified = dt.datetime.fromtimestamp(hit.modified_unix, dt.timezone.utc).strftime("%Y-%m-%d")
     anchor = f"#{hit.heading_path}" if hit.heading_path else ""
     chunks = "chunk" if len(hits) == 1 else "chunks"
+    stale = f" · {CHANGED_ON_DISK}" if any(h.fresh is False for h in hits) else ""
     return (
         f"[{number}] {hit.path}{anchor} · {chunks} {', '.join(str(h.chunk_id) for h in hits)} · "
-        f"sha256 {', '.join(h.content_hash[:12] for h in hits)} · modified {modified}"
+        f"sha256 {', '.join(h.content_hash[:12] for h in hits)} · modified {modified}{stale}"
     )
 
 

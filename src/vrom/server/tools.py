@@ -16,6 +16,7 @@ from pydantic import Field
 
 from vrom.errors import VromError
 from vrom.results import SearchReport, to_jsonable
+from vrom.search.context import CHANGED_ON_DISK
 from vrom.server.state import ServerState, client_roots
 from vrom.server.watch import OFF
 from vrom.vault import Vault
@@ -46,7 +47,8 @@ def _result(value: Any) -> CallToolResult:
 
 def _search_reply(report: SearchReport) -> CallToolResult:
     """Return a search report: the data once, as structured content without null fields, and
-    as text a one-line-per-hit summary (not the same data again, serialized)."""
+    as text a one-line-per-hit summary (not the same data again, serialized) that says which
+    hits' notes changed on disk since they were indexed."""
     how = f"{report.mode} search"
     if report.fallback:
         how += f" ({report.fallback})"
@@ -56,7 +58,8 @@ def _search_reply(report: SearchReport) -> CallToolResult:
     ]
     lines += [
         f"{rank}. {hit.path} › {hit.heading_path} "
-        f"(chunk {hit.chunk_id}, {hit.score_kind or 'score'} {hit.score:.3g}): "
+        f"(chunk {hit.chunk_id}, {hit.score_kind or 'score'} {hit.score:.3g}"
+        f"{'' if hit.fresh is not False else f'; {CHANGED_ON_DISK}: vault_reindex'}): "
         f"{_shortened(hit.excerpt)}"
         for rank, hit in enumerate(report.results, start=1)
     ]
@@ -186,10 +189,10 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         By default the hits are k distinct notes, each with its best chunk; chunks=true gives
         the k best chunks, several of one note among them. The structured reply has the hits
         (`results`: path, heading_path, chunk_id, text, excerpt, content_hash, modified_unix,
-        scores, metadata), the `mode` that ran, the reason it fell back to keyword
-        (`fallback`, only when it did: no model, or no vector yet) and how many `vectors` of
-        the `chunks` exist; null fields are left out. The text reply is a one-line-per-hit
-        summary.
+        `fresh`: false when the note changed on disk since indexing, scores, metadata), the
+        `mode` that ran, the reason it fell back to keyword (`fallback`, only when it did: no
+        model, or no vector yet) and how many `vectors` of the `chunks` exist; null fields are
+        left out. The text reply is a one-line-per-hit summary.
         """
         return await call_on_vault(
             state,
