@@ -47,8 +47,11 @@ The `{name}` MCP server serves this vault; opencode names its tools `{name}_<too
 - `vault_search`: find notes by meaning and keywords. `query` takes words, a question,
   `"an exact phrase"`, `-excluded`, `prefix*`; `where` filters (`{{"path": "Projects/",
   "tags": ["project"], "status": "done"}}`); `mode` is hybrid (default), keyword, vector or
-  rerank. Every hit carries its note path, heading, chunk id and content hash: cite
-  `path › heading` in answers. Use it first, before saying the notes do not cover something.
+  rerank. It returns `k` notes, each with its best chunk (`chunks: true` for the best chunks).
+  Every hit carries its note path, heading, chunk id and content hash: cite `path › heading`
+  in answers. A hit with `fresh: false` comes from a note changed on disk since it was
+  indexed: `vault_read` it (or `vault_reindex`) before quoting. Use it first, before saying the
+  notes do not cover something.
 - `vault_context`: ready-to-quote passages for a question within `max_tokens`, each followed by
   its source. Use it to ground an answer in several notes at once.
 

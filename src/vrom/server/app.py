@@ -19,8 +19,10 @@ from vrom.vault import EmbedderChoice
 
 INSTRUCTIONS = """\
 vrom serves a Markdown notes vault (Obsidian-style) and the agent's own memories.
-- Find notes with vault_search (meaning + keywords; cite the path and heading it returns);
-  vault_context gives ready-to-quote passages with sources for a question.
+- Find notes with vault_search (meaning + keywords; k notes, each with its best chunk, or
+  chunks=true for chunks; cite the path and heading it returns); vault_context gives
+  ready-to-quote passages with sources for a question. A hit with fresh=false is from a note
+  changed on disk since indexing: read the note again (or vault_reindex) before quoting it.
 - Read with vault_read; browse with vault_list, vault_tags, vault_wikilinks, vault_backlinks,
   vault_related.
 - Write with vault_write (create / overwrite / append, frontmatter merge) and
