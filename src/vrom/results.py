@@ -49,6 +49,10 @@ class Hit:
             reciprocal rank fusion times the prior), ``cosine`` (vector: cosine similarity;
             ``dot`` or ``euclidean``, minus the distance, on stores opened with those metrics),
             ``rerank`` (the rerank mode's weighted sum, in [0, 1]).
+        stale: True when the note's ``stale_after`` instant (OKF v0.2 §5.5) has passed at the
+            time of the search: the content may no longer hold.
+        stale_after: the note's ``stale_after`` as an ISO 8601 UTC datetime (a date alone is
+            its midnight UTC), or None when it has none (or one that is not a date).
     """
 
     chunk_id: int
@@ -77,6 +81,8 @@ class Hit:
     prev_chunk_id: int | None = None
     next_chunk_id: int | None = None
     score_kind: str = ""
+    stale: bool = False
+    stale_after: str | None = None
 
 
 @dataclass(frozen=True)

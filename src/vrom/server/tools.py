@@ -56,7 +56,8 @@ def _search_reply(report: SearchReport) -> CallToolResult:
     ]
     lines += [
         f"{rank}. {hit.path} › {hit.heading_path} "
-        f"(chunk {hit.chunk_id}, {hit.score_kind or 'score'} {hit.score:.3g}): "
+        f"(chunk {hit.chunk_id}, {hit.score_kind or 'score'} {hit.score:.3g}"
+        f"{f', stale since {hit.stale_after}' if hit.stale else ''}): "
         f"{_shortened(hit.excerpt)}"
         for rank, hit in enumerate(report.results, start=1)
     ]
@@ -207,7 +208,8 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         """Search the notes by meaning and keywords; each hit cites path, heading, chunk, hash.
 
         The structured reply has the hits (`results`: path, heading_path, chunk_id, text,
-        excerpt, content_hash, modified_unix, scores, metadata), the `mode` that ran, the
+        excerpt, content_hash, modified_unix, scores, metadata, and `stale` with `stale_after`
+        when the note's OKF stale_after has passed), the `mode` that ran, the
         reason it fell back to keyword (`fallback`, only when it did: no model, or no vector
         yet) and how many `vectors` of the `chunks` exist; null fields are left out. The text
         reply is a one-line-per-hit summary.
