@@ -245,8 +245,9 @@ def test_the_type_comes_from_the_index_then_the_siblings() -> None:
     check = check_note("tables/orders.md", "---\ntitle: Orders\n---\nOne row per order.\n")
 
     def kind(listed_under: str | None = None, sibling_types: tuple[str, ...] = ()) -> object:
+        counts = {name: sibling_types.count(name) for name in sibling_types}
         found = suggest_enrichment(
-            check, "tables/orders.md", 0, listed_under=listed_under, sibling_types=sibling_types
+            check, "tables/orders.md", 0, listed_under=listed_under, sibling_types=counts
         )
         (kind,) = [(e.value, e.source) for e in found if e.field == "type"]
         return kind

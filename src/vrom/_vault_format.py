@@ -14,6 +14,7 @@ reported with the reason.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
@@ -111,20 +112,12 @@ class VaultFormat:
         """Return the fields ``note`` lacks, its folder's index and concepts as context."""
         folder = PurePosixPath(note.path).parent.as_posix()
         folder = "" if folder == "." else folder
-        index = notes.by_path.get(f"{folder}/index.md" if folder else "index.md")
-        listed_under = None
-        if index is not None and index.path != note.path:
-            listed_under = index_entries(notes.check(index).text, index.path).get(note.path)
-        siblings = []
-        for sibling in notes.in_folder(folder):
-            if sibling.path == note.path:
-                continue
-            sibling_check = notes.check(sibling)
-            kind = (sibling_check.frontmatter or {}).get("type")
-            if sibling_check.format == CONCEPT and isinstance(kind, str):
-                siblings.append(kind)
         return suggest_enrichment(
-            check, note.path, note.mtime, listed_under=listed_under, sibling_types=siblings
+            check,
+            note.path,
+            note.mtime,
+            listed_under=notes.listed(folder).get(note.path),
+            sibling_types=notes.types(folder),
         )
 
     def _apply(
@@ -159,9 +152,28 @@ class _Notes:
             parent = PurePosixPath(note.path).parent.as_posix()
             self._folders.setdefault("" if parent == "." else parent, []).append(note)
         self._checked: dict[str, NoteCheck] = {}
+        self._listed: dict[str, dict[str, str]] = {}
+        self._types: dict[str, Counter[str]] = {}
 
-    def in_folder(self, folder: str) -> list[NoteFile]:
-        return self._folders.get(folder, [])
+    def listed(self, folder: str) -> dict[str, str]:
+        """Return {note path: heading} for what the folder's ``index.md`` lists (once a folder)."""
+        if folder not in self._listed:
+            index = self.by_path.get(f"{folder}/index.md" if folder else "index.md")
+            found = {} if index is None else index_entries(self.check(index).text, index.path)
+            self._listed[folder] = found
+        return self._listed[folder]
+
+    def types(self, folder: str) -> Counter[str]:
+        """Return how many of the folder's concepts have each ``type`` (once a folder)."""
+        if folder not in self._types:
+            kinds: Counter[str] = Counter()
+            for note in self._folders.get(folder, []):
+                check = self.check(note)
+                kind = (check.frontmatter or {}).get("type")
+                if check.format == CONCEPT and isinstance(kind, str):
+                    kinds[kind] += 1
+            self._types[folder] = kinds
+        return self._types[folder]
 
     def check(self, note: NoteFile) -> NoteCheck:
         if note.path not in self._checked:

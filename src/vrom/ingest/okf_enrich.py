@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -49,20 +48,20 @@ def suggest_enrichment(
     mtime: float,
     *,
     listed_under: str | None = None,
-    sibling_types: Sequence[str] = (),
+    sibling_types: Mapping[str, int] | None = None,
 ) -> list[Enrichment]:
     """Return the fields to add to the note at vault path ``path``, each with its source.
 
     ``check`` is what `vrom.ingest.okf.check_note` found; ``mtime`` is the file's modification
     time; ``listed_under`` is the heading its folder's ``index.md`` lists it under, and
-    ``sibling_types`` the types of the other concepts in its folder.
+    ``sibling_types`` counts the types of the concepts in its folder.
     """
     frontmatter = check.frontmatter
     if check.format in (INDEX, LOG) or frontmatter is None:
         return []
     found: list[Enrichment] = []
     if _missing(frontmatter, "type"):
-        found.append(_type(listed_under, sibling_types))
+        found.append(_type(listed_under, sibling_types or {}))
     if _missing(frontmatter, "title"):
         found.append(_title(check, path))
     if _missing(frontmatter, "description"):
@@ -85,10 +84,10 @@ def _missing(frontmatter: Mapping[str, Any], key: str) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-def _type(listed_under: str | None, sibling_types: Sequence[str]) -> Enrichment:
+def _type(listed_under: str | None, sibling_types: Mapping[str, int]) -> Enrichment:
     if listed_under:
         return Enrichment("type", listed_under, "index.md section")
-    counts = Counter(kind for kind in sibling_types if kind.strip())
+    counts = {kind: n for kind, n in sibling_types.items() if kind.strip() and n > 0}
     if counts:
         # the most common; a tie goes to the first in alphabetical order, so runs agree
         best = min(counts, key=lambda kind: (-counts[kind], kind))
