@@ -134,6 +134,35 @@ def test_every_command_has_help_text() -> None:
         assert parser.description, f"vrom {name} has no description"  # type: ignore[attr-defined]
 
 
+def test_the_readme_lists_exactly_the_mcp_tools_served(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from mcp import Client
+
+    from vrom.server.app import build_server
+    from vrom.server.state import ServerState
+
+    listed = re.search(r"^- Tools \(.*?(?=^- )", README, re.DOTALL | re.MULTILINE)
+    assert listed, "the README's MCP section has no '- Tools (' list"
+    named = set(re.findall(r"`((?:vault|memory)_[a-z_]+)`", listed.group(0)))
+    (tmp_path / "vault").mkdir()
+    state = ServerState(tmp_path / "vault", embedder="none", watch=False)
+    served: set[str] = set()
+
+    async def main() -> None:
+        async with Client(build_server(state), mode="legacy") as client:
+            served.update(tool.name for tool in (await client.list_tools()).tools)
+
+    try:
+        asyncio.run(main())
+    finally:
+        state.close()
+    assert named == served, (
+        f"listed, not served: {named - served}; served, not listed: {served - named}"
+    )
+
+
 @pytest.mark.data
 def test_the_readme_eval_example_runs_on_data_that_exists(tmp_path: Path) -> None:
     line = next(

@@ -22,7 +22,8 @@ from vrom.results import (
 
 
 def format_hits(hits: Sequence[Hit], out: TextIO) -> None:
-    """Print search hits, best first, each with its excerpt, provenance and labelled score.
+    """Print search hits, best first, each with its excerpt, provenance and labelled score; a
+    hit whose note is past its ``stale_after`` says since when it is stale.
 
     A reranked search ends with the reranking's wall time (in ms).
     """
@@ -39,7 +40,8 @@ def format_hits(hits: Sequence[Hit], out: TextIO) -> None:
             f"   chunk {hit.chunk_id} · sha256 {hit.content_hash[:12]} · "
             f"relevance {hit.human_relevance_score:.2f}"
         )
-        out.write(style(provenance, "dim") + "\n")
+        stale = f" · {style(f'stale since {hit.stale_after}', 'yellow')}" if hit.stale else ""
+        out.write(style(provenance, "dim") + stale + "\n")
     runtime = hits[0].ranking_runtime
     if runtime is not None:
         out.write(style(f"reranked in {runtime:.2f} ms", "dim") + "\n")
