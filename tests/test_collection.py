@@ -289,7 +289,9 @@ def test_every_index_kind_answers_like_exact_search(tmp_path: Path, index: str) 
     for _ in range(20):
         query = " ".join(f"w{rng.randrange(400)}" for _ in range(3))
         truth = [h.score for h in exact.search(query, k=5)]
-        found = [h.score for h in docs.search(query, k=5, ef_search=64)]
+        # a beam as wide as the set visits every node: exact whatever graph the threads built
+        # (at ef_search=64 a rare graph missed one of the five, as approximate search may)
+        found = [h.score for h in docs.search(query, k=5, ef_search=len(batch))]
         assert found == pytest.approx(truth, abs=2e-3)  # f16 graph; tied ids may differ
     docs.close()
     graph = tmp_path / "kinds.db.hnsw.usearch"

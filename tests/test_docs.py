@@ -134,6 +134,39 @@ def test_every_command_has_help_text() -> None:
         assert parser.description, f"vrom {name} has no description"  # type: ignore[attr-defined]
 
 
+def test_the_readme_lists_exactly_the_mcp_tools_served(tmp_path: Path) -> None:
+    """The README's table of tools names each tool the server lists, and no other: one set of
+    names (the memory tools are vault_remember, vault_recall, vault_memory_stats and
+    vault_memory_archive, with no memory_* aliases)."""
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from mcp import Client
+
+    from vrom.server.app import build_server
+    from vrom.server.state import ServerState
+
+    table = re.search(r"<!-- mcp-tools -->\n((?:\|.*\n)+)", README)
+    assert table, "the README's MCP section has no table of tools after <!-- mcp-tools -->"
+    first_column = [row.split("|")[1] for row in table.group(1).splitlines()[2:]]
+    named = {name for cell in first_column for name in re.findall(r"`(\w+)`", cell)}
+    (tmp_path / "vault").mkdir()
+    state = ServerState(tmp_path / "vault", embedder="none", watch=False)
+    served: set[str] = set()
+
+    async def main() -> None:
+        async with Client(build_server(state), mode="legacy") as client:
+            served.update(tool.name for tool in (await client.list_tools()).tools)
+
+    try:
+        asyncio.run(main())
+    finally:
+        state.close()
+    assert named == served, (
+        f"listed, not served: {named - served}; served, not listed: {served - named}"
+    )
+
+
 @pytest.mark.data
 def test_the_readme_eval_example_runs_on_data_that_exists(tmp_path: Path) -> None:
     line = next(

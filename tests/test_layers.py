@@ -28,6 +28,7 @@ LAYERS = {
     "vault": FACADES,
     "_vault_files": FACADES,
     "_vault_notes": FACADES,
+    "_vault_format": FACADES,
     "_background_embedding": FACADES,
     "collection": FACADES,
     "documents": FACADES,

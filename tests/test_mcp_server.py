@@ -104,27 +104,6 @@ def test_every_tool_is_listed_with_a_schema(state: ServerState) -> None:
     _run(state, session)
 
 
-def test_the_readme_tool_table_lists_exactly_the_tools_served(tmp_path: Path) -> None:
-    """The README's table of tools names each tool the server lists, and no other: one set of
-    names (the memory tools are vault_remember, vault_recall, vault_memory_stats and
-    vault_memory_archive, with no memory_* aliases)."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    table = readme.split("<!-- mcp-tools -->\n", 1)[1].split("\n\n", 1)[0]
-    rows = [line for line in table.splitlines() if line.startswith("| `")]
-    documented = [name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[1])]
-    state = ServerState(tmp_path, embedder=None, watch=False)  # listing opens no vault
-
-    async def session(client: Client) -> None:
-        served = [t.name for t in (await client.list_tools()).tools]
-        assert sorted(documented) == sorted(served)
-        assert len(set(served)) == len(served)
-        assert not [name for name in served if name.startswith("memory_")]
-        assert {"vault_remember", "vault_recall", "vault_memory_stats"} <= set(served)
-        assert {"vault_memory_archive", "vault_install_opencode"} <= set(served)
-
-    _run(state, session)
-
-
 def test_search_context_and_stats(state: ServerState) -> None:
     async def session(client: Client) -> None:
         hits = _data(await client.call_tool("vault_search", {"query": "network switch", "k": 3}))

@@ -25,6 +25,9 @@ from vrom.ingest.relevance import human_relevance_score
         ({"system_only": False}, "system/a.md", 0.25),
         ({}, "system/deep/a.md", 0.25),
         ({}, "notes/system/a.md", 0.5),
+        ({"status": "deprecated"}, "a.md", 0.25),
+        ({"status": "Superseded", "audience": "human"}, "a.md", 0.45),
+        ({"status": "draft"}, "a.md", 0.5),
     ],
 )
 def test_human_relevance_score(frontmatter: dict[str, object], path: str, expected: float) -> None:

@@ -54,6 +54,10 @@ class Hit:
             differ); False when it changed or is gone since, so the hit's text may no longer
             be the note's (``vrom index`` brings it up to date). None where there is no file
             (collections, packs, memories).
+        stale: True when the note's ``stale_after`` instant (OKF v0.2 §5.5) has passed at the
+            time of the search: the content may no longer hold.
+        stale_after: the note's ``stale_after`` as an ISO 8601 UTC datetime (a date alone is
+            its midnight UTC), or None when it has none (or one that is not a date).
     """
 
     chunk_id: int
@@ -82,6 +86,8 @@ class Hit:
     prev_chunk_id: int | None = None
     next_chunk_id: int | None = None
     score_kind: str = ""
+    stale: bool = False
+    stale_after: str | None = None
     fresh: bool | None = None
 
 
@@ -353,6 +359,91 @@ class DeleteResult:
     trashed_to: str | None
     index_updated: bool = True
     warning: str | None = None
+
+
+@dataclass(frozen=True)
+class FormatIssue:
+    """One way a note departs from OKF v0.2 (the Open Knowledge Format), found by a format check.
+
+    Fields:
+        code: a short stable name for the kind of problem (``missing_type``, ``bad_frontmatter``,
+            ``bad_log_date``, ...).
+        message: one line: what is wrong, where, and (when it helps) what to do.
+    """
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Enrichment:
+    """A frontmatter field format enrichment adds to a note, and what its value was taken from.
+
+    Fields:
+        field: the frontmatter key (``type``, ``title``, ``description``, ``tags``,
+            ``timestamp``).
+        value: the value to write.
+        source: where it comes from: ``index.md section``, ``sibling concepts``, ``default``
+            (type); ``first heading``, ``file name`` (title); ``first paragraph``
+            (description); ``inline tags`` (tags); ``file mtime`` (timestamp).
+    """
+
+    field: str
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class NoteFormat:
+    """What one note is, and how it stands against OKF v0.2.
+
+    Fields:
+        path: the note's path relative to the vault root.
+        format: ``okf_concept`` (frontmatter with a ``type``), ``okf_index`` or ``okf_log``
+            (the reserved ``index.md`` and ``log.md``), ``obsidian`` (frontmatter without a
+            ``type``) or ``markdown`` (no frontmatter).
+        errors: what OKF v0.2's conformance section says MUST hold and does not here.
+        warnings: what the spec says SHOULD hold and does not here.
+        enrichment: the fields enrichment adds (or added) to the note; empty for a check.
+        enriched: True when enrichment was written to the note.
+    """
+
+    path: str
+    format: str
+    errors: Sequence[FormatIssue] = ()
+    warnings: Sequence[FormatIssue] = ()
+    enrichment: Sequence[Enrichment] = ()
+    enriched: bool = False
+
+
+@dataclass(frozen=True)
+class FormatReport:
+    """What a format check or enrichment found (`vrom format`, MCP's ``vault_format``).
+
+    Fields:
+        action: ``check`` or ``enrich``.
+        scope: the note or folder looked at, relative to the vault root (``""``: the whole
+            vault).
+        applied: True when enrichment was asked to write (``apply``); else it only suggests.
+        notes: every note looked at, by path. After a write, a note's errors and warnings are
+            those of the note as written.
+        formats: how many notes there are of each format.
+        errors, warnings: how many errors and warnings there are in all.
+        enrichable: how many notes enrichment has fields for.
+        enriched: how many notes enrichment wrote.
+        okf_version: the OKF version notes are checked against.
+    """
+
+    action: str
+    scope: str
+    applied: bool
+    notes: Sequence[NoteFormat]
+    formats: Mapping[str, int]
+    errors: int
+    warnings: int
+    enrichable: int
+    enriched: int
+    okf_version: str
 
 
 def to_jsonable(value: Any, *, omit_empty: bool = False) -> Any:

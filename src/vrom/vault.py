@@ -14,6 +14,7 @@ from typing import Any
 
 from vrom import settings, state
 from vrom._vault_files import VaultFiles
+from vrom._vault_format import VaultFormat
 from vrom._vault_notes import VaultNotes
 from vrom.corpus import Corpus
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
@@ -38,6 +39,7 @@ from vrom.results import (
     Context,
     DeleteResult,
     FolderListing,
+    FormatReport,
     Hit,
     IndexSummary,
     Note,
@@ -78,6 +80,7 @@ class Vault:
         self._files = VaultFiles(
             root, self.store, options.max_file_bytes, lambda paths: self.reindex_paths(paths)
         )
+        self._format = VaultFormat(root, self._files, options.max_file_bytes)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -566,3 +569,28 @@ class Vault:
         name if that is taken); ``permanent=True`` unlinks it.
         """
         return self._files.delete_note(path, permanent=permanent)
+
+    # -- formats ---------------------------------------------------------------------------
+
+    def check_format(self, path: str | None = None) -> FormatReport:
+        """Return how the vault's notes stand against OKF v0.2 (the Open Knowledge Format).
+
+        ``path`` is a note or a folder (vault-relative); None checks every note. Each note gets
+        its format (an OKF concept, ``index.md``, ``log.md``, a note with frontmatter, plain
+        Markdown) and what breaks OKF's conformance rules (errors: what the spec says MUST
+        hold) or its advice (warnings: what it says SHOULD hold). Notes are read from disk,
+        indexed or not; nothing is written. See `vrom.ingest.okf` for the rules.
+        """
+        return self._format.report(path, enrich=False)
+
+    def enrich_format(self, path: str | None = None, *, apply: bool = False) -> FormatReport:
+        """Return `check_format`'s report with the OKF frontmatter each note lacks (``type``,
+        ``title``, ``description``, ``tags``, ``timestamp``), taken from its own content, its
+        folder's ``index.md`` and concepts, and its file's modification time.
+
+        Only with ``apply`` are the fields written, through `set_frontmatter`: merged into the
+        frontmatter (every field already there is kept, unknown ones too), the body byte for
+        byte, and the note re-indexed; a note's errors and warnings are then those of the note
+        as written. See `vrom.ingest.okf_enrich` for where each value comes from.
+        """
+        return self._format.report(path, enrich=True, apply=apply)

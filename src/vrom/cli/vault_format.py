@@ -23,8 +23,9 @@ from vrom.search.context import CHANGED_ON_DISK
 
 
 def format_hits(hits: Sequence[Hit], out: TextIO) -> None:
-    """Print search hits, best first, each with its excerpt, provenance and labelled score,
-    and a warning under each whose note changed on disk since it was indexed.
+    """Print search hits, best first, each with its excerpt, provenance and labelled score; a
+    hit whose note is past its ``stale_after`` says since when it is stale, and one whose note
+    changed on disk since it was indexed says so under it.
 
     A reranked search ends with the reranking's wall time (in ms).
     """
@@ -41,7 +42,8 @@ def format_hits(hits: Sequence[Hit], out: TextIO) -> None:
             f"   chunk {hit.chunk_id} · sha256 {hit.content_hash[:12]} · "
             f"relevance {hit.human_relevance_score:.2f}"
         )
-        out.write(style(provenance, "dim") + "\n")
+        stale = f" · {style(f'stale since {hit.stale_after}', 'yellow')}" if hit.stale else ""
+        out.write(style(provenance, "dim") + stale + "\n")
         if hit.fresh is False:
             out.write(style(f"   {CHANGED_ON_DISK}: run 'vrom index'", "yellow") + "\n")
     runtime = hits[0].ranking_runtime

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vrom.ingest.okf import DEMOTION, is_demoted
+
 EXPLICIT_KEYS = ("human_relevance_score", "human_relevance", "human_score")
 DEFAULT_SCORE = 0.5
 
@@ -19,8 +21,16 @@ def human_relevance_score(frontmatter: dict[str, Any], path: str) -> float:
 
     An explicit frontmatter ``human_relevance_score`` / ``human_relevance`` / ``human_score``
     wins (clamped); then ``audience: human`` → 0.9; ``audience: system`` or ``system_only: true``
-    → 0.1; a path under ``system/`` → 0.25; otherwise 0.5.
+    → 0.1; a path under ``system/`` → 0.25; otherwise 0.5. A note whose ``status`` says it is no
+    longer current (``deprecated``, OKF's word, or ``superseded``) then gets half that score
+    (`vrom.ingest.okf.DEMOTION`): 0.5 → 0.25, which turns its prior factor from 1.0 into 0.875,
+    so it ranks below a current note that matches as well, in every mode the prior applies to.
     """
+    score = _score(frontmatter, path)
+    return score * DEMOTION if is_demoted(frontmatter) else score
+
+
+def _score(frontmatter: dict[str, Any], path: str) -> float:
     for key in EXPLICIT_KEYS:
         value = frontmatter.get(key)
         if isinstance(value, bool) or value is None:

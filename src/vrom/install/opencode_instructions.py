@@ -49,9 +49,10 @@ The `{name}` MCP server serves this vault; opencode names its tools `{name}_<too
   "tags": ["project"], "status": "done"}}`); `mode` is hybrid (default), keyword, vector or
   rerank. It returns `k` notes, each with its best chunk (`chunks: true` for the best chunks).
   Every hit carries its note path, heading, chunk id and content hash: cite `path › heading`
-  in answers. A hit with `fresh: false` comes from a note changed on disk since it was
-  indexed: `vault_read` it (or `vault_reindex`) before quoting. Use it first, before saying the
-  notes do not cover something.
+  in answers. Use it first, before saying the notes do not cover something.
+  A hit marked `stale` is past its note's `stale_after`: say so when you rely on it. A hit with
+  `fresh: false` comes from a note changed on disk since it was indexed: `vault_read` it (or
+  `vault_reindex`) before quoting.
 - `vault_context`: ready-to-quote passages for a question within `max_tokens`, each followed by
   its source. Use it to ground an answer in several notes at once.
 
@@ -62,6 +63,8 @@ The `{name}` MCP server serves this vault; opencode names its tools `{name}_<too
 - `vault_wikilinks` (links a note makes), `vault_backlinks` (notes linking to it),
   `vault_related` (links, backlinks, shared tags and notes similar in meaning).
 - `vault_stats`: counts, the index's location and model.
+- `vault_format`: each note's format and what breaks OKF v0.2 (`action` check), or the
+  frontmatter it lacks (`action` enrich; `apply` writes it: only when asked).
 
 ## Write (these change the user's files: only when asked)
 - `vault_write`: `mode` create (fails if the note exists), append, or overwrite; `frontmatter`

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 
 from vrom.errors import ValidationError, shown
+from vrom.ingest.okf import stale_after
 from vrom.results import Hit
 from vrom.search.excerpt import excerpt
 from vrom.search.fusion import MAX_K, first_k, first_pool, widen
@@ -29,7 +31,12 @@ def make_hit(
     chunk: StoredChunk, score: float, scores: Mapping[str, float], words: list[str], *, kind: str
 ) -> Hit:
     """Return the `Hit` for a stored chunk, with an excerpt around ``words``; ``kind`` says what
-    ``score`` is (`Hit.score_kind`)."""
+    ``score`` is (`Hit.score_kind`).
+
+    A note whose ``stale_after`` (OKF v0.2 §5.5) has passed gives a hit marked ``stale``: it is
+    decided now, at search time, since a note goes stale without changing.
+    """
+    expires = stale_after(chunk.metadata)
     return Hit(
         chunk_id=chunk.chunk_id,
         path=chunk.path,
@@ -51,6 +58,8 @@ def make_hit(
         prev_chunk_id=chunk.prev_id,
         next_chunk_id=chunk.next_id,
         score_kind=kind,
+        stale=expires is not None and dt.datetime.now(dt.timezone.utc) >= expires,
+        stale_after=None if expires is None else expires.isoformat(),
     )
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vrom.errors import ValidationError, shown
+from vrom.ingest.okf import parse_instant
 from vrom.store import CONDITION_OPS, Condition, KeywordQuery, Where
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
@@ -176,8 +177,11 @@ def field_conditions(key: str, value: Any) -> list[Condition]:
 
     A scalar (string, number, boolean) must equal the field, or be held by a list field. A
     mapping of operators tests it otherwise: ``$eq``, ``$ne`` (a missing field passes), ``$in``
-    and ``$nin`` (a list of scalars), ``$gt``, ``$gte``, ``$lt``, ``$lte`` (numbers; only
-    numeric fields pass). Several operators must all hold: ``{"$gte": 2, "$lt": 5}``.
+    and ``$nin`` (a list of scalars), ``$gt``, ``$gte``, ``$lt``, ``$lte`` (numbers: only
+    numeric fields pass; or an ISO 8601 date or datetime: only fields holding one pass, compared
+    as instants, a date as its midnight UTC and a datetime without an offset as UTC). Several
+    operators must all hold: ``{"$gte": 2, "$lt": 5}``. A key ``a.b`` names the member ``b`` of
+    a mapping ``a``, or of the mappings in a list ``a`` (``sources.resource``).
     Strings must be valid Unicode and integers within 64 bits (`INT64_MIN` to `INT64_MAX`),
     what a field can hold; anything else is a `ValidationError`.
     """
@@ -213,10 +217,19 @@ def field_conditions(key: str, value: Any) -> list[Condition]:
                     f"where: {name} for {shown(key)} takes a string, number or boolean"
                 )
             conditions.append(Condition(key, op, _checked_scalar(key, operand)))
+        elif isinstance(operand, str):
+            instant = parse_instant(operand)
+            if instant is None:
+                raise ValidationError(
+                    f"where: {name} for {shown(key)} takes a number or an ISO 8601 date or"
+                    f" datetime ('2026-09-23', '2026-09-23T00:00:00Z'), not {shown(operand)}"
+                )
+            conditions.append(Condition(key, op, instant.isoformat()))
         else:
             if isinstance(operand, bool) or not isinstance(operand, (int, float)):
                 raise ValidationError(
-                    f"where: {name} for {shown(key)} takes a number, not {shown(operand)}"
+                    f"where: {name} for {shown(key)} takes a number or an ISO 8601 date, not"
+                    f" {shown(operand)}"
                 )
             if operand != operand:  # NaN compares with nothing
                 raise ValidationError(f"where: {name} for {shown(key)} takes a number, not NaN")

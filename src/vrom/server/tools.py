@@ -14,8 +14,8 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from vrom.errors import VromError
-from vrom.results import SearchReport, to_jsonable
+from vrom.errors import ValidationError, VromError
+from vrom.results import FormatReport, SearchReport, to_jsonable
 from vrom.search.context import CHANGED_ON_DISK
 from vrom.server.state import ServerState, client_roots
 from vrom.server.watch import OFF
@@ -59,10 +59,43 @@ def _search_reply(report: SearchReport) -> CallToolResult:
     lines += [
         f"{rank}. {hit.path} › {hit.heading_path} "
         f"(chunk {hit.chunk_id}, {hit.score_kind or 'score'} {hit.score:.3g}"
+        f"{f', stale since {hit.stale_after}' if hit.stale else ''}"
         f"{'' if hit.fresh is not False else f'; {CHANGED_ON_DISK}: vault_reindex'}): "
         f"{_shortened(hit.excerpt)}"
         for rank, hit in enumerate(report.results, start=1)
     ]
+    return CallToolResult(
+        content=[TextContent(type="text", text="\n".join(lines))],
+        structured_content=to_jsonable(report, omit_empty=True),
+    )
+
+
+FORMAT_LINES = 50
+"""How many notes the text of a ``vault_format`` reply names (those with something to say);
+every note is in the structured content."""
+
+
+def _format_reply(report: FormatReport) -> CallToolResult:
+    """Return a format report: the data once, as structured content without empty fields, and
+    as text a summary and a line per note with an error, a warning or a field to add."""
+    counts = ", ".join(f"{count} {kind}" for kind, count in report.formats.items() if count)
+    summary = (
+        f"{len(report.notes)} notes checked against OKF v{report.okf_version} ({counts or 'none'}):"
+        f" {report.errors} errors, {report.warnings} warnings"
+    )
+    if report.applied:
+        summary += f"; {report.enriched} notes enriched"
+    elif report.action == "enrich":
+        summary += f"; {report.enrichable} notes can be enriched (apply: true writes it)"
+    lines = [summary]
+    telling = [n for n in report.notes if n.errors or n.warnings or n.enrichment]
+    for note in telling[:FORMAT_LINES]:
+        parts = [f"error {i.code}: {i.message}" for i in note.errors]
+        parts += [f"warning {i.code}: {i.message}" for i in note.warnings]
+        parts += [f"{'added' if note.enriched else 'add'} {e.field}" for e in note.enrichment]
+        lines.append(f"{note.path} ({note.format}): " + "; ".join(parts))
+    if len(telling) > FORMAT_LINES:
+        lines.append(f"… and {len(telling) - FORMAT_LINES} more notes (structured content)")
     return CallToolResult(
         content=[TextContent(type="text", text="\n".join(lines))],
         structured_content=to_jsonable(report, omit_empty=True),
@@ -189,10 +222,11 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         By default the hits are k distinct notes, each with its best chunk; chunks=true gives
         the k best chunks, several of one note among them. The structured reply has the hits
         (`results`: path, heading_path, chunk_id, text, excerpt, content_hash, modified_unix,
-        `fresh`: false when the note changed on disk since indexing, scores, metadata), the
-        `mode` that ran, the reason it fell back to keyword (`fallback`, only when it did: no
-        model, or no vector yet) and how many `vectors` of the `chunks` exist; null fields are
-        left out. The text reply is a one-line-per-hit summary.
+        `fresh`: false when the note changed on disk since indexing, scores, metadata, and
+        `stale` with `stale_after` when the note's OKF stale_after has passed), the `mode` that
+        ran, the reason it fell back to keyword (`fallback`, only when it did: no model, or no
+        vector yet) and how many `vectors` of the `chunks` exist; null fields are left out. The
+        text reply is a one-line-per-hit summary.
         """
         return await call_on_vault(
             state,
@@ -357,6 +391,43 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         return await call_on_vault(
             state, ctx, lambda vault: state.written(vault.delete_note(path, permanent=permanent))
         )
+
+    @server.tool(annotations=WRITE)
+    async def vault_format(
+        ctx: Context,
+        path: Annotated[
+            str | None,
+            Field(description="A note or folder relative to the vault root; omit for all notes"),
+        ] = None,
+        action: Annotated[
+            Literal["check", "enrich"],
+            Field(
+                description="check: each note's format and what breaks OKF v0.2; enrich: also "
+                "the frontmatter each note lacks (type, title, description, tags, timestamp)"
+            ),
+        ] = "check",
+        apply: Annotated[
+            bool,
+            Field(description="With enrich: write the fields, merged into each note's frontmatter"),
+        ] = False,
+    ) -> CallToolResult:
+        """Check notes against OKF v0.2 (the Open Knowledge Format) or enrich their frontmatter.
+
+        Each note gets its `format` (okf_concept, okf_index, okf_log, obsidian: frontmatter
+        without a type, markdown: none) with `errors` (what OKF says MUST hold) and `warnings`
+        (SHOULD); enrich adds the fields it lacks (`enrichment`: field, value, source), written
+        only with apply (existing fields are kept). The text reply is a summary.
+        """
+
+        def run(vault: Vault) -> FormatReport:
+            if action == "check":
+                if apply:
+                    raise ValidationError("apply writes enrichment: use it with action 'enrich'")
+                return vault.check_format(path)
+            report = vault.enrich_format(path, apply=apply)
+            return state.written(report) if apply else report
+
+        return await call_on_vault(state, ctx, run, reply=_format_reply)
 
     @server.tool(annotations=WRITE)
     async def vault_reindex(

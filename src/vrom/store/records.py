@@ -136,7 +136,10 @@ class Condition:
 
     ``eq``: the field equals ``value`` or is a list holding it; ``in``: the same for any of the
     values (``value`` is a tuple); ``ne``/``nin``: the negations (a missing field passes);
-    ``gt``/``gte``/``lt``/``lte``: the field is a number and compares so with ``value``.
+    ``gt``/``gte``/``lt``/``lte``: the field is a number and compares so with ``value``, or,
+    when ``value`` is text (an ISO 8601 UTC datetime), the field is an ISO 8601 date or datetime
+    and compares so as an instant. ``field`` ``a.b`` is member ``b`` of a mapping ``a`` (or of
+    the mappings in a list ``a``).
     """
 
     field: str

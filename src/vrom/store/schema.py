@@ -200,12 +200,58 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER memory_vectors_replaced AFTER UPDATE ON memory_vectors
         BEGIN INSERT INTO memory_vector_changes(key) VALUES (new.key); END;
     """,
+    # 7: a `where` reaches one level into frontmatter (OKF's ``generated.by``,
+    # ``verified.at``, ``sources.resource``): the members of a mapping, and of the mappings in
+    # a list, are fields named ``key.member`` (their list items one by one, as for a list
+    # field). The triggers read the view by name, so they follow it. A vault note whose
+    # ``status`` is deprecated or superseded gets the halved human-relevance score indexing now
+    # gives it (`vrom.ingest.relevance`), so a store indexed before ranks it the same.
+    """
+    DROP VIEW field_values;
+    CREATE VIEW field_values AS
+        SELECT document_id, key,
+            CASE type WHEN 'text' THEN 'text' WHEN 'integer' THEN 'number'
+                WHEN 'real' THEN 'number' ELSE 'bool' END AS kind,
+            CASE type WHEN 'true' THEN 1 WHEN 'false' THEN 0 ELSE atom END AS value
+        FROM (
+            SELECT d.id AS document_id, f.key AS key, f.type AS type, f.atom AS atom
+            FROM documents d, json_each(d.frontmatter) f
+            WHERE f.type NOT IN ('object', 'array', 'null')
+            UNION ALL
+            SELECT d.id, f.key, e.type, e.atom
+            FROM documents d, json_each(d.frontmatter) f, json_each(f.value) e
+            WHERE f.type = 'array' AND e.type NOT IN ('object', 'array', 'null')
+            UNION ALL
+            SELECT d.id, f.key || '.' || m.key, m.type, m.atom
+            FROM documents d, json_each(d.frontmatter) f, json_each(f.value) m
+            WHERE f.type = 'object' AND m.type NOT IN ('object', 'array', 'null')
+            UNION ALL
+            SELECT d.id, f.key || '.' || m.key, e.type, e.atom
+            FROM documents d, json_each(d.frontmatter) f, json_each(f.value) m,
+                json_each(m.value) e
+            WHERE f.type = 'object' AND m.type = 'array'
+                AND e.type NOT IN ('object', 'array', 'null')
+            UNION ALL
+            SELECT d.id, f.key || '.' || m.key, m.type, m.atom
+            FROM documents d, json_each(d.frontmatter) f, json_each(f.value) i,
+                json_each(i.value) m
+            WHERE f.type = 'array' AND i.type = 'object'
+                AND m.type NOT IN ('object', 'array', 'null')
+        );
+    DELETE FROM fields;
+    INSERT OR IGNORE INTO fields(key, kind, value, document_id)
+        SELECT key, kind, value, document_id FROM field_values;
+    UPDATE documents SET human_relevance_score = human_relevance_score * 0.5
+        WHERE lower(trim(json_extract(frontmatter, '$.status'))) IN ('deprecated', 'superseded')
+            AND EXISTS (SELECT 1 FROM meta WHERE key = 'vault_root');
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
 READABLE_SCHEMAS = range(5, SCHEMA_VERSION + 1)
 """Schemas a store opened read-only (a knowledge pack) may have: 6 only dropped what packs never
-read (an always-empty chunk column) and changed memory tables, which packs do not use."""
+read (an always-empty chunk column) and changed memory tables, which packs do not use; 7 only
+added nested frontmatter fields, which a `where` on an older pack does not find."""
 
 # What a sound store satisfies beyond PRAGMA integrity_check: label -> SQL counting violations.
 CONSISTENCY_CHECKS: dict[str, str] = {

@@ -74,6 +74,16 @@ def _condition_sql(condition: Condition) -> tuple[str, list[Any]]:
     document's JSON. A list field passes when any of its items does.
     """
     op, value = condition.op, condition.value
+    if op in _COMPARISONS and isinstance(value, str):
+        # an ISO 8601 date or datetime: text fields holding one, compared as instants (julianday
+        # applies their UTC offsets); the GLOB keeps out text julianday would read as a day
+        # number ("2026")
+        return (
+            "d.id IN (SELECT document_id FROM fields WHERE key = ? AND kind = 'text'"
+            " AND value GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'"
+            f" AND julianday(value) {_COMPARISONS[op]} julianday(?))",
+            [condition.field, value],
+        )
     if op in _COMPARISONS:
         # numbers only: SQLite would order any text above any number
         return (

@@ -1,0 +1,567 @@
+"""Open Knowledge Format (OKF) v0.2: what kind of note a file is, whether it conforms, and the
+lifecycle fields search reads (``status``, ``stale_after``).
+
+OKF is a folder of Markdown files with YAML frontmatter. Every Markdown file but the reserved
+``index.md`` (a folder's listing, §8) and ``log.md`` (its dated history, §9) is a concept, whose
+frontmatter carries a non-empty ``type``. The checks follow the spec's conformance section (§11):
+what it says MUST hold is an error, what it says SHOULD hold a warning, and a field it does not
+know is never a problem (every write keeps it).
+
+Errors:
+- a concept without a frontmatter block, or with one that is not closed, not YAML or not a
+  mapping, or without a non-empty string ``type``; a note that is not UTF-8 text;
+- an ``index.md`` with frontmatter holding anything but ``okf_version``, without a section
+  heading, or with a list item that is not a link or comes before any heading;
+- a ``log.md`` whose date headings (level 2) are not ISO 8601 ``YYYY-MM-DD`` dates.
+
+Warnings (§5–§10, which producers SHOULD follow when a family is present): a ``status`` other
+than ``draft``, ``stable``, ``deprecated``; a timestamp (``stale_after``, ``generated.at``,
+``verified[].at``, ``sources[].last_modified``, ``usage_window``) that is not an ISO 8601
+datetime with a UTC offset; ``generated`` or ``verified`` entries without an actor ``by``
+(``agent/version``, ``human:id``, ``process:id``); ``sources`` entries without ``resource``; a
+footnote label that names no ``sources`` id; an Attested Computation without ``runtime``;
+``title``/``description`` that are not text, ``tags`` that are not a list of text; an index
+entry without a description; a log that is not newest first or has no dated entry;
+``okf_version`` other than 0.2.
+
+An ``index.md`` whose only frontmatter is ``okf_version`` declares a bundle root; it is accepted
+anywhere, since a vault may hold several bundles in its folders.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+import yaml
+
+from vrom.ingest.frontmatter import YamlRefusedError, json_ready, load_yaml
+from vrom.ingest.parse import find_headings, mask_code
+from vrom.results import FormatIssue
+
+OKF_VERSION = "0.2"
+CONCEPT, INDEX, LOG = "okf_concept", "okf_index", "okf_log"
+OBSIDIAN, MARKDOWN = "obsidian", "markdown"
+FORMATS = (CONCEPT, INDEX, LOG, OBSIDIAN, MARKDOWN)
+"""Every format a note can have, in the order summaries list them."""
+RESERVED_NAMES = {"index.md": INDEX, "log.md": LOG}
+STATUSES = ("draft", "stable", "deprecated")
+"""OKF's lifecycle statuses (§5.4); absent means ``stable``."""
+DEMOTED_STATUSES = frozenset({"deprecated", "superseded"})
+"""Statuses that say a note is no longer current: OKF's ``deprecated``, and ``superseded`` (the
+word vrom's memories and many vaults use)."""
+DEMOTION = 0.5
+"""What a demoted status multiplies a note's human-relevance score by (see
+`vrom.ingest.relevance`)."""
+ATTESTED = "Attested Computation"
+
+_FRONTMATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+_INSTANT = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(Z|z|[+-]\d{2}:?\d{2})?)?$"
+)
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_ACTOR = re.compile(r"^(?:(?:human|process):\S+|[^\s/:]+/\S+)$")
+_LIST_ITEM = re.compile(r"^[ \t]*[*+-][ \t]+(.*)$")
+_LINK_ENTRY = re.compile(r"^\[[^\]\n]*\]\(\s*<?([^)\s>]*)>?[^)]*\)(.*)$")
+_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
+_FOOTNOTE = re.compile(r"\[\^([^\]\s]+)\]")
+
+_Warn = Callable[[str, str], None]
+"""Records a warning: ``warn(code, message)``."""
+
+
+@dataclass(frozen=True)
+class NoteCheck:
+    """What checking one note found, and what enrichment needs to know about it.
+
+    ``frontmatter`` is the note's frontmatter when it has a readable block (None when the block
+    is broken, and ``{}`` when there is none); ``has_block`` says whether the text starts with
+    one. ``body_start`` is where the body begins in ``text``.
+    """
+
+    format: str
+    errors: tuple[FormatIssue, ...]
+    warnings: tuple[FormatIssue, ...]
+    frontmatter: dict[str, Any] | None
+    has_block: bool
+    text: str
+    body_start: int
+
+
+def check_note(path: str, text: str | None, decoding_problem: str | None = None) -> NoteCheck:
+    """Return the format of the note at vault path ``path`` and how it departs from OKF v0.2.
+
+    ``text`` is the decoded note (None for binary content); ``decoding_problem`` says why the
+    bytes were not clean UTF-8, which OKF requires.
+    """
+    if text is None:
+        why = decoding_problem or "binary content"
+        return NoteCheck(
+            MARKDOWN,
+            (FormatIssue("not_text", f"not a text file ({why}): OKF notes are UTF-8"),),
+            (),
+            None,
+            False,
+            "",
+            0,
+        )
+    errors: list[FormatIssue] = []
+    warnings: list[FormatIssue] = []
+    if decoding_problem:
+        errors.append(FormatIssue("not_utf8", f"not valid UTF-8 ({decoding_problem})"))
+    has_block, frontmatter, body_start, problem = read_frontmatter(text)
+    if problem is not None:
+        errors.append(FormatIssue("bad_frontmatter", problem))
+    kind = note_format(path, has_block, frontmatter)
+    if kind == INDEX:
+        _check_index(text, body_start, frontmatter, errors, warnings)
+    elif kind == LOG:
+        _check_log(text, body_start, errors, warnings)
+    elif kind == CONCEPT:
+        assert frontmatter is not None  # a concept has a readable block with a type
+        _check_concept(frontmatter, text, body_start, errors, warnings)
+    elif problem is None:  # a note that is no concept yet: what OKF asks first
+        if has_block:
+            errors.append(
+                FormatIssue(
+                    "missing_type", "frontmatter has no 'type': every OKF concept needs one"
+                )
+            )
+        else:
+            errors.append(
+                FormatIssue(
+                    "no_frontmatter",
+                    "no frontmatter block: an OKF concept starts with YAML frontmatter holding"
+                    " its 'type'",
+                )
+            )
+    return NoteCheck(kind, tuple(errors), tuple(warnings), frontmatter, has_block, text, body_start)
+
+
+def note_format(path: str, has_block: bool, frontmatter: Mapping[str, Any] | None) -> str:
+    """Return a note's format: a reserved OKF file by name, a concept by its ``type`` key, else
+    a note with frontmatter (``obsidian``) or plain Markdown."""
+    reserved = RESERVED_NAMES.get(PurePosixPath(path).name)
+    if reserved is not None:
+        return reserved
+    if frontmatter is not None and "type" in frontmatter:
+        return CONCEPT
+    return OBSIDIAN if has_block else MARKDOWN
+
+
+def read_frontmatter(text: str) -> tuple[bool, dict[str, Any] | None, int, str | None]:
+    """Return (has a block, its mapping, body offset, problem) for a note's text.
+
+    The mapping is ``{}`` without a block and None when the block cannot be read; the problem
+    then says why, in one line. Values are as the store keeps them (`json_ready`).
+    """
+    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+        return False, {}, 0, None
+    first_line_end = text.index("\n") + 1
+    closing = _FRONTMATTER_END.search(text, first_line_end)
+    if closing is None:
+        return True, None, 0, "the frontmatter block is never closed with '---'"
+    body_start = closing.end()
+    if body_start < len(text) and text[body_start] == "\n":
+        body_start += 1
+    raw = text[first_line_end : closing.start()]
+    try:
+        data = load_yaml(raw)
+    except YamlRefusedError as exc:
+        return True, None, body_start, f"the frontmatter is refused: {exc}"
+    except yaml.MarkedYAMLError as exc:
+        line = "" if exc.problem_mark is None else f" at line {exc.problem_mark.line + 2}"
+        reason = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
+        return True, None, body_start, f"the frontmatter is not valid YAML{line} ({reason})"
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
+        reason = " ".join(str(exc).split("\n", 1)[0].split()) or type(exc).__name__
+        return True, None, body_start, f"the frontmatter is not valid YAML ({reason})"
+    if data is None:
+        return True, {}, body_start, None
+    if not isinstance(data, dict):
+        return (
+            True,
+            None,
+            body_start,
+            f"the frontmatter is a YAML {type(data).__name__}, not a mapping of keys to values",
+        )
+    return True, json_ready(data), body_start, None
+
+
+# -- lifecycle: what search reads -----------------------------------------------------------
+
+
+def is_demoted(frontmatter: Mapping[str, Any]) -> bool:
+    """Return True when a note's ``status`` says it is no longer current (`DEMOTED_STATUSES`)."""
+    status = frontmatter.get("status")
+    return isinstance(status, str) and status.strip().lower() in DEMOTED_STATUSES
+
+
+def parse_instant(value: object) -> dt.datetime | None:
+    """Return an ISO 8601 date or datetime as an aware UTC datetime, or None if it is not one.
+
+    A date alone is its midnight UTC; a datetime without an offset is taken as UTC.
+    """
+    if not isinstance(value, str):
+        return None
+    match = _INSTANT.match(value.strip())
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction, offset = match.groups()
+    try:
+        instant = dt.datetime(
+            int(year),
+            int(month),
+            int(day),
+            int(hour or 0),
+            int(minute or 0),
+            int(second or 0),
+            int((fraction or "0")[:6].ljust(6, "0")),
+            tzinfo=_offset(offset),
+        )
+    except ValueError:  # a 13th month, a 25th hour, an offset of a day or more
+        return None
+    return instant.astimezone(dt.timezone.utc)
+
+
+def stale_after(frontmatter: Mapping[str, Any]) -> dt.datetime | None:
+    """Return the instant a note's ``stale_after`` names (UTC), or None without a readable one."""
+    return parse_instant(frontmatter.get("stale_after"))
+
+
+def _offset(text: str | None) -> dt.timezone:
+    if text is None or text in ("Z", "z"):
+        return dt.timezone.utc
+    digits = text[1:].replace(":", "")
+    delta = dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    return dt.timezone(-delta if text[0] == "-" else delta)
+
+
+def instant_problem(value: object) -> str | None:
+    """Return why ``value`` is not an ISO 8601 datetime with a UTC offset (§5), or None."""
+    if not isinstance(value, str):
+        return f"is {_kind(value)}, not an ISO 8601 datetime"
+    text = value.strip()
+    if _DATE.match(text):
+        return f"is a date ({text}), not a datetime with a UTC offset ({text}T00:00:00Z)"
+    match = _INSTANT.match(text)
+    if match is None or parse_instant(text) is None:
+        return f"{value!r} is not an ISO 8601 datetime"
+    if match.group(8) is None:
+        return f"{value!r} has no UTC offset (end it with Z or +00:00)"
+    return None
+
+
+# -- the checks ---------------------------------------------------------------------------
+
+
+def _check_concept(
+    frontmatter: Mapping[str, Any],
+    text: str,
+    body_start: int,
+    errors: list[FormatIssue],
+    warnings: list[FormatIssue],
+) -> None:
+    kind = frontmatter.get("type")
+    if not isinstance(kind, str):
+        code = "empty_type" if kind is None else "bad_type"
+        what = "empty" if kind is None else _kind(kind)
+        errors.append(FormatIssue(code, f"'type' is {what}: it must name the kind of concept"))
+    elif not kind.strip():
+        errors.append(
+            FormatIssue("empty_type", "'type' is empty: it must name the kind of concept")
+        )
+
+    def warn(code: str, message: str) -> None:
+        warnings.append(FormatIssue(code, message))
+
+    for key in ("title", "description", "resource"):
+        if key in frontmatter and not isinstance(frontmatter[key], str):
+            warn("bad_field", f"'{key}' is {_kind(frontmatter[key])}; it should be text")
+    if "tags" in frontmatter:
+        tags = frontmatter["tags"]
+        if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+            warn("bad_tags", f"'tags' is {_kind(tags)}; it should be a YAML list of short strings")
+    if "status" in frontmatter:
+        status = frontmatter["status"]
+        if not isinstance(status, str) or status.strip().lower() not in STATUSES:
+            warn(
+                "unknown_status",
+                f"'status' is {_shown(status)}; OKF's are {', '.join(STATUSES)}",
+            )
+    _check_instant(frontmatter, "stale_after", "stale_after", warn)
+    _check_events(frontmatter, warn)
+    _check_sources(frontmatter, text, body_start, warn)
+    if kind == ATTESTED:
+        _check_computation(frontmatter, warn)
+
+
+def _check_instant(holder: Mapping[str, Any], key: str, label: str, warn: _Warn) -> None:
+    if key in holder:
+        problem = instant_problem(holder[key])
+        if problem is not None:
+            warn("bad_datetime", f"'{label}' {problem}")
+
+
+def _check_events(frontmatter: Mapping[str, Any], warn: _Warn) -> None:
+    """Check ``generated`` (one mapping) and ``verified`` (a list, or one bare mapping)."""
+    if "generated" in frontmatter:
+        generated = frontmatter["generated"]
+        if isinstance(generated, Mapping):
+            _check_actor(generated, "generated", warn)
+            _check_instant(generated, "at", "generated.at", warn)
+        else:
+            warn("bad_generated", f"'generated' is {_kind(generated)}; it should be {{by, at}}")
+    if "verified" in frontmatter:
+        verified = frontmatter["verified"]
+        events = [verified] if isinstance(verified, Mapping) else verified  # §5.2: bare = list
+        if not isinstance(events, list) or not all(isinstance(e, Mapping) for e in events):
+            warn(
+                "bad_verified",
+                f"'verified' is {_kind(verified)}; it should be a list of {{by, at}} entries",
+            )
+            return
+        for number, event in enumerate(events):
+            label = f"verified[{number}]"
+            _check_actor(event, label, warn)
+            if "at" not in event:
+                warn("missing_at", f"'{label}' has no 'at': when it was verified")
+            _check_instant(event, "at", f"{label}.at", warn)
+
+
+def _check_actor(event: Mapping[str, Any], label: str, warn: _Warn) -> None:
+    by = event.get("by")
+    if by is None:
+        warn("missing_actor", f"'{label}' has no 'by': who or what did it")
+    elif not isinstance(by, str) or not _ACTOR.match(by):
+        warn(
+            "bad_actor",
+            f"'{label}.by' is {_shown(by)}; an actor is agent/version, human:id or process:id",
+        )
+
+
+def _check_sources(frontmatter: Mapping[str, Any], text: str, body_start: int, warn: _Warn) -> None:
+    if "usage_window" in frontmatter:
+        _check_window(frontmatter["usage_window"], "usage_window", warn)
+    if "sources" not in frontmatter:
+        return
+    sources = frontmatter["sources"]
+    if not isinstance(sources, list) or not all(isinstance(s, Mapping) for s in sources):
+        warn("bad_sources", f"'sources' is {_kind(sources)}; it should be a list of entries")
+        return
+    ids = set()
+    for number, source in enumerate(sources):
+        label = f"sources[{number}]"
+        if not source.get("resource"):
+            warn("missing_source_resource", f"'{label}' has no 'resource': what it derives from")
+        if source.get("id") is not None:
+            ids.add(str(source["id"]))
+        count = source.get("usage_count")
+        if "usage_count" in source and (
+            isinstance(count, bool) or not isinstance(count, int) or count < 0
+        ):
+            warn(
+                "bad_usage_count", f"'{label}.usage_count' is {_shown(count)}; a count is 0 or more"
+            )
+        _check_instant(source, "last_modified", f"{label}.last_modified", warn)
+        if "usage_window" in source:
+            _check_window(source["usage_window"], f"{label}.usage_window", warn)
+    cited = sorted(set(_FOOTNOTE.findall(mask_code(text)[body_start:])) - ids)
+    if cited:
+        shown = ", ".join(f"[^{label}]" for label in cited[:5])
+        more = f" and {len(cited) - 5} more" if len(cited) > 5 else ""
+        warn(
+            "unknown_source_id",
+            f"footnotes {shown}{more} name no 'sources' id: give the cited source that id",
+        )
+
+
+def _check_window(window: object, label: str, warn: _Warn) -> None:
+    if not isinstance(window, Mapping):
+        warn("bad_usage_window", f"'{label}' is {_kind(window)}; it should be {{from, to}}")
+        return
+    for end in ("from", "to"):
+        if end not in window:
+            warn("bad_usage_window", f"'{label}' has no '{end}'")
+        _check_instant(window, end, f"{label}.{end}", warn)
+
+
+def _check_computation(frontmatter: Mapping[str, Any], warn: _Warn) -> None:
+    """Check the contract fields of an Attested Computation (§10.2)."""
+    if not frontmatter.get("runtime"):
+        warn("missing_runtime", "an Attested Computation needs 'runtime': how to run it")
+    if "parameters" in frontmatter:
+        parameters = frontmatter["parameters"]
+        if not isinstance(parameters, list) or not all(
+            isinstance(p, Mapping) and p.get("name") for p in parameters
+        ):
+            warn(
+                "bad_parameters",
+                "'parameters' should be a list of {name, type, required} entries",
+            )
+    for key in ("executor", "attester"):
+        if key in frontmatter:
+            value = frontmatter[key]
+            if not isinstance(value, Mapping) or not value.get("resource"):
+                warn("bad_contract", f"'{key}' should be a mapping with a 'resource'")
+
+
+def _check_index(
+    text: str,
+    body_start: int,
+    frontmatter: Mapping[str, Any] | None,
+    errors: list[FormatIssue],
+    warnings: list[FormatIssue],
+) -> None:
+    """Check an ``index.md`` against §8: sections of link entries under headings."""
+    if frontmatter:
+        extra = sorted(key for key in frontmatter if key != "okf_version")
+        if extra:
+            errors.append(
+                FormatIssue(
+                    "index_frontmatter",
+                    f"index.md carries frontmatter ({', '.join(extra[:5])}): an index has none,"
+                    " but for 'okf_version' in a bundle's root index",
+                )
+            )
+        version = frontmatter.get("okf_version")
+        if "okf_version" in frontmatter and str(version) != OKF_VERSION:
+            warnings.append(
+                FormatIssue(
+                    "okf_version",
+                    f"okf_version is {_shown(version)}; these checks are for {OKF_VERSION}",
+                )
+            )
+    masked = mask_code(text)
+    in_section = False
+    for number, line in _body_lines(masked, body_start):
+        if _HEADING_LINE.match(line):
+            in_section = True
+            continue
+        item = _LIST_ITEM.match(line)
+        if item is None:
+            continue
+        entry = _LINK_ENTRY.match(item.group(1).strip())
+        if not in_section:
+            errors.append(
+                FormatIssue(
+                    "index_entry_outside_section",
+                    f"line {number}: an entry before any section heading; put it under one",
+                )
+            )
+        if entry is None:
+            errors.append(
+                FormatIssue(
+                    "bad_index_entry",
+                    f"line {number}: a list item that is not a link entry"
+                    " ('* [Title](path) - description')",
+                )
+            )
+        elif not entry.group(2).strip().lstrip("-–—:").strip():
+            warnings.append(
+                FormatIssue(
+                    "missing_entry_description",
+                    f"line {number}: the entry has no description after its link",
+                )
+            )
+    if not find_headings(masked, body_start):
+        errors.append(
+            FormatIssue(
+                "no_index_section",
+                "index.md has no section heading: list the folder's entries under one",
+            )
+        )
+
+
+def index_entries(text: str, index_path: str) -> dict[str, str]:
+    """Return {vault path of each note an ``index.md`` lists: the heading it is listed under}.
+
+    Links are resolved from the index's folder; one starting with ``/`` from the vault root.
+    """
+    _, _, body_start, _ = read_frontmatter(text)
+    folder = PurePosixPath(index_path).parent
+    heading = ""
+    entries: dict[str, str] = {}
+    for _, line in _body_lines(mask_code(text), body_start):
+        if _HEADING_LINE.match(line):
+            heading = line.strip().lstrip("#").strip().rstrip("#").strip()
+            continue
+        item = _LIST_ITEM.match(line)
+        entry = None if item is None else _LINK_ENTRY.match(item.group(1).strip())
+        if entry is None or not heading or not entry.group(1):
+            continue
+        target = entry.group(1).split("#", 1)[0]
+        resolved = _resolved(folder, target)
+        if resolved is not None:
+            entries.setdefault(resolved, heading)
+    return entries
+
+
+def _resolved(folder: PurePosixPath, target: str) -> str | None:
+    parts = [] if target.startswith("/") else list(folder.parts)
+    for part in PurePosixPath(target.lstrip("/")).parts:
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+        elif part != ".":
+            parts.append(part)
+    return "/".join(parts) or None
+
+
+def _check_log(
+    text: str, body_start: int, errors: list[FormatIssue], warnings: list[FormatIssue]
+) -> None:
+    """Check a ``log.md`` against §9: date headings in ``YYYY-MM-DD`` form, newest first."""
+    dates: list[str] = []
+    for heading in find_headings(mask_code(text), body_start):
+        if heading.level != 2:
+            continue
+        number = text.count("\n", 0, heading.start) + 1
+        if _DATE.match(heading.text) and parse_instant(heading.text) is not None:
+            dates.append(heading.text)
+        else:
+            errors.append(
+                FormatIssue(
+                    "bad_log_date",
+                    f"line {number}: log heading {heading.text!r} is not an ISO 8601 date"
+                    " (YYYY-MM-DD)",
+                )
+            )
+    if not dates:
+        warnings.append(FormatIssue("no_log_entries", "log.md has no dated entry (## YYYY-MM-DD)"))
+    elif dates != sorted(dates, reverse=True):
+        warnings.append(FormatIssue("log_order", "log.md entries should be newest first"))
+
+
+def _body_lines(masked: str, body_start: int) -> list[tuple[int, str]]:
+    """Return (line number in the file, line) for each line of the body."""
+    first = masked.count("\n", 0, body_start) + 1
+    lines = (line.rstrip("\r") for line in masked[body_start:].split("\n"))
+    return list(enumerate(lines, start=first))
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "empty"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
