@@ -86,7 +86,7 @@ def make_room(
     pack being pulled; the others' locks are only tried, so two pulls never wait on each other.
     """
     what = f"pack {manifest.vrom_id} {manifest.version}"
-    fix = "raise the quota (AgentMemory(cache_quota=...), $VROM_CACHE_QUOTA)"
+    fix = "raise the quota ($VROM_CACHE_QUOTA, or cache_quota=)"
     if needed > quota:
         raise PackError(
             f"{what} needs {needed:,} bytes, more than the cache quota of {quota:,} bytes: {fix}"
