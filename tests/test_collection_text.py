@@ -147,7 +147,7 @@ def test_a_long_document_is_stored_once(tmp_path: Path) -> None:
     assert chunk_chars == 0, "chunks keep no copy of the text"
     assert whole_chars == characters, "each document's text, once"
 
-    # the same chunks as a store before schema 7 kept them: each chunk with its own text
+    # the same chunks as a store before schema 8 kept them: each chunk with its own text
     old = open_store(tmp_path / "old.db")
     try:
         for document, chunk_records in zip(documents, chunked, strict=True):
@@ -213,7 +213,7 @@ def test_a_document_added_before_texts_were_kept_hits_with_its_chunk(tmp_path: P
     text = "Capybaras are calm. " * 100
     with Collection.open("old", embedder=Embedder.fake(), storage=tmp_path) as docs:
         docs.add([{"id": "keep", "text": "Llamas hum. " * 10}])
-        # written the way a store before schema 7 was: no whole text, each chunk with its own
+        # written the way a store before schema 8 was: no whole text, each chunk with its own
         capybara = Document("cap", text)
         docs._store.documents.put(_record(capybara, None), docs._chunks(capybara), [], [])
         docs._corpus.embed_missing()
@@ -224,7 +224,7 @@ def test_a_document_added_before_texts_were_kept_hits_with_its_chunk(tmp_path: P
         assert docs.search("capybaras calm", k=1, mode="keyword")[0].text == text
 
 
-def test_a_pack_store_before_schema_7_reads_its_chunk_texts(tmp_path: Path) -> None:
+def test_a_pack_store_before_schema_8_reads_its_chunk_texts(tmp_path: Path) -> None:
     path = tmp_path / "pack.db"
     raw = sqlite3.connect(path)
     for script in MIGRATIONS[:6]:

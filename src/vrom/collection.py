@@ -234,7 +234,7 @@ class Collection:
 
         Each hit's ``text`` is the document's whole text as it was added; ``chunk_text`` is its
         best-matching chunk, ``text[char_start:char_end]`` (the excerpt, score and ``chunk_id``
-        are that chunk's). A document added by a vrom older than schema 7 kept no whole text:
+        are that chunk's). A document added by a vrom older than schema 8 kept no whole text:
         its ``text`` is the chunk, until it is added again.
         """
         with self._lock:
