@@ -246,7 +246,9 @@ def test_a_long_document_is_found_once_by_its_best_chunk() -> None:
     )
     hits = docs.search("secret ingredient cardamom", k=2)
     assert _ids(hits) == ["book", "note"]
-    assert "cardamom" in hits[0].text and len(hits[0].text) < 2_000
+    chunk = hits[0].chunk_text
+    assert chunk is not None and "cardamom" in chunk and len(chunk) < 2_000, "the best chunk"
+    assert hits[0].text == filler + " The secret ingredient is cardamom. " + filler
     many = docs.search("gardens and trees", k=2)
     assert sorted(_ids(many)) == ["book", "note"], "the book's many chunks did not crowd out"
 

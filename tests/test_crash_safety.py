@@ -113,6 +113,7 @@ def read_store(db: Path) -> StoreReading:
             "memories_fts",
             "memory_vectors",
             "memory_vector_changes",
+            "document_texts",
         }
         if not tables:  # killed before the schema's transaction committed
             return StoreReading(problems, {}, None, has_schema=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import shutil
 import threading
@@ -19,13 +20,14 @@ import pytest
 from pack_server import PackServer, pack_server_fixture  # noqa: F401 (the pack_server fixture)
 
 from vrom import AgentMemory
-from vrom.errors import PackError
+from vrom.errors import PackError, ValidationError
 from vrom.packs.cache import (
     PROGRESS_STEP,
     PullProgress,
     VromCache,
     parse_pack_ref,
 )
+from vrom.packs.cache_folders import CacheFolders
 from vrom.packs.manifest import (
     REGISTRY_NAME,
     PackFile,
@@ -34,6 +36,7 @@ from vrom.packs.manifest import (
     RegistryEntry,
     file_sha256,
 )
+from vrom.packs.quota import parse_quota
 from vrom.packs.signing import UnverifiedPackWarning
 
 STORE_SIZE = 300_000
@@ -275,17 +278,27 @@ def test_local_registry_is_read_on_every_call(tmp_path: Path) -> None:
 
 def test_resolve_ids_and_hub_uris(served: PackServer, tmp_path: Path) -> None:
     cache = new_cache(served, tmp_path)
-    assert cache.resolve("alpha").version == "1.0.0"
-    assert cache.resolve("hub://beta").id == "beta"
-    assert cache.resolve("hub://alpha@1.0.0").id == "alpha"
+    for found in (cache.resolve("alpha"), cache.require_entry("alpha")):
+        assert found is not None and found.version == "1.0.0"
+    beta = cache.resolve("hub://beta")
+    assert beta is not None and beta.id == "beta"
+    alpha = cache.resolve("hub://alpha@1.0.0")
+    assert alpha is not None and alpha.id == "alpha"
+    # an id (or version) the registry does not list: resolve says None, require_entry says why
+    assert cache.resolve("gamma") is None
+    assert cache.resolve("hub://alpha@2.0.0") is None
     with pytest.raises(PackError, match=r"has alpha 1\.0\.0, not 2\.0\.0"):
-        cache.resolve("hub://alpha@2.0.0")
+        cache.require_entry("hub://alpha@2.0.0")
     with pytest.raises(
         PackError,
         match=r"pack 'gamma' is not in the registry at http://127\.0\.0\.1:\d+/registry\.json; "
         r"available: alpha, beta",
     ):
-        cache.resolve("gamma")
+        cache.require_entry("gamma")
+    with pytest.raises(PackError, match="not in the registry"):
+        cache.pull("gamma")
+    with pytest.raises(PackError, match="not a pack id"):
+        cache.resolve("hub://Not Valid")
     with pytest.raises(PackError, match="not a pack id"):
         parse_pack_ref("hub://Not Valid")
 
@@ -513,7 +526,8 @@ def test_evict(served: PackServer, tmp_path: Path) -> None:
 def test_storage_estimate(served: PackServer, tmp_path: Path) -> None:
     cache = new_cache(served, tmp_path)
     empty = cache.storage_estimate()
-    assert (empty.used_bytes, empty.packs) == (0, 0) and empty.free_bytes > 0
+    assert (empty.used, empty.packs) == (0, 0) and empty.free_bytes > 0
+    assert empty.quota == empty.free_bytes and not empty.limited, "no quota: the disk is the limit"
     pack = cache.pull("alpha")
     cache.pull("beta")
     estimate = cache.storage_estimate()
@@ -523,11 +537,133 @@ def test_storage_estimate(served: PackServer, tmp_path: Path) -> None:
         for name in ("manifest.json", "verified.json")
     )
     assert estimate.packs == 2
-    assert estimate.used_bytes == 2 * (STORE_SIZE + INDEX_SIZE) + manifest_sizes
-    assert estimate.free_bytes > 0
+    assert estimate.used == estimate.used_bytes == 2 * (STORE_SIZE + INDEX_SIZE) + manifest_sizes
+    assert estimate.free_bytes > 0 and estimate.quota == estimate.used + estimate.free_bytes
     cache.evict("beta")
     assert cache.storage_estimate().packs == 1
     assert pack.directory.exists()
+    limited = VromCache(served.url_for(REGISTRY_NAME), tmp_path / "cache", quota="2MB")
+    assert (limited.quota, limited.storage_estimate().quota) == (2_000_000, 2_000_000)
+    assert limited.storage_estimate().limited
+
+
+# -- the quota -------------------------------------------------------------------------------
+
+PACK_BYTES = STORE_SIZE + INDEX_SIZE
+TWO_PACKS = 2 * PACK_BYTES + 10_000  # room for two packs with their manifests, not three
+
+
+def quota_cache(server: PackServer, tmp_path: Path, quota: int | str) -> VromCache:
+    return VromCache(server.url_for(REGISTRY_NAME), tmp_path / "cache", quota=quota, ttl_seconds=0)
+
+
+def set_last_use(tmp_path: Path, pack_id: str, when: float) -> None:
+    """Backdate the pack's recorded last use (seconds since the epoch)."""
+    os.utime(tmp_path / "cache" / "last-used" / pack_id, (when, when))
+
+
+def data_requests(server: PackServer, pack_id: str) -> list[str]:
+    return [
+        r.path
+        for r in server.requests
+        if r.path.startswith(f"/{pack_id}/") and not r.path.endswith("manifest.json")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (750_000, 750_000),
+        ("750000", 750_000),
+        ("500MB", 500_000_000),
+        ("2 GiB", 2 * 1024**3),
+        ("1.5kb", 1500),
+        (" 3 mib ", 3 * 1024**2),
+    ],
+)
+def test_a_quota_is_bytes_or_a_size_with_a_unit(value: int | str, expected: int) -> None:
+    assert parse_quota(value) == expected
+
+
+@pytest.mark.parametrize("value", [0, -5, True, 1.5, "", "lots", "5 parsecs", "0MB", "-1GB"])
+def test_a_bad_quota_is_a_one_line_validation_error(value: object) -> None:
+    with pytest.raises(ValidationError, match=r"^the cache quota must be a positive number") as err:
+        parse_quota(value)  # type: ignore[arg-type]
+    assert "\n" not in str(err.value)
+
+
+def test_a_pull_evicts_the_least_recently_used_packs_to_fit_the_quota(
+    served: PackServer, tmp_path: Path
+) -> None:
+    cache = quota_cache(served, tmp_path, TWO_PACKS)
+    cache.pull("alpha")
+    cache.pull("beta")
+    set_last_use(tmp_path, "alpha", 2_000_000_000)  # alpha was used after beta
+    set_last_use(tmp_path, "beta", 1_000_000_000)
+    republish(tmp_path, served, "gamma", "1.0.0")
+    cache.pull("gamma")
+    assert [cache.is_cached(p) for p in ("alpha", "beta", "gamma")] == [True, False, True]
+    assert not (tmp_path / "cache" / "last-used" / "beta").exists()
+    estimate = cache.storage_estimate()
+    assert estimate.packs == 2 and estimate.used <= estimate.quota == TWO_PACKS
+
+
+def test_mounting_or_pulling_a_pack_records_its_use(served: PackServer, tmp_path: Path) -> None:
+    cache = quota_cache(served, tmp_path, TWO_PACKS)
+    marker = tmp_path / "cache" / "last-used" / "alpha"
+    cache.pull("alpha")
+    for use in (lambda: cache.load_index("alpha"), lambda: cache.pull("alpha")):
+        set_last_use(tmp_path, "alpha", 1_000_000_000)
+        use()
+        assert marker.stat().st_mtime > 1_000_000_000
+    set_last_use(tmp_path, "alpha", 1_000_000_000)
+    cache.is_cached("alpha"), cache.get_cached_manifest("alpha"), cache.storage_estimate()
+    assert marker.stat().st_mtime == 1_000_000_000, "looking at a pack is not using it"
+
+
+def test_kept_and_busy_packs_are_not_evicted(served: PackServer, tmp_path: Path) -> None:
+    cache = quota_cache(served, tmp_path, TWO_PACKS)
+    cache.pull("alpha")
+    cache.pull("beta")
+    set_last_use(tmp_path, "alpha", 1_000_000_000)  # alpha is the least recently used
+    set_last_use(tmp_path, "beta", 2_000_000_000)
+    republish(tmp_path, served, "gamma", "1.0.0")
+    cache.pull("gamma", keep=("alpha",))  # alpha is mounted: beta goes instead
+    assert [cache.is_cached(p) for p in ("alpha", "beta", "gamma")] == [True, False, True]
+
+    set_last_use(tmp_path, "alpha", 1_000_000_000)
+    set_last_use(tmp_path, "gamma", 2_000_000_000)
+    with CacheFolders(tmp_path / "cache").locked("alpha"):  # another pull or evict holds alpha
+        cache.pull("beta")
+    assert [cache.is_cached(p) for p in ("alpha", "beta", "gamma")] == [True, True, False]
+
+
+def test_a_pack_larger_than_the_quota_is_refused_before_downloading(
+    served: PackServer, tmp_path: Path
+) -> None:
+    cache = quota_cache(served, tmp_path, "100kB")
+    with pytest.raises(
+        PackError,
+        match=r"^pack alpha 1\.0\.0 needs 44\d,\d{3} bytes, more than the cache quota of "
+        r"100,000 bytes: raise the quota",
+    ):
+        cache.pull("alpha")
+    assert data_requests(served, "alpha") == [], "no data file was downloaded"
+    assert not (tmp_path / "cache" / "packs" / "alpha").exists()
+
+
+def test_a_pack_that_cannot_fit_beside_kept_packs_evicts_nothing(
+    served: PackServer, tmp_path: Path
+) -> None:
+    cache = quota_cache(served, tmp_path, TWO_PACKS)
+    cache.pull("alpha")
+    cache.pull("beta")
+    republish(tmp_path, served, "gamma", "1.0.0")
+    served.clear_log()
+    with pytest.raises(PackError, match=r"packs that stay \(alpha, beta\) hold"):
+        cache.pull("gamma", keep=("alpha", "beta"))
+    assert data_requests(served, "gamma") == []
+    assert cache.is_cached("alpha") and cache.is_cached("beta") and not cache.is_cached("gamma")
 
 
 def test_an_unsigned_pull_warns_only_that_it_is_unsigned(

@@ -8,14 +8,19 @@
 
 A mounted pack is read in place from the cache: its store opens read-only and immutable, its
 HNSW graph memory-mapped, so mounting costs no copying and no embedding, only the query model
-(which stays loaded when the next pack uses the same one).
+(which stays loaded when the next pack uses the same one). Since both files are open, evicting
+the mounted pack removes its files at once where the system allows deleting open files (POSIX:
+the open store and the mapping keep reading them) and the pack stays mounted until unmounted;
+elsewhere (Windows) its files are removed when it is unmounted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -28,6 +33,8 @@ from vrom.errors import ModelError, PackError, StorageError, ValidationError
 from vrom.index.hnsw import HnswIndex
 from vrom.packs.cache import CachedPack, PullProgress, StorageEstimate, VromCache
 from vrom.packs.manifest import PackManifest, RegistryEntry
+from vrom.packs.quota import parse_quota
+from vrom.packs.registry import parse_pack_ref
 from vrom.packs.signing import PublicKey, load_trusted_keys
 from vrom.results import Hit, MountStatus, SearchResult
 from vrom.search.context import (
@@ -49,6 +56,20 @@ logger = logging.getLogger("vrom.agent_memory")
 
 ModelProgress = Callable[[Mapping[str, Any]], None]
 """Called with ``{"phase": "model", "model": id, "status": "loading" | "ready"}``."""
+
+LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "silent": logging.CRITICAL + 10,  # above every level: nothing is logged
+}
+"""The ``log_level`` names `AgentMemory` takes, and the level each sets on the ``vrom`` logger."""
+
+OPEN_FILES_CAN_BE_DELETED = os.name == "posix"
+"""Whether a mounted pack's files can be deleted while its store and graph are open (POSIX
+keeps an unlinked file readable through its open descriptors and mappings; Windows refuses)."""
 
 
 @dataclass
@@ -73,30 +94,44 @@ class AgentMemory:
         embedder: Embedder | None = None,
         http_client: Any = None,
         trusted_keys: Sequence[str | PublicKey] | None = None,
+        cache_quota: int | str | None = None,
     ) -> None:
-        """``embedder``: a model to use for packs built with it (besides the ones vrom ships:
-        the default model and the fake one). ``http_client``: an ``httpx.Client`` for the
-        registry and downloads (proxies, auth). ``trusted_keys``: publisher keys (public key
-        texts, ``.pub`` paths or `PublicKey`) a pack must be signed by; None reads
-        ``$VROM_TRUSTED_KEYS``, and none at all accepts unsigned packs with a warning."""
-        level = logging.getLevelName(log_level.upper())
-        if not isinstance(level, int):
+        """``log_level``: ``debug``, ``info``, ``warning``, ``error``, ``critical`` or
+        ``silent``, set on the ``vrom`` logger (for the whole process, as logging levels are);
+        ``silent`` also hides the warnings vrom raises during this object's calls (an unsigned
+        pack, a stale registry), so nothing is written at all. ``embedder``: a model to use for
+        packs built with it (besides the ones vrom ships: the default model and the fake one).
+        ``http_client``: an ``httpx.Client`` for the registry and downloads (proxies, auth).
+        ``trusted_keys``: publisher keys (public key texts, ``.pub`` paths or `PublicKey`) a
+        pack must be signed by; None reads ``$VROM_TRUSTED_KEYS``, and none at all accepts
+        unsigned packs with a warning. ``cache_quota``: the most bytes cached packs may take
+        (a number, or a size such as ``"2GiB"``); None reads ``$VROM_CACHE_QUOTA``, and none at
+        all is no limit but the disk. With a quota, a pull evicts the least recently used packs
+        (never the mounted one) to make room, and a pack that cannot fit is refused before it
+        is downloaded."""
+        level = LOG_LEVELS.get(log_level.lower()) if isinstance(log_level, str) else None
+        if level is None:
             raise ValidationError(
-                f"log_level must be debug, info, warning or error, not {log_level!r}"
+                f"log_level must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}"
             )
         logging.getLogger("vrom").setLevel(level)
+        self._silent = level > logging.CRITICAL
         # the facade reads the environment; VromCache, the engine, takes both as given
         self._registry_url = registry_url if registry_url is not None else settings.registry_url()
         self._cache_dir = cache_dir if cache_dir else settings.cache_dir()
         self._http_client = http_client
         keys = trusted_keys if trusted_keys is not None else settings.trusted_keys()
         self._trusted_keys = load_trusted_keys(keys)
+        self._cache_quota = parse_quota(
+            cache_quota if cache_quota is not None else settings.cache_quota()
+        )
         self._extra_embedder = embedder
         self._cache: VromCache | None = None
         self._mounted: _Mounted | None = None
         self._embedder: Embedder | None = None  # the model loaded for the mounted pack
         self._owns_embedder = False  # False for the caller's ``embedder``: never closed here
         self._listeners: list[ModelProgress] = []
+        self._evict_on_unmount: str | None = None  # a mounted pack evicted where files stay open
         self._destroyed = False
         self.model_loads = 0
         """How many times a model was loaded (a mount with the loaded model adds nothing)."""
@@ -113,6 +148,7 @@ class AgentMemory:
                 self._cache_dir,
                 http_client=self._http_client,
                 trusted_keys=self._trusted_keys,
+                quota=self._cache_quota,
             )
 
     def destroy(self) -> None:
@@ -133,9 +169,30 @@ class AgentMemory:
     ) -> None:
         self.destroy()
 
-    def on_progress(self, listener: ModelProgress) -> None:
-        """Call ``listener`` when a model starts and finishes loading."""
+    def on_progress(self, listener: ModelProgress | None) -> Callable[[], bool]:
+        """Call ``listener`` when a model starts and finishes loading; return its remover.
+
+        Calling the returned function removes that listener (True if it was still there), as
+        `off_progress` does. ``None`` removes every listener. A listener added twice is called
+        twice, and each remover takes away one of them.
+        """
+        if listener is None:
+            self._listeners.clear()
+            return lambda: False
+        if not callable(listener):
+            raise ValidationError(
+                f"a progress listener must be callable or None, not {type(listener).__name__}"
+            )
         self._listeners.append(listener)
+        return lambda: self.off_progress(listener)
+
+    def off_progress(self, listener: ModelProgress) -> bool:
+        """Stop calling ``listener``; return True if it was listening."""
+        for index, known in enumerate(self._listeners):
+            if known is listener:
+                del self._listeners[index]
+                return True
+        return False
 
     # -- mounting --------------------------------------------------------------------------
 
@@ -159,14 +216,20 @@ class AgentMemory:
         all again.
         """
         cache = self._require_cache()
-        if force_download:
-            cache.get_registry(refresh=True)  # a forced mount also rereads the registry
-        entry = cache.resolve(id_or_uri)
-        cached = cache.get_cached_manifest(entry.id)
-        if force_download or cached is None or cached.version != entry.version:
-            pack = cache.pull(entry, on_progress=on_progress, force_download=force_download)
-        else:
-            pack = cache.load_index(entry.id, verify=verify)
+        with self._quiet():
+            if force_download:
+                cache.get_registry(refresh=True)  # a forced mount also rereads the registry
+            entry = cache.require_entry(id_or_uri)
+            cached = cache.get_cached_manifest(entry.id)
+            if force_download or cached is None or cached.version != entry.version:
+                keep = () if self._mounted is None else (self._mounted.manifest.vrom_id,)
+                pack = cache.pull(
+                    entry, on_progress=on_progress, force_download=force_download, keep=keep
+                )
+            else:
+                pack = cache.load_index(entry.id, verify=verify)
+        if self._evict_on_unmount == entry.id:
+            self._evict_on_unmount = None  # mounted again: its files are in use again
         embedder = self._embedder_for(pack.manifest)
         try:
             store = open_store(pack.store_path, read_only=True)
@@ -193,10 +256,14 @@ class AgentMemory:
         return self.get_mount_status()
 
     def unmount(self) -> None:
-        """Let the mounted pack go (it stays in the cache; the model stays loaded)."""
+        """Let the mounted pack go (it stays in the cache unless it was evicted while mounted;
+        the model stays loaded)."""
         mounted, self._mounted = self._mounted, None
         if mounted is not None:
             mounted.corpus.close()  # the index and the store; the model stays loaded
+        pending, self._evict_on_unmount = self._evict_on_unmount, None
+        if pending is not None and self._cache is not None:
+            self._cache.evict(pending)
 
     def get_mount_status(self) -> MountStatus:
         """Return what is mounted (``ready`` is False when nothing is)."""
@@ -318,23 +385,53 @@ class AgentMemory:
 
     def list_vroms(self) -> list[RegistryEntry]:
         """Return the packs the registry lists."""
-        return self._require_cache().list()
-
-    def is_cached(self, pack_id: str) -> bool:
-        """True when the pack is in the local cache."""
-        return self._require_cache().is_cached(pack_id)
+        cache = self._require_cache()
+        with self._quiet():
+            return cache.list()
 
     def evict(self, pack_id: str) -> bool:
-        """Remove a pack from the cache (unmounting it first if mounted); True if it was there."""
-        if self._mounted is not None and self._mounted.manifest.vrom_id == pack_id:
-            self.unmount()
-        return self._require_cache().evict(pack_id)
+        """Remove a pack from the cache; return True if it was cached.
+
+        The mounted pack stays mounted and searchable: its store and graph are open already.
+        Where open files can be deleted (POSIX) its cached files go at once; elsewhere (Windows),
+        or when deleting them fails, they go when it is unmounted, and it counts as not cached
+        from now on. Mounting it again pulls it again (or, before the deferred removal, keeps it).
+        """
+        cache = self._require_cache()
+        name, _ = parse_pack_ref(pack_id)
+        if self._mounted is None or self._mounted.manifest.vrom_id != name:
+            return cache.evict(name)
+        cached = cache.is_cached(name)
+        if OPEN_FILES_CAN_BE_DELETED:
+            try:
+                return cache.evict(name)
+            except PackError as exc:  # a file system that keeps open files busy (NFS, SMB)
+                logger.info("the files of mounted pack %s stay until unmounted: %s", name, exc)
+        self._evict_on_unmount = name
+        logger.info("mounted pack %s is evicted when unmounted", name)
+        return cached
+
+    def is_cached(self, pack_id: str) -> bool:
+        """True when the pack is in the local cache (and not evicted while mounted)."""
+        name, _ = parse_pack_ref(pack_id)
+        return self._evict_on_unmount != name and self._require_cache().is_cached(pack_id)
 
     def storage_estimate(self) -> StorageEstimate:
-        """Return the bytes the cache uses and the bytes free on its disk."""
+        """Return the bytes cached packs use (``used``) and may use (``quota``: the configured
+        quota, else used plus the bytes free on the disk), the bytes free, and the pack count."""
         return self._require_cache().storage_estimate()
 
     # -- inside ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """Hide the warnings raised inside the block when the log level is ``silent``."""
+        if not self._silent:
+            yield
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
 
     def _require_cache(self) -> VromCache:
         if self._destroyed:
@@ -354,7 +451,7 @@ class AgentMemory:
         wanted = _fingerprint(manifest)
         if self._embedder is not None and _same_model(self._embedder.fingerprint, wanted):
             return self._embedder
-        for listener in self._listeners:
+        for listener in tuple(self._listeners):  # a listener may remove itself
             listener({"phase": "model", "model": wanted.model, "status": "loading"})
         embedder = self._load_model(manifest, wanted)
         if not _same_model(embedder.fingerprint, wanted):
@@ -366,7 +463,7 @@ class AgentMemory:
         self._embedder = embedder
         self._owns_embedder = embedder is not self._extra_embedder
         self.model_loads += 1
-        for listener in self._listeners:
+        for listener in tuple(self._listeners):
             listener({"phase": "model", "model": wanted.model, "status": "ready"})
         return embedder
 

@@ -3,7 +3,8 @@
 A collection is the same engine as a vault (one store, chunks, FTS5, vectors, an exact or HNSW
 index); its documents come from ``add`` instead of a folder. A document is an id, a text and a
 metadata mapping; a long text is cut into chunks like a note, and a document is found by its
-best chunk, once per search.
+best chunk, once per search. The store keeps each document's text once, as it was added (its
+chunks are slices of it), and a hit carries that whole text with the best chunk and its offsets.
 
     docs = Collection.open("handbook", storage="~/.agent/memory")
     docs.add([{"id": "leave", "text": "Annual leave is 25 days a year.", "metadata": {"section": "hr"}}])
@@ -16,6 +17,7 @@ runs them in worker threads for asyncio code.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import os
@@ -228,8 +230,12 @@ class Collection:
         so ``k`` hits come back whenever ``k`` documents match: ``{"section": "hr"}`` (equal,
         or a list holding it), ``{"year": {"$gte": 2020, "$lt": 2025}}``, ``{"tag": {"$in":
         ["a", "b"]}}``, ``{"status": {"$ne": "archived"}}`` (a missing field passes);
-        operators: ``$eq $ne $in $nin $gt $gte $lt $lte``. Each hit's ``text`` is the document's
-        best-matching chunk (the whole text when it fits in one).
+        operators: ``$eq $ne $in $nin $gt $gte $lt $lte``.
+
+        Each hit's ``text`` is the document's whole text as it was added; ``chunk_text`` is its
+        best-matching chunk, ``text[char_start:char_end]`` (the excerpt, score and ``chunk_id``
+        are that chunk's). A document added by a vrom older than schema 8 kept no whole text:
+        its ``text`` is the chunk, until it is added again.
         """
         with self._lock:
             self._check_open()
@@ -237,9 +243,11 @@ class Collection:
             check_k(k)
             mode = self._mode(mode)
             where_filter = parse_metadata_where(where)
-            return self._corpus.search(
+            hits = self._corpus.search(
                 query, k, where_filter, mode, per_document=True, ef_search=ef_search
             )
+            texts = self._store.documents.texts([hit.note_id for hit in hits])
+            return [_whole_document(hit, texts.get(hit.note_id)) for hit in hits]
 
     def count(self) -> int:
         """Return how many documents the collection holds."""
@@ -261,13 +269,15 @@ class Collection:
 
     # -- closing ---------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Save and let go of the index and the storage; later calls raise `StorageError`."""
+    def close(self) -> bool:
+        """Save and let go of the index and the storage; return True if this call closed them,
+        False if the collection was closed already. Later calls raise `StorageError`."""
         with self._lock:
             if self._closed:
-                return
+                return False
             self._closed = True
             self._corpus.close()
+            return True
 
     def __enter__(self) -> Collection:
         return self
@@ -353,6 +363,7 @@ class Collection:
             size=len(text_bytes),
             human_relevance_score=0.5,  # neutral: the prior is a vault's, not a collection's
             chunk_strategy=self._strategy_id,
+            text=doc.text,  # the store is its only copy: kept once, the chunks read from it
         )
 
 
@@ -406,9 +417,9 @@ class AsyncCollection:
         """See `Collection.reload`."""
         return await asyncio.to_thread(self.sync.reload)
 
-    async def close(self) -> None:
+    async def close(self) -> bool:
         """See `Collection.close`."""
-        await asyncio.to_thread(self.sync.close)
+        return await asyncio.to_thread(self.sync.close)
 
     def as_tool(self, name: str, description: str) -> SearchTool:
         """See `Collection.as_tool` (the tool's ``acall`` suits async agent loops)."""
@@ -424,6 +435,16 @@ class AsyncCollection:
         traceback: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+def _whole_document(hit: Hit, text: str | None) -> Hit:
+    """Return a chunk's hit as a document's: its whole ``text``, the chunk as ``chunk_text``.
+
+    A document added before whole texts were kept (None), or rewritten by another process since
+    the search read its chunk (the chunk is no longer its slice), keeps the chunk as its text.
+    """
+    whole = text if text is not None and text[hit.char_start : hit.char_end] == hit.text else None
+    return dataclasses.replace(hit, text=hit.text if whole is None else whole, chunk_text=hit.text)
 
 
 # -- storage ---------------------------------------------------------------------------------

@@ -30,8 +30,10 @@ class Hit:
         human_relevance_score: the note's human-relevance prior in [0, 1].
         note_id: the note's id in the store.
         position: the chunk's position in the note (0-based).
-        char_start, char_end: the chunk's character offsets in the note's text.
-        text: the chunk's whole text.
+        char_start, char_end: the chunk's character offsets in the note's (or the collection
+            document's) text.
+        text: the chunk's whole text; in a `vrom.Collection` hit, the document's whole text as
+            it was added (the chunk is ``chunk_text``).
         scores: the parts of ``score`` (``bm25``, ``vector``, ``rrf``, ``prior``).
         context_text: with ``expand_context``, the chunk joined with its neighbours in the note.
         context_chunk_ids: the ids of the chunks ``context_text`` spans, in order.
@@ -40,6 +42,8 @@ class Hit:
         id: the document's id: its path in a vault, the id it was added with in a collection.
         metadata: the document's metadata: a note's frontmatter, a collection document's
             ``metadata``.
+        chunk_text: in a `vrom.Collection` hit, the best-matching chunk's text,
+            ``text[char_start:char_end]``; None elsewhere, where ``text`` is the chunk.
         fts_score, vector_score, text_quality_score, ranking_runtime: set by the ``rerank``
             mode (the VaultLayer hybrid-search contract): BM25 normalised to [0, 1] among the
             candidates, cosine similarity, a [0, 1] estimate of how much the chunk is prose
@@ -77,6 +81,7 @@ class Hit:
     scores: Mapping[str, float] = field(default_factory=dict)
     id: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    chunk_text: str | None = None
     context_text: str | None = None
     context_chunk_ids: Sequence[int] = ()
     fts_score: float | None = None

@@ -28,6 +28,8 @@ REGISTRY_URL_ENV = "VROM_REGISTRY_URL"
 """The knowledge-pack registry (a URL, a file:// URL or a path)."""
 CACHE_DIR_ENV = "VROM_CACHE_DIR"
 """Where pulled knowledge packs are cached (default: the user cache dir)."""
+CACHE_QUOTA_ENV = "VROM_CACHE_QUOTA"
+"""The most the pack cache may hold (bytes, or a size such as ``2GiB``; default: no limit)."""
 TRUSTED_KEYS_ENV = "VROM_TRUSTED_KEYS"
 """Publisher keys a pack must be signed by: public keys or ``.pub`` paths, split at commas or
 `os.pathsep`; set, an unsigned or otherwise signed pack is refused."""
@@ -109,6 +111,11 @@ def registry_url() -> str | None:
 def cache_dir() -> str | None:
     """Return ``$VROM_CACHE_DIR``."""
     return get(CACHE_DIR_ENV)
+
+
+def cache_quota() -> str | None:
+    """Return ``$VROM_CACHE_QUOTA``."""
+    return get(CACHE_QUOTA_ENV)
 
 
 def trusted_keys() -> list[str]:

@@ -285,15 +285,17 @@ def _parse_k(k: Any) -> int:
 
 
 def _hit_for_model(hit: Hit) -> dict[str, Any]:
-    """Return the JSON-ready dict a model sees for one hit, its text cut to `MAX_TEXT_CHARS`."""
+    """Return the JSON-ready dict a model sees for one hit: the passage that matched (a
+    collection hit's best chunk, not its whole document), cut to `MAX_TEXT_CHARS`."""
+    text = hit.chunk_text if hit.chunk_text is not None else hit.text
     result: dict[str, Any] = {
         "id": hit.id,
-        "text": hit.text,
+        "text": text,
         "metadata": to_jsonable(hit.metadata),
         "score": round(float(hit.score), 4),
     }
-    if len(hit.text) > MAX_TEXT_CHARS:
-        result["text"] = hit.text[: MAX_TEXT_CHARS - len(TRUNCATION_MARK)] + TRUNCATION_MARK
+    if len(text) > MAX_TEXT_CHARS:
+        result["text"] = text[: MAX_TEXT_CHARS - len(TRUNCATION_MARK)] + TRUNCATION_MARK
         result["truncated"] = True
     return result
 

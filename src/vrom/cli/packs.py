@@ -1,4 +1,4 @@
-"""``vrom pack build|publish|list|pull|info|verify|evict|keygen`` and ``vrom search --pack``.
+"""``vrom pack build|publish|list|pull|info|verify|evict|storage|keygen``, ``vrom search --pack``.
 
 A warning the SDK gives while a command runs (an unsigned pack, a stale registry copy) is
 printed as one ``vrom: warning:`` line on stderr.
@@ -21,7 +21,7 @@ from vrom.cli.progress import stderr_console
 from vrom.cli.vault_options import announce_text
 from vrom.embed import Embedder, resolve_embedder
 from vrom.errors import ValidationError
-from vrom.settings import REGISTRY_URL_ENV, TRUSTED_KEYS_ENV
+from vrom.settings import CACHE_QUOTA_ENV, REGISTRY_URL_ENV, TRUSTED_KEYS_ENV
 
 REGISTRY_HELP = f"the registry: a URL, file:// URL or path (default: ${REGISTRY_URL_ENV})"
 TRUSTED_HELP = (
@@ -93,6 +93,12 @@ def add_pack_commands(commands: Any) -> None:
             sub.add_argument("--force", action="store_true", help="download again")
         if name in ("pull", "verify"):
             sub.add_argument("--trusted-keys", metavar="KEYS", default=None, help=TRUSTED_HELP)
+
+    action(
+        "storage",
+        _storage,
+        f"Show the bytes the pack cache holds and may hold (${CACHE_QUOTA_ENV}).",
+    )
 
     sub = action(
         "keygen", _keygen, "Make a publisher key pair: NAME.key (private) and NAME.pub (public)."
@@ -216,14 +222,17 @@ def _keygen(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cache(args: argparse.Namespace) -> Any:
-    """Return the pack cache of ``--registry`` (else ``$VROM_REGISTRY_URL``), ``$VROM_CACHE_DIR``
-    and ``--trusted-keys`` (else ``$VROM_TRUSTED_KEYS``)."""
+    """Return the pack cache of ``--registry`` (else ``$VROM_REGISTRY_URL``), ``$VROM_CACHE_DIR``,
+    ``--trusted-keys`` (else ``$VROM_TRUSTED_KEYS``) and ``$VROM_CACHE_QUOTA``."""
     from vrom.packs.cache import VromCache
 
-    registry = args.registry if args.registry is not None else settings.registry_url()
+    registry = getattr(args, "registry", None)
+    registry = registry if registry is not None else settings.registry_url()
     given = getattr(args, "trusted_keys", None)
     keys = settings.key_list(given) if given is not None else settings.trusted_keys()
-    return VromCache(registry, settings.cache_dir(), trusted_keys=keys)
+    return VromCache(
+        registry, settings.cache_dir(), trusted_keys=keys, quota=settings.cache_quota()
+    )
 
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:
@@ -246,7 +255,7 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
 
 def _pull(args: argparse.Namespace, out: TextIO) -> int:
     cache = _cache(args)
-    entry = cache.resolve(args.pack)
+    entry = cache.require_entry(args.pack)
     show = sys.stderr.isatty() and not args.json
     if show:
         from rich.progress import Progress
@@ -307,7 +316,7 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
 
 def _info(args: argparse.Namespace, out: TextIO) -> int:
     cache = _cache(args)
-    entry = cache.resolve(args.pack)
+    entry = cache.require_entry(args.pack)
     manifest = cache.get_cached_manifest(entry.id)
     info = {
         "entry": entry.to_dict(),
@@ -334,6 +343,25 @@ def _evict(args: argparse.Namespace, out: TextIO) -> int:
         print_json({"id": args.pack, "evicted": removed}, out)
     else:
         out.write(f"{args.pack}: {'evicted' if removed else 'was not cached'}\n")
+    return 0
+
+
+def _storage(args: argparse.Namespace, out: TextIO) -> int:
+    estimate = _cache(args).storage_estimate()
+    if args.json:
+        print_json(estimate, out)
+        return 0
+    packs = "1 pack uses" if estimate.packs == 1 else f"{estimate.packs} packs use"
+    if estimate.limited:
+        out.write(
+            f"{packs} {estimate.used:,} bytes of a {estimate.quota:,}-byte quota "
+            f"(${CACHE_QUOTA_ENV}); {estimate.free_bytes:,} bytes free on the disk\n"
+        )
+    else:
+        out.write(
+            f"{packs} {estimate.used:,} bytes; no quota (${CACHE_QUOTA_ENV}), so the disk "
+            f"is the limit: {estimate.free_bytes:,} bytes free\n"
+        )
     return 0
 
 

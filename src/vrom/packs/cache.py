@@ -21,6 +21,10 @@ extra, imported only then) or read from ``file://`` URLs and plain paths, which 
 the same checks and progress events. Moving the bytes (streaming, resuming, copying, progress
 events) is `vrom.packs.transfer`'s job; this module decides what to fetch and where it goes.
 Two processes pulling the same pack take turns on the pack's lock file.
+
+With a quota (``quota=``), a pull first makes room for the pack within it (`vrom.packs.quota`):
+the least recently mounted or pulled packs are evicted, and a pack that cannot fit is refused
+before any of its files is downloaded.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import logging
 import os
 import shutil
 import warnings
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
@@ -59,6 +63,7 @@ from vrom.packs.manifest import (
     RegistryEntry,
     bytes_sha256,
 )
+from vrom.packs.quota import make_room, pack_size, parse_quota
 from vrom.packs.registry import (
     MAX_JSON_BYTES,
     PackRegistry,
@@ -117,6 +122,7 @@ class VromCache:
         http_client: httpx.Client | None = None,
         timeout: float = 30.0,
         trusted_keys: Iterable[str | PublicKey] = (),
+        quota: int | str | None = None,
     ) -> None:
         """Point at a registry and a cache folder; nothing is read or fetched yet.
 
@@ -132,9 +138,14 @@ class VromCache:
         pack must be signed by one of them to be pulled or loaded; with none, packs are checked
         for integrity only and a pull warns (`UnverifiedPackWarning`).
 
+        ``quota``: the most bytes the cached packs may take (a number, or a size such as
+        ``"2GiB"``; see `vrom.packs.quota.parse_quota`). None, the default, is no limit but the
+        disk. With one, a pull evicts the least recently used packs to make room, and refuses a
+        pack that cannot fit before downloading it.
+
         The environment is not read here: the faces (`vrom.AgentMemory`, ``vrom pack``) pass
-        ``$VROM_REGISTRY_URL``, ``$VROM_CACHE_DIR`` and ``$VROM_TRUSTED_KEYS`` (`vrom.settings`)
-        when given none.
+        ``$VROM_REGISTRY_URL``, ``$VROM_CACHE_DIR``, ``$VROM_TRUSTED_KEYS`` and
+        ``$VROM_CACHE_QUOTA`` (`vrom.settings`) when given none.
         """
         if ttl_seconds < 0 or timeout <= 0:
             raise ValidationError("ttl_seconds must be ≥ 0 and timeout > 0")
@@ -150,6 +161,8 @@ class VromCache:
         self.timeout = float(timeout)
         self._http_client = http_client
         self.trusted_keys = load_trusted_keys(trusted_keys)
+        self.quota = parse_quota(quota)
+        """The cache's size limit in bytes, or None (no limit but the disk)."""
         self._registry = PackRegistry(
             self.registry_url,
             self.cache_dir,
@@ -170,8 +183,16 @@ class VromCache:
         """
         return self._registry.get(refresh)
 
-    def resolve(self, id_or_uri: str) -> RegistryEntry:
-        """Return the registry's entry for ``id``, ``hub://id`` or ``hub://id@version``."""
+    def resolve(self, id_or_uri: str) -> RegistryEntry | None:
+        """Return the registry's entry for ``id``, ``hub://id`` or ``hub://id@version``, or None
+        when the registry lists no such pack (or not at that version).
+
+        A malformed id and an unreadable registry still raise `PackError`.
+        """
+        return self._registry.find(id_or_uri)
+
+    def require_entry(self, id_or_uri: str) -> RegistryEntry:
+        """Return the entry `resolve` finds, or raise `PackError` naming the packs available."""
         return self._registry.resolve(id_or_uri)
 
     def list(self) -> builtins.list[RegistryEntry]:
@@ -201,7 +222,9 @@ class VromCache:
         """
         pack = self._folders.current(pack_id)
         if pack is not None:
-            return self._checked(pack, verify)
+            checked = self._checked(pack, verify)
+            self._folders.mark_used(checked.id)
+            return checked
         name, version = parse_pack_ref(pack_id)
         folders = self._folders.version_folders(name, version)
         if folders:
@@ -231,8 +254,9 @@ class VromCache:
             return self._folders.remove_pack(name)
 
     def storage_estimate(self) -> StorageEstimate:
-        """Return the bytes cached packs use, the bytes free on the cache's disk, and the pack count."""
-        return self._folders.storage_estimate()
+        """Return the bytes cached packs use (``used``) and may use (``quota``: the configured
+        quota, else used plus the bytes free on the disk), the bytes free, and the pack count."""
+        return self._folders.storage_estimate(self.quota)
 
     # -- pulling --------------------------------------------------------------------------------
 
@@ -242,6 +266,7 @@ class VromCache:
         entry: RegistryEntry | None = None,
         on_progress: ProgressCallback | None = None,
         force_download: bool = False,
+        keep: Collection[str] = (),
     ) -> CachedPack:
         """Download, verify and cache a pack; return it.
 
@@ -253,6 +278,10 @@ class VromCache:
         ``on_progress`` gets `PullProgress` events. Raises `PackError` when a download fails
         (the partial file is kept, so pulling again resumes it) or a file does not match the
         manifest (the partial folder is deleted; the previous version stays).
+
+        With a quota, the least recently used packs other than this one and those in ``keep``
+        (the ids of mounted packs) are evicted first to make room; a pack that cannot fit is a
+        `PackError` before any of its files is downloaded.
         """
         if isinstance(id_or_entry, RegistryEntry):
             entry = id_or_entry
@@ -263,11 +292,15 @@ class VromCache:
                     f"{id_or_entry!r} does not name the entry {entry.id} {entry.version}"
                 )
         else:
-            entry = self.resolve(id_or_entry)
+            entry = self.require_entry(id_or_entry)
         with self._folders.locked(entry.id):
-            return self._pull_locked(entry, Reporter(on_progress), force_download)
+            pack = self._pull_locked(entry, Reporter(on_progress), force_download, keep)
+        self._folders.mark_used(pack.id)
+        return pack
 
-    def _pull_locked(self, entry: RegistryEntry, report: Reporter, force: bool) -> CachedPack:
+    def _pull_locked(
+        self, entry: RegistryEntry, report: Reporter, force: bool, keep: Collection[str]
+    ) -> CachedPack:
         pack_dir = self._folders.pack_dir(entry.id)
         target = pack_dir / entry.version
         manifest_url = self._registry.locate(entry.files["manifest"])
@@ -306,6 +339,9 @@ class VromCache:
                     remove_others(pack_dir, entry.version)
                     report.done(manifest)
                     return dataclasses.replace(cached, signed_by=signed_by)
+            if self.quota is not None:
+                needed = pack_size(manifest, len(raw), len(signature or b""))
+                make_room(self._folders, manifest, needed, self.quota, keep)
             partial = pack_dir / f".partial-{entry.version}"
             remove_others(pack_dir, entry.version, versions=False, partial=force)
             try:  # a partial folder for another manifest of this version is not resumed

@@ -7,6 +7,8 @@ Layout of the cache (docs/packs.md)::
                                        signature (manifest.json.sig) if signed, verified.json
     <cache>/packs/<id>/.partial-<v>/   a pull in progress; the next pull resumes its files
     <cache>/locks/<id>.lock            held for the whole of a pull or an evict of that id
+    <cache>/last-used/<id>             empty; its modification time is the pack's last mount or
+                                       pull (a cache quota evicts the least recently used first)
 
 A pack folder that exists has been verified: a pull fills the partial folder and `install`
 renames it into place only after every file's SHA-256 matched the manifest. `verify_folder` hashes
@@ -74,11 +76,29 @@ class CachedPack:
 
 @dataclass(frozen=True)
 class StorageEstimate:
-    """Bytes used by cached packs (partial downloads included), bytes free on that disk, packs."""
+    """How much the pack cache holds, and may hold.
 
-    used_bytes: int
+    Fields:
+        used: bytes of every file under the cache's ``packs/`` folder (partial downloads
+            included).
+        quota: the most the cache may hold, in bytes: the configured quota, or with none
+            ``used + free_bytes`` (the disk is the limit).
+        free_bytes: bytes free on the cache's disk.
+        packs: how many packs are cached (intact, verified folders).
+        limited: True when ``quota`` is a configured quota (a pull evicts the least recently
+            used packs to stay under it), False when it is the disk.
+    """
+
+    used: int
+    quota: int
     free_bytes: int
     packs: int
+    limited: bool = False
+
+    @property
+    def used_bytes(self) -> int:
+        """``used``, by its earlier name."""
+        return self.used
 
 
 class CacheFolders:
@@ -115,6 +135,38 @@ class CacheFolders:
         """Return the cached pack at exactly ``version``, if it is there and intact."""
         return self.current(f"{pack_id}@{version}")
 
+    def pack_ids(self) -> list[str]:
+        """Return the ids of the packs with a folder in the cache (cached, partial or damaged)."""
+        packs_dir = self.cache_dir / "packs"
+        if not packs_dir.is_dir():
+            return []
+        return sorted(f.name for f in packs_dir.iterdir() if PACK_ID.match(f.name) and f.is_dir())
+
+    def pack_bytes(self, pack_id: str) -> int:
+        """Return the bytes of every file in a pack's folder (all versions and partials)."""
+        return _folder_bytes(self.pack_dir(pack_id))
+
+    def mark_used(self, pack_id: str) -> None:
+        """Record now as the pack's last use (best effort: a read-only cache still loads)."""
+        if not self.pack_dir(pack_id).is_dir():
+            return
+        with contextlib.suppress(OSError):
+            self._used_marker(pack_id).parent.mkdir(parents=True, exist_ok=True)
+            self._used_marker(pack_id).touch()  # an existing file gets the time now
+
+    def last_used(self, pack_id: str) -> float:
+        """Return when the pack was last mounted or pulled (seconds since the epoch).
+
+        A pack cached before uses were recorded counts from its newest folder's time.
+        """
+        with contextlib.suppress(OSError):
+            return self._used_marker(pack_id).stat().st_mtime
+        times = [0.0]
+        for _, version_folder in self.version_folders(pack_id, None):
+            with contextlib.suppress(OSError):
+                times.append(version_folder.stat().st_mtime)
+        return max(times)
+
     def remove_pack(self, pack_id: str) -> bool:
         """Delete every cached version and partial download of a pack; return whether any existed.
 
@@ -127,27 +179,25 @@ class CacheFolders:
             shutil.rmtree(folder)
         except OSError as exc:
             raise PackError(f"cannot delete {folder}: {exc}") from exc
+        with contextlib.suppress(OSError):
+            self._used_marker(pack_id).unlink(missing_ok=True)
         return True
 
-    def storage_estimate(self) -> StorageEstimate:
-        """Return the bytes cached packs use, the bytes free on the cache's disk, and the pack count."""
-        packs_dir = self.cache_dir / "packs"
-        used = 0
-        count = 0
-        if packs_dir.is_dir():
-            for path in packs_dir.rglob("*"):
-                with contextlib.suppress(OSError):
-                    if path.is_file():
-                        used += path.stat().st_size
-            count = sum(
-                1
-                for folder in packs_dir.iterdir()
-                if PACK_ID.match(folder.name) and self.current(folder.name) is not None
-            )
+    def _used_marker(self, pack_id: str) -> Path:
+        return self.cache_dir / "last-used" / pack_id
+
+    def storage_estimate(self, quota: int | None = None) -> StorageEstimate:
+        """Return the bytes cached packs use and may use (``quota``: None is the disk), the bytes
+        free on the cache's disk, and the pack count."""
+        used = _folder_bytes(self.cache_dir / "packs")
+        count = sum(1 for pack_id in self.pack_ids() if self.current(pack_id) is not None)
         existing = self.cache_dir
         while not existing.exists() and existing.parent != existing:
             existing = existing.parent
-        return StorageEstimate(used, shutil.disk_usage(existing).free, count)
+        free = shutil.disk_usage(existing).free
+        if quota is None:
+            return StorageEstimate(used, used + free, free, count)
+        return StorageEstimate(used, quota, free, count, limited=True)
 
     @contextlib.contextmanager
     def locked(self, pack_id: str) -> Iterator[None]:
@@ -162,6 +212,28 @@ class CacheFolders:
             _lock(handle)
             try:
                 yield
+            finally:
+                _unlock(handle)
+
+    @contextlib.contextmanager
+    def locked_if_free(self, pack_id: str) -> Iterator[bool]:
+        """Hold the pack's lock if no one else does, yielding True; else yield False at once.
+
+        For evicting another pack to make room: waiting for its lock while holding one's own
+        could deadlock with a process doing the same the other way round.
+        """
+        locks = self.cache_dir / "locks"
+        try:
+            locks.mkdir(parents=True, exist_ok=True)
+            handle = open(locks / f"{pack_id}.lock", "a+b")  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            raise PackError(f"cannot create a lock file in {locks}: {exc}") from exc
+        with handle:
+            if not _try_lock(handle):
+                yield False
+                return
+            try:
+                yield True
             finally:
                 _unlock(handle)
 
@@ -337,6 +409,30 @@ def _lock(handle: IO[bytes]) -> None:
                 continue
     else:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+
+
+def _try_lock(handle: IO[bytes]) -> bool:
+    """Take an exclusive lock on an open lock file if it is free; return whether it was."""
+    try:
+        if sys.platform == "win32":
+            handle.seek(0)
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        else:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _folder_bytes(folder: Path) -> int:
+    """Return the bytes of every file under ``folder`` (0 when it does not exist)."""
+    total = 0
+    if folder.is_dir():
+        for path in folder.rglob("*"):
+            with contextlib.suppress(OSError):
+                if path.is_file():
+                    total += path.stat().st_size
+    return total
 
 
 def _unlock(handle: IO[bytes]) -> None:

@@ -132,8 +132,16 @@ class PackRegistry:
         self._write_copy(url, data, now)
         return registry
 
+    def find(self, id_or_uri: str) -> RegistryEntry | None:
+        """Return the registry's entry for ``id``, ``hub://id`` or ``hub://id@version``, or None
+        when it lists no such pack (or not at that version)."""
+        pack_id, version = parse_pack_ref(id_or_uri)
+        entry = self.get().get(pack_id)
+        return entry if entry is not None and version in (None, entry.version) else None
+
     def resolve(self, id_or_uri: str) -> RegistryEntry:
-        """Return the registry's entry for ``id``, ``hub://id`` or ``hub://id@version``."""
+        """Return the registry's entry for ``id``, ``hub://id`` or ``hub://id@version``, or
+        raise `PackError` naming the packs it lists."""
         pack_id, version = parse_pack_ref(id_or_uri)
         registry = self.get()
         entry = registry.get(pack_id)

@@ -13,7 +13,12 @@ from typing import Any
 
 @dataclass(frozen=True)
 class DocumentRecord:
-    """A note as it is written to the store (``path_key``/``name_key`` resolve links to it)."""
+    """A note as it is written to the store (``path_key``/``name_key`` resolve links to it).
+
+    ``text`` is the document's whole text when the store is its only copy (a collection's
+    document; a vault's note lives in its file and leaves it None): the store keeps it once,
+    and chunks that are slices of it are read back from it.
+    """
 
     path: str
     path_key: str
@@ -25,6 +30,7 @@ class DocumentRecord:
     size: int
     human_relevance_score: float
     chunk_strategy: str
+    text: str | None = None
 
 
 @dataclass(frozen=True)

@@ -186,6 +186,10 @@ class DocumentStore(Protocol):
         """Return the chunks with these ids (those that still exist), in the order given."""
         ...
 
+    def texts(self, document_ids: Sequence[int]) -> dict[int, str]:
+        """Return id → whole text of those documents stored with one (`DocumentRecord.text`)."""
+        ...
+
     def links_of(self, document_id: int) -> list[LinkRecord]:
         """Return the links written in a document, in order."""
         ...

@@ -245,13 +245,24 @@ MIGRATIONS: tuple[str, ...] = (
         WHERE lower(trim(json_extract(frontmatter, '$.status'))) IN ('deprecated', 'superseded')
             AND EXISTS (SELECT 1 FROM meta WHERE key = 'vault_root');
     """,
+    # 8: the whole text of a document the store is the only copy of (a collection's; a vault's
+    # notes live in their files), as it was added. Such a document's chunks keep no text of
+    # their own (``chunks.text`` is ''): a chunk's text is the slice ``char_start:char_end`` of
+    # its document's, so a long document is stored once instead of as overlapping chunks.
+    """
+    CREATE TABLE document_texts (
+        document_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+        text        TEXT NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
 READABLE_SCHEMAS = range(5, SCHEMA_VERSION + 1)
 """Schemas a store opened read-only (a knowledge pack) may have: 6 only dropped what packs never
 read (an always-empty chunk column) and changed memory tables, which packs do not use; 7 only
-added nested frontmatter fields, which a `where` on an older pack does not find."""
+added nested frontmatter fields, which a `where` on an older pack does not find; before 8 every
+chunk keeps its own text (`vrom.store.sqlite_rows.chunk_columns` reads either)."""
 
 # What a sound store satisfies beyond PRAGMA integrity_check: label -> SQL counting violations.
 CONSISTENCY_CHECKS: dict[str, str] = {
@@ -272,6 +283,10 @@ CONSISTENCY_CHECKS: dict[str, str] = {
     " SELECT key, kind, value, document_id FROM fields)) + (SELECT count(*) FROM"
     " (SELECT key, kind, value, document_id FROM fields EXCEPT"
     " SELECT key, kind, value, document_id FROM field_values))",
+    "chunks whose text is in no document text": "SELECT count(*) FROM chunks c WHERE c.text = ''"
+    " AND NOT EXISTS (SELECT 1 FROM document_texts t WHERE t.document_id = c.document_id)",
+    "document texts without a document": "SELECT count(*) FROM document_texts t WHERE NOT EXISTS"
+    " (SELECT 1 FROM documents d WHERE d.id = t.document_id)",
     "vectors without a chunk": "SELECT count(*) FROM vectors v WHERE NOT EXISTS"
     " (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)",
     "chunks with broken prev/next links": "SELECT count(*) FROM chunks c WHERE (c.next_id IS NOT NULL AND NOT EXISTS"

@@ -3,6 +3,10 @@
 Writing a document replaces its chunks, links, tags and keyword-index rows in one transaction;
 chunks whose text is unchanged keep their vectors. Reading covers lookups by id, path or name,
 links and backlinks, tags, folders, filters, and keyword search (FTS5 BM25).
+
+A document given with its whole text (a collection's) keeps it in ``document_texts``, and its
+chunks that are exact slices of it store no text of their own: they are read back as slices, so
+the text is stored once, not once more per overlapping chunk.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from vrom.store.records import (
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_query import escape_like, match_expression, where_sql
 from vrom.store.sqlite_rows import (
-    CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
+    chunk_columns,
     chunk_from_row,
     document_from_row,
 )
@@ -48,6 +52,9 @@ class SQLiteDocuments:
     def __init__(self, db: Database, vectors: SQLiteChunkVectors) -> None:
         self._db = db
         self._vectors = vectors
+        version = db.stored_version()
+        self._chunk_columns = chunk_columns(version)
+        self._has_texts = version >= 8  # a pack opened read-only may be older
 
     # -- writing notes ---------------------------------------------------------------------
 
@@ -74,7 +81,7 @@ class SQLiteDocuments:
             (document_id,),
         )
         self._vectors.delete_of(document_id)
-        for table in ("chunks", "links", "tags"):
+        for table in ("chunks", "links", "tags", "document_texts"):
             self._db.conn.execute(f"DELETE FROM {table} WHERE document_id = ?", (document_id,))
 
     def _claim_path(self, path: str, document_id: int | None) -> int | None:
@@ -149,6 +156,14 @@ class SQLiteDocuments:
                         " indexed_at = ? WHERE id = ?",
                         (*values, document_id),
                     )
+                whole = document.text
+                if whole is not None:
+                    self._db.conn.execute(
+                        "INSERT INTO document_texts(document_id, text) VALUES (?, ?)",
+                        (document_id, whole),
+                    )
+                # SQLite's substr stops at a NUL character: such a text's chunks keep their own
+                sliced = whole if whole is not None and "\x00" not in whole else None
                 first = self._next_id("chunks")
                 ids = range(first, first + len(chunks))
                 self._db.conn.executemany(
@@ -161,7 +176,10 @@ class SQLiteDocuments:
                             document_id,
                             chunk.position,
                             chunk.heading_path,
-                            chunk.text,
+                            ""
+                            if sliced is not None
+                            and sliced[chunk.char_start : chunk.char_end] == chunk.text
+                            else chunk.text,
                             chunk.char_start,
                             chunk.char_end,
                             chunk_id - 1 if i > 0 else None,
@@ -273,11 +291,19 @@ class SQLiteDocuments:
         """Return a note's chunks in order."""
         with self._db.guard("reading chunks"):
             rows = self._db.conn.execute(
-                f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+                f"SELECT {self._chunk_columns} FROM chunks c JOIN documents d ON d.id = c.document_id"
                 " WHERE c.document_id = ? ORDER BY c.position",
                 (document_id,),
             )
             return [chunk_from_row(row) for row in rows]
+
+    def texts(self, document_ids: Sequence[int]) -> dict[int, str]:
+        """Return id → whole text of the documents stored with one (a collection's)."""
+        if not self._has_texts:
+            return {}
+        with self._db.guard("reading document texts"):
+            sql = "SELECT document_id, text FROM document_texts WHERE document_id IN ({marks})"
+            return {row[0]: row[1] for row in self._db.select_in(sql, list(document_ids))}
 
     def links_of(self, document_id: int) -> list[LinkRecord]:
         """Return the links written in a note, in order."""
@@ -377,7 +403,7 @@ class SQLiteDocuments:
         """Return the chunks with these ids (those that still exist), in the order given."""
         with self._db.guard("reading chunks"):
             sql = (
-                f"SELECT {CHUNK_COLUMNS} FROM chunks c"
+                f"SELECT {self._chunk_columns} FROM chunks c"
                 " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})"
             )
             found = {row[0]: chunk_from_row(row) for row in self._db.select_in(sql, chunk_ids)}

@@ -9,11 +9,19 @@ from typing import Any
 from vrom.store.records import MemoryRecord, StoredChunk, StoredDocument
 
 CHUNK_COLUMNS = """
+    c.id, c.document_id, c.position, c.heading_path,
+    coalesce(nullif(c.text, ''), (SELECT substr(t.text, c.char_start + 1, c.char_end - c.char_start)
+        FROM document_texts t WHERE t.document_id = c.document_id), ''),
+    c.char_start, c.char_end, c.prev_id, c.next_id, c.content_hash, d.path, d.title, d.mtime,
+    d.human_relevance_score, d.frontmatter
+"""
+"""A chunk ``c`` joined with its document ``d``; a chunk stored without text (schema 8) is its
+slice of the document's text (SQLite's ``substr`` counts characters, as Python does)."""
+_CHUNK_COLUMNS_BEFORE_8 = """
     c.id, c.document_id, c.position, c.heading_path, c.text, c.char_start, c.char_end,
     c.prev_id, c.next_id, c.content_hash, d.path, d.title, d.mtime, d.human_relevance_score,
     d.frontmatter
 """
-"""A chunk ``c`` joined with its document ``d``."""
 DOCUMENT_COLUMNS = """
     id, path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
     human_relevance_score, chunk_count
@@ -23,6 +31,12 @@ MEMORY_COLUMNS = (
     " m.related, m.source, m.status, m.superseded_by"
 )
 """A memory ``m``."""
+
+
+def chunk_columns(schema_version: int) -> str:
+    """Return `CHUNK_COLUMNS` for a store of this schema (a pack opened read-only may be older:
+    before 8 there are no document texts, and every chunk has its own)."""
+    return CHUNK_COLUMNS if schema_version >= 8 else _CHUNK_COLUMNS_BEFORE_8
 
 
 def chunk_from_row(row: Sequence[Any]) -> StoredChunk:

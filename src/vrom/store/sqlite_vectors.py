@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from vrom.store.records import VECTOR_ENCODING_META_KEY, MemoryRecord, StoredChunk, VectorChanges
 from vrom.store.sqlite_database import Database
-from vrom.store.sqlite_rows import CHUNK_COLUMNS, MEMORY_COLUMNS, chunk_from_row, memory_from_row
+from vrom.store.sqlite_rows import MEMORY_COLUMNS, chunk_columns, chunk_from_row, memory_from_row
 
 VECTOR_CHANGES_KEPT = 10_000
 """A change log keeps at least this many entries (more when there are more vectors)."""
@@ -149,6 +149,7 @@ class SQLiteChunkVectors(_VectorTable):
 
     def __init__(self, db: Database) -> None:
         super().__init__(db, _CHUNKS)
+        self._chunk_columns = chunk_columns(db.stored_version())
 
     def encoding(self) -> str:
         """Return how the vectors are encoded: ``float32`` (the default) or ``int8``."""
@@ -166,7 +167,8 @@ class SQLiteChunkVectors(_VectorTable):
         """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
         with self._db.guard("reading chunks to embed"):
             rows = self._db.conn.execute(
-                f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+                f"SELECT {self._chunk_columns} FROM chunks c"
+                " JOIN documents d ON d.id = c.document_id"
                 " WHERE c.id > ? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)"
                 " ORDER BY c.id LIMIT ?",
                 (after, limit),
