@@ -47,6 +47,7 @@ from vrom.results import (
     SearchReport,
     TagCount,
     VaultStats,
+    VectorInfo,
     WriteResult,
 )
 from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
@@ -460,8 +461,22 @@ class Vault:
         )
 
     def backend_info(self) -> BackendInfo:
-        """Return what the store backend is and can do."""
-        return BackendInfo(**self.store.describe())
+        """Return what the store backend is and can do, where writes land first, and how
+        searches by meaning run (vector mode, model and fingerprint, index settings)."""
+        vectors = self.corpus.vector_info()
+        return BackendInfo(
+            **self.store.describe(),
+            vector_mode=vectors.vector_mode,
+            embedding_model=vectors.embedding_model,
+            embedding_fingerprint=vectors.embedding_fingerprint,
+            vector_index=vectors.index_settings,
+        )
+
+    def vector_info(self) -> VectorInfo:
+        """Return the vault's vectors and how they are searched: count, dims, dtype, model
+        fingerprint, vector mode, index settings and the graph file's state (see
+        `vrom.results.VectorInfo`)."""
+        return self.corpus.vector_info()
 
     # -- files -----------------------------------------------------------------------------
     # Every path below is confined to the vault by `vrom.ingest.confine.confine`:
