@@ -348,6 +348,41 @@ class VectorInfo:
 
 
 @dataclass(frozen=True)
+class ExportSummary:
+    """What an export wrote (`vrom.export.export_store`, ``vrom export``).
+
+    Fields:
+        out: the DuckDB file or Parquet folder written.
+        format: ``duckdb`` or ``parquet``.
+        notes: notes in the export (all the store holds).
+        added, changed, removed, unchanged: notes since the export ``out`` held (every note is
+            ``added`` in a full export); ``changed`` counts notes whose content changed or that
+            the store rewrote (re-chunked), whose chunks, links and tags were read again.
+        incremental: True when only those notes' rows were read and rewritten.
+        tables: rows per table (``notes``, ``chunks``, ``links``, ``tags``, ``fields``,
+            ``memories``, and ``vectors`` when included).
+        vectors: True when the chunk vectors are included.
+        seconds: the export's wall time.
+        note: why an export ``out`` held was not brought up to date but written again in full
+            (another store, another export format version, a Parquet file changed since),
+            or None.
+    """
+
+    out: str
+    format: str
+    notes: int
+    added: int
+    changed: int
+    removed: int
+    unchanged: int
+    incremental: bool
+    tables: Mapping[str, int]
+    vectors: bool
+    seconds: float
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class FolderListing:
     """What one vault folder holds.
 
