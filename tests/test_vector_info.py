@@ -205,6 +205,9 @@ def test_the_cli_prints_what_the_python_api_returns(
     rows = dict(line.split(":", 1) for line in text.splitlines())
     assert rows["vector mode"].strip() == mode
     assert rows["vectors"].strip().startswith(f"{printed['vectors']} / 3")
+    assert rows["graph file"].strip() == (
+        f"{printed['graph']['path']} (not built: searches are exact below the HNSW threshold)"
+    )
     alias_text = vrom(state, embedder, "sqlite-vec-info", "--vault", str(root)).stdout
     first, rest = alias_text.split("\n", 1)
     assert first == f"note: {note}" and rest == text

@@ -189,7 +189,7 @@ def format_vector_info(info: VectorInfo, out: TextIO) -> None:
         "embedding model": _model(info.embedding_model, info.embedding_fingerprint),
         "fingerprint": _fingerprint(info.embedding_fingerprint),
         "vector index": _index_settings(settings),
-        "graph file": _graph(info.graph),
+        "graph file": _graph(info.graph, info.vector_mode),
         "memory vectors": f"{info.memory_vectors:,}",
     }
     for key, value in rows.items():
@@ -227,8 +227,10 @@ GRAPH_STATES = {
 }
 
 
-def _graph(graph: Mapping[str, Any]) -> str:
+def _graph(graph: Mapping[str, Any], mode: str) -> str:
     state = GRAPH_STATES.get(graph["state"], str(graph["state"]))
+    if graph["state"] == "missing" and mode != "usearch-hnsw":
+        state = "not built: searches are exact below the HNSW threshold"
     if graph["path"] is None:
         return state
     size = "" if graph["bytes"] is None else f", {graph['bytes']:,} bytes"
