@@ -41,6 +41,7 @@ LAYERS = {
     "state": FACADES,
     "corpus": CORE,
     "ingest": ENGINES,
+    "export": ENGINES,
     "search": ENGINES,
     "embed": ENGINES,
     "index": ENGINES,

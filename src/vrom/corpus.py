@@ -14,13 +14,14 @@ around them and never rank by themselves.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Callable, Mapping
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from vrom.embed import Embedder, EmbedderBinding
 from vrom.errors import NotFoundError, ValidationError
-from vrom.index import GRAPH_SUFFIX, MEMORY_GRAPH_SUFFIX
+from vrom.index import ENCODED_BYTES, GRAPH_SUFFIX, MEMORY_GRAPH_SUFFIX
 from vrom.ingest.embed_job import claimed
 from vrom.ingest.embedding import (
     EmbedProgress,
@@ -30,7 +31,7 @@ from vrom.ingest.embedding import (
     embed_missing_memories,
     stored_fingerprint,
 )
-from vrom.results import Hit, SearchReport
+from vrom.results import Hit, SearchReport, VectorInfo
 from vrom.search.fusion import first_k, first_pool, reciprocal_rank_fusion, widen
 from vrom.search.keyword import check_k, make_hit, prior_factor, rank_keyword
 from vrom.search.query import as_filter, check_query, parse_query, query_words
@@ -188,6 +189,37 @@ class Corpus:
         return (
             f"{mode} search needs vectors, and none of the store's chunks has one yet: run"
             " 'vrom embed' (or let indexing finish), or search by keyword"
+        )
+
+    def vector_info(self) -> VectorInfo:
+        """Return the store's chunk vectors and how searches by meaning run on them now: the
+        model, how vectors are stored, the index settings and the state of the graph file.
+
+        Read from the store and the graph's sidecar: no model and no index is loaded.
+        """
+        with self.store.snapshot():
+            vectors = self.store.vectors.count()
+            chunks = self.store.documents.chunk_count()
+            memory_vectors = self.store.memories.vectors.count()
+            fingerprint = stored_fingerprint(self.store)
+            dtype = self.store.vectors.encoding()
+            mode = self.index.mode()
+            graph = self.index.graph()
+        dims = None if fingerprint is None else fingerprint.dims
+        return VectorInfo(
+            vector_mode=mode,
+            vectors=vectors,
+            chunks=chunks,
+            dims=dims,
+            dtype=dtype,
+            bytes_per_vector=None if dims is None else ENCODED_BYTES[dtype](dims),
+            embedding_model=None if fingerprint is None else fingerprint.describe(),
+            embedding_fingerprint=None
+            if fingerprint is None
+            else {**dataclasses.asdict(fingerprint), "id": fingerprint.digest()},
+            index_settings=self.index.settings(),
+            graph=graph,
+            memory_vectors=memory_vectors,
         )
 
     # -- chunks ----------------------------------------------------------------------------

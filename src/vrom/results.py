@@ -290,7 +290,19 @@ class VaultStats:
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """What the store backend is and can do; ``details`` holds backend-specific facts."""
+    """What the store backend is and can do, and how vrom writes and searches it.
+
+    Fields beyond the backend's own (``details`` holds backend-specific facts):
+        index_write_mode: where a write lands first: ``sqlite-fts5-primary`` (the SQLite file
+            and its FTS5 keyword index, in one transaction; vectors follow in the same file,
+            and the HNSW graph is a cache rebuilt from them).
+        vector_mode: how a search by meaning runs now (see `VectorInfo.vector_mode`).
+        embedding_model: the model of the stored vectors (``all-MiniLM-L6-v2 (384 d)``), or
+            None before any vector.
+        embedding_fingerprint: that model's whole fingerprint (model, revision, dims, pooling,
+            max_tokens, normalized) and its short ``id`` (`vrom.embed.Fingerprint.digest`).
+        vector_index: the vector index settings (see `VectorInfo.index_settings`).
+    """
 
     backend: str
     store_path: str
@@ -298,6 +310,87 @@ class BackendInfo:
     fts_tokenizers: Sequence[str]
     capabilities: Sequence[str]
     details: Mapping[str, Any] = field(default_factory=dict)
+    index_write_mode: str = ""
+    vector_mode: str = ""
+    embedding_model: str | None = None
+    embedding_fingerprint: Mapping[str, Any] | None = None
+    vector_index: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VectorInfo:
+    """A store's chunk vectors and how vrom searches them (``vrom vector-info``).
+
+    vrom keeps vectors in its own store and searches them with its own index, not sqlite-vec:
+    exact search over a float32 matrix below ``hnsw_threshold`` vectors, a usearch HNSW graph
+    (a cache file beside the store, rebuilt from it when missing or stale) from there on.
+
+    Fields:
+        vector_mode: how a search by meaning runs now: ``exact-float32`` (every vector scored;
+            int8 vectors are decoded to float32 first), ``usearch-hnsw`` (the graph), or
+            ``none`` (no vector yet).
+        vectors: chunks with a vector; chunks: chunks in all.
+        dims: dimensions of each vector (None before any vector).
+        dtype: how vectors are stored: ``float32``, or ``int8`` with a per-vector scale.
+        bytes_per_vector: what one stored vector takes (None before any vector).
+        embedding_model, embedding_fingerprint: as in `BackendInfo`.
+        index_settings: ``index`` (``auto``: exact below ``hnsw_threshold`` vectors, HNSW from
+            there; ``flat`` or ``hnsw`` fix it), ``metric``, ``hnsw_threshold``, ``ef_search``
+            (the graph's search width), ``connectivity`` (M) and ``ef_construction`` (its build
+            width), ``graph_dtype`` (how the graph holds vectors: ``f16``).
+        graph: the graph file: ``path``, ``bytes``, ``vectors``, ``changes_behind`` and
+            ``state`` (``current``, ``behind``: the next search catches it up, ``rebuild``:
+            the next search that needs it builds it again, ``missing``, or ``none``: the store
+            keeps no file beside it).
+        memory_vectors: agent memories with a vector (searched by an index of their own).
+    """
+
+    vector_mode: str
+    vectors: int
+    chunks: int
+    dims: int | None
+    dtype: str
+    bytes_per_vector: int | None
+    embedding_model: str | None
+    embedding_fingerprint: Mapping[str, Any] | None
+    index_settings: Mapping[str, Any]
+    graph: Mapping[str, Any]
+    memory_vectors: int = 0
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What an export wrote (`vrom.export.export_store`, ``vrom export``).
+
+    Fields:
+        out: the DuckDB file or Parquet folder written.
+        format: ``duckdb`` or ``parquet``.
+        notes: notes in the export (all the store holds).
+        added, changed, removed, unchanged: notes since the export ``out`` held (every note is
+            ``added`` in a full export); ``changed`` counts notes whose content changed or that
+            the store rewrote (re-chunked), whose chunks, links and tags were read again.
+        incremental: True when only those notes' rows were read and rewritten.
+        tables: rows per table (``notes``, ``chunks``, ``links``, ``tags``, ``fields``,
+            ``memories``, and ``vectors`` when included).
+        vectors: True when the chunk vectors are included.
+        seconds: the export's wall time.
+        note: why an export ``out`` held was not brought up to date but written again in full
+            (another store, another export format version, a Parquet file changed since),
+            or None.
+    """
+
+    out: str
+    format: str
+    notes: int
+    added: int
+    changed: int
+    removed: int
+    unchanged: int
+    incremental: bool
+    tables: Mapping[str, int]
+    vectors: bool
+    seconds: float
+    note: str | None = None
 
 
 @dataclass(frozen=True)

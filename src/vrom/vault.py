@@ -19,6 +19,7 @@ from vrom._vault_notes import VaultNotes
 from vrom.corpus import Corpus
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import NotFoundError, ValidationError, shown
+from vrom.export import export_store
 from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.confine import ReadPurpose, confine
@@ -38,6 +39,7 @@ from vrom.results import (
     BackendInfo,
     Context,
     DeleteResult,
+    ExportSummary,
     FolderListing,
     FormatReport,
     Hit,
@@ -48,6 +50,7 @@ from vrom.results import (
     SearchReport,
     TagCount,
     VaultStats,
+    VectorInfo,
     WriteResult,
 )
 from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
@@ -486,8 +489,42 @@ class Vault:
         )
 
     def backend_info(self) -> BackendInfo:
-        """Return what the store backend is and can do."""
-        return BackendInfo(**self.store.describe())
+        """Return what the store backend is and can do, where writes land first, and how
+        searches by meaning run (vector mode, model and fingerprint, index settings)."""
+        vectors = self.corpus.vector_info()
+        return BackendInfo(
+            **self.store.describe(),
+            vector_mode=vectors.vector_mode,
+            embedding_model=vectors.embedding_model,
+            embedding_fingerprint=vectors.embedding_fingerprint,
+            vector_index=vectors.index_settings,
+        )
+
+    def vector_info(self) -> VectorInfo:
+        """Return the vault's vectors and how they are searched: count, dims, dtype, model
+        fingerprint, vector mode, index settings and the graph file's state (see
+        `vrom.results.VectorInfo`)."""
+        return self.corpus.vector_info()
+
+    def export(
+        self,
+        out: str | os.PathLike[str],
+        format: str | None = None,
+        *,
+        vectors: bool = False,
+        full: bool = False,
+    ) -> ExportSummary:
+        """Export the vault's store for analytics (DuckDB, Parquet) and return what changed.
+
+        Tables: notes, chunks, links, tags, fields, memories, and vectors with ``vectors``;
+        ``format`` ``duckdb`` writes one file, ``parquet`` a folder (None: ``duckdb`` for a
+        path ending in ``.duckdb`` or ``.db``). Re-exporting to the same ``out`` reads again
+        only the notes that changed; ``full`` writes everything again. Needs the ``analytics``
+        extra. See `vrom.export.export_store`.
+        """
+        return export_store(
+            self.store, out, format, vectors=vectors, full=full, source=str(self.root)
+        )
 
     # -- files -----------------------------------------------------------------------------
     # Every path below is confined to the vault by `vrom.ingest.confine.confine`:

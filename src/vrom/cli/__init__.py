@@ -5,8 +5,8 @@ Every result-producing command takes ``--json`` and prints the same shapes the P
 `VromError` becomes one line on stderr and exit code 1.
 
 This module assembles the parser and runs a command; each group of commands lives in its own
-module (`vault_commands`, `formats`, `mcp`, `evaluate`, `memory`, `packs`, `setup`, `completion`), which
-adds its subcommands and handlers. Those modules never import this one.
+module (`vault_commands`, `formats`, `export`, `mcp`, `evaluate`, `memory`, `packs`, `setup`,
+`completion`), which adds its subcommands and handlers. Those modules never import this one.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import TextIO, cast
 from vrom import __version__
 from vrom.cli.completion import add_completion_command
 from vrom.cli.evaluate import add_eval_command
+from vrom.cli.export import add_export_command
 from vrom.cli.formats import add_format_command
 from vrom.cli.global_options import add_global_options, global_option_problem
 from vrom.cli.mcp import add_mcp_command
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     # the order here is the order `vrom --help` lists the commands in
     add_vault_commands(commands)
     add_format_command(commands)
+    add_export_command(commands)
     add_mcp_command(commands)
     add_eval_command(commands)
     add_memory_command(commands, open_vault)

@@ -1,5 +1,5 @@
 """The vault commands: ``index``, the searches, ``get-note``, ``related``, ``context``, ``embed``,
-``stats`` and ``backend-info``.
+``stats``, ``backend-info``, ``vector-info`` (and its alias ``sqlite-vec-info``).
 
 Each parses its arguments, calls `vrom.Vault`, and prints the result as text
 (`vrom.cli.vault_format`) or, with ``--json``, as the Python API's shapes.
@@ -27,6 +27,7 @@ from vrom.cli.vault_format import (
     format_related,
     format_stats,
     format_summary,
+    format_vector_info,
 )
 from vrom.cli.vault_options import announce, open_vault, where
 from vrom.errors import ValidationError
@@ -127,6 +128,25 @@ def _reader(
         return 0
 
     return handler
+
+
+SQLITE_VEC_NOTE = (
+    "vrom does not use sqlite-vec: it keeps vectors in its own store and searches them with its"
+    " own index (exact float32, or a usearch HNSW graph on large stores), described here"
+)
+
+
+def _sqlite_vec_info(args: argparse.Namespace, out: TextIO) -> int:
+    """Print `vrom vector-info`'s answer with a line (a ``note`` key in JSON) saying vrom does
+    not use sqlite-vec, so scripts that asked the old CLI for it keep working."""
+    with open_vault(args) as vault:
+        info = vault.vector_info()
+    if args.json:
+        print_json(info, out, {**where(vault), "note": SQLITE_VEC_NOTE})
+    else:
+        out.write(f"note: {SQLITE_VEC_NOTE}\n")
+        format_vector_info(info, out)
+    return 0
 
 
 def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
@@ -389,5 +409,18 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     command(
         "backend-info",
         _reader(lambda v, a: v.backend_info(), format_backend_info),
-        "Show the store backend, its schema version, tokenizers and capabilities.",
+        "Show the store backend, its schema version, index write mode, vector mode, embedding "
+        "model and fingerprint, vector index settings, tokenizers and capabilities.",
+    )
+    command(
+        "vector-info",
+        _reader(lambda v, a: v.vector_info(), format_vector_info),
+        "Show the vault's vectors: mode, count, dims, dtype, model fingerprint, index "
+        "settings and the HNSW graph file's state.",
+    )
+    command(
+        "sqlite-vec-info",
+        _sqlite_vec_info,
+        "As vector-info, for scripts written for sqlite-vec: vrom searches its own vector "
+        "index, not sqlite-vec.",
     )

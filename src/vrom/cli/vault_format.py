@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
 from vrom.cli.output import score_label, styler
 from vrom.results import (
@@ -16,6 +16,7 @@ from vrom.results import (
     Note,
     Related,
     VaultStats,
+    VectorInfo,
     rough_duration,
     vector_coverage,
 )
@@ -161,17 +162,84 @@ def format_embedding(stats: VaultStats) -> str | None:
 
 
 def format_backend_info(info: BackendInfo, out: TextIO) -> None:
-    """Print the store backend's name, schema version, tokenizers and capabilities."""
+    """Print the store backend's name, schema version, write and vector modes, model,
+    vector index settings, tokenizers and capabilities."""
     rows = {
         "backend": info.backend,
         "store": info.store_path,
         "schema version": info.schema_version,
+        "index write mode": info.index_write_mode,
+        "vector mode": info.vector_mode,
+        "embedding model": _model(info.embedding_model, info.embedding_fingerprint),
+        "vector index": _index_settings(info.vector_index),
         "fts tokenizers": ", ".join(info.fts_tokenizers),
         "capabilities": ", ".join(info.capabilities),
         **info.details,
     }
     for key, value in rows.items():
         out.write(f"{key + ':':<23}{value}\n")
+
+
+def format_vector_info(info: VectorInfo, out: TextIO) -> None:
+    """Print the vectors' mode, count, dims, dtype, model fingerprint, index settings and the
+    graph file's state, one per line."""
+    settings = info.index_settings
+    stored = "" if info.bytes_per_vector is None else f" ({info.bytes_per_vector:,} bytes a vector)"
+    rows = {
+        "vector mode": info.vector_mode,
+        "vectors": f"{vector_coverage(info.vectors, info.chunks)} chunks",
+        "dims": "-" if info.dims is None else info.dims,
+        "dtype": info.dtype + stored,
+        "embedding model": _model(info.embedding_model, info.embedding_fingerprint),
+        "fingerprint": _fingerprint(info.embedding_fingerprint),
+        "vector index": _index_settings(settings),
+        "graph file": _graph(info.graph, info.vector_mode),
+        "memory vectors": f"{info.memory_vectors:,}",
+    }
+    for key, value in rows.items():
+        out.write(f"{key + ':':<23}{value}\n")
+
+
+def _model(model: str | None, fingerprint: Mapping[str, Any] | None) -> str:
+    if model is None:
+        return "none yet (no vector stored)"
+    return model if fingerprint is None else f"{model}, fingerprint {fingerprint['id']}"
+
+
+def _fingerprint(fingerprint: Mapping[str, Any] | None) -> str:
+    if fingerprint is None:
+        return "-"
+    return ", ".join(f"{key} {value}" for key, value in fingerprint.items() if key != "id")
+
+
+def _index_settings(settings: Mapping[str, Any]) -> str:
+    if not settings:
+        return "-"
+    return (
+        f"{settings['index']}, {settings['metric']}, HNSW from {settings['hnsw_threshold']:,}"
+        f" vectors (M {settings['connectivity']}, ef_construction {settings['ef_construction']},"
+        f" ef_search {settings['ef_search']}, {settings['graph_dtype']})"
+    )
+
+
+GRAPH_STATES = {
+    "current": "current",
+    "behind": "a few changes behind: the next search by meaning catches it up",
+    "rebuild": "out of date: rebuilt from the store when a search needs it",
+    "missing": "not built: built from the store when a search needs it",
+    "none": "none: this store keeps no file beside it (in memory or encrypted)",
+}
+
+
+def _graph(graph: Mapping[str, Any], mode: str) -> str:
+    state = GRAPH_STATES.get(graph["state"], str(graph["state"]))
+    if graph["state"] == "missing" and mode != "usearch-hnsw":
+        state = "not built: searches are exact below the HNSW threshold"
+    if graph["path"] is None:
+        return state
+    size = "" if graph["bytes"] is None else f", {graph['bytes']:,} bytes"
+    held = "" if graph["vectors"] is None else f", {graph['vectors']:,} vectors"
+    return f"{graph['path']} ({state}{size}{held})"
 
 
 def format_embedded(result: dict[str, int], out: TextIO) -> None:

@@ -9,6 +9,7 @@ lazily: importing this module imports neither numpy nor onnxruntime.
 from __future__ import annotations
 
 import abc
+import hashlib
 import json
 import os
 import re
@@ -53,6 +54,11 @@ class Fingerprint:
     def describe(self) -> str:
         """Return a short human description: ``all-MiniLM-L6-v2 (384 d)``."""
         return f"{self.model} ({self.dims} d)"
+
+    def digest(self) -> str:
+        """Return a short id of the fingerprint: the first 16 hex digits of the SHA-256 of
+        `to_json` (equal digests, same vector space), to name a model in an export or a log."""
+        return hashlib.sha256(self.to_json().encode("utf-8")).hexdigest()[:16]
 
 
 class Embedder(abc.ABC):

@@ -9,6 +9,8 @@ results.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vrom.store import VECTOR_ENCODING_META_KEY
 
 METRICS = ("cosine", "dot", "euclidean")
@@ -17,6 +19,11 @@ METRICS = ("cosine", "dot", "euclidean")
 ENCODINGS = ("float32", "int8")
 """How vectors can be stored: float32, or int8 with a per-vector scale (see `codec`)."""
 ENCODING_META_KEY = VECTOR_ENCODING_META_KEY
+ENCODED_BYTES: dict[str, Callable[[int], int]] = {
+    "float32": lambda dims: 4 * dims,
+    "int8": lambda dims: dims + 4,  # one byte a dimension, then the float32 scale
+}
+"""How many bytes one stored vector of so many dimensions takes, by encoding (see `codec`)."""
 
 
 GRAPH_SUFFIX = ".hnsw.usearch"

@@ -47,6 +47,8 @@ FORMAT_VERSION = 2
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 64
+GRAPH_DTYPE = "f16"
+"""The graph holds each vector as float16: half the space of float32."""
 OVERSAMPLE = 3
 """A filtered graph search gathers ``OVERSAMPLE·k/selectivity`` candidates before filtering."""
 FILTER_EXPANSION = 2
@@ -81,6 +83,46 @@ def cached_vector_count(vectors: VectorSource, cache: Sidecar | None) -> int | N
     return count if isinstance(count, int) else None
 
 
+def graph_facts(vectors: VectorSource, cache: Sidecar | None, metric: str) -> dict[str, Any]:
+    """Return what the graph file cached for ``vectors`` is, without loading it.
+
+    Keys: ``path``, ``bytes``, ``vectors`` (in the graph), ``changes_behind`` (vectors changed
+    in the store since the graph was saved) and ``state``: ``current`` (it reflects the
+    store's latest vector change), ``behind`` (the next search replays those few changes into
+    it), ``rebuild`` (too far behind, unreadable, or of another store or metric: the next
+    search that needs it builds it again from the store), ``missing`` (none saved yet), or
+    ``none`` (the store keeps no file beside it: in memory, or encrypted).
+    """
+    facts: dict[str, Any] = {
+        "path": None if cache is None else str(cache.path),
+        "state": "none" if cache is None else "missing",
+        "bytes": None,
+        "vectors": None,
+        "changes_behind": None,
+    }
+    if cache is None:
+        return facts
+    try:
+        info = cache.path.stat()
+    except OSError:
+        return facts
+    facts.update(bytes=info.st_size, state="rebuild")
+    meta = _read_sidecar(cache.path)
+    if meta is None or not _sidecar_matches(meta, vectors, metric):
+        return facts
+    count = meta.get("count")
+    if not isinstance(count, int):
+        return facts
+    facts["vectors"] = count
+    changes = vectors.changes(meta["changes"])
+    if _file_identity(info) != meta.get("file") or changes is None:
+        return facts
+    facts["changes_behind"] = len(changes.keys)
+    if len(changes.keys) <= replay_limit(count):
+        facts["state"] = "behind" if changes.keys else "current"
+    return facts
+
+
 def _sidecar_path(path: Path) -> Path:
     return path.with_suffix(".json")
 
@@ -99,7 +141,7 @@ def _sidecar_matches(
     expected: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "store": vectors.identity(),
-        "dtype": "f16",
+        "dtype": GRAPH_DTYPE,
         "connectivity": CONNECTIVITY,
     }
     if metric is not None:
@@ -396,7 +438,7 @@ class HnswIndex:
         index = Index(
             ndim=matrix.shape[1],
             metric=_USEARCH_METRICS[self._metric],
-            dtype="f16",
+            dtype=GRAPH_DTYPE,
             connectivity=CONNECTIVITY,
             expansion_add=EXPANSION_ADD,
             expansion_search=self._expansion_search,
@@ -425,7 +467,7 @@ class HnswIndex:
                 "count": len(index),
                 "dims": index.ndim,
                 "metric": self._metric,
-                "dtype": "f16",
+                "dtype": GRAPH_DTYPE,
                 "connectivity": CONNECTIVITY,
                 "file": identity,
             }

@@ -8,7 +8,7 @@ for nearest neighbours.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vrom.errors import ValidationError, shown
 from vrom.store import Sidecar, VectorSource
@@ -75,15 +75,9 @@ class VectorIndex:
         if self._index is None or generation != self._chosen_at:
             # heavy imports: only vector search needs them
             from vrom.index.exact import ExactIndex
-            from vrom.index.hnsw import EXPANSION_SEARCH, HnswIndex, cached_vector_count
+            from vrom.index.hnsw import EXPANSION_SEARCH, HnswIndex
 
-            use_hnsw = self._kind == "hnsw"
-            if self._kind == "auto":
-                count = cached_vector_count(self._vectors, self._cache)
-                if count is None:
-                    count = self._vectors.count()
-                use_hnsw = count >= self._hnsw_threshold
-            if use_hnsw:
+            if self._uses_hnsw():
                 if not isinstance(self._index, HnswIndex):
                     self.close()
                     self._index = HnswIndex(
@@ -97,6 +91,47 @@ class VectorIndex:
                 self._index = ExactIndex(self._vectors, self._metric)
             self._chosen_at = generation
         return self._index
+
+    def _uses_hnsw(self) -> bool:
+        """True when searches use the HNSW graph: fixed so, or ``hnsw_threshold`` vectors."""
+        if self._kind != "auto":
+            return self._kind == "hnsw"
+        from vrom.index.hnsw import cached_vector_count  # usearch: only when vectors are used
+
+        count = cached_vector_count(self._vectors, self._cache)
+        if count is None:
+            count = self._vectors.count()
+        return count >= self._hnsw_threshold
+
+    def mode(self) -> str:
+        """Return how a search by meaning runs on the vectors held now, loading nothing:
+        ``usearch-hnsw`` (the graph), ``exact-float32`` (every vector scored as float32, int8
+        ones decoded first) or ``none`` (no vector to search)."""
+        if not self._vectors.count():
+            return "none"
+        return "usearch-hnsw" if self._uses_hnsw() else "exact-float32"
+
+    def settings(self) -> dict[str, Any]:
+        """Return how this index is configured: the choice (``auto``, ``flat``, ``hnsw``), the
+        metric, the HNSW threshold and search width, and the graph's build parameters."""
+        from vrom.index.hnsw import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH, GRAPH_DTYPE
+
+        return {
+            "index": self._kind,
+            "metric": self._metric,
+            "hnsw_threshold": self._hnsw_threshold,
+            "ef_search": self._ef_search or EXPANSION_SEARCH,
+            "connectivity": CONNECTIVITY,
+            "ef_construction": EXPANSION_ADD,
+            "graph_dtype": GRAPH_DTYPE,
+        }
+
+    def graph(self) -> dict[str, Any]:
+        """Return what the graph file cached beside the store is (see
+        `vrom.index.hnsw.graph_facts`); nothing is loaded."""
+        from vrom.index.hnsw import graph_facts
+
+        return graph_facts(self._vectors, self._cache, self._metric)
 
     def nearest(
         self,

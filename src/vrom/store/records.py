@@ -74,7 +74,11 @@ class DocumentState:
 
 @dataclass(frozen=True)
 class StoredDocument:
-    """A note row read back from the store."""
+    """A note row read back from the store.
+
+    ``indexed_at`` is when the store last wrote the note with its chunks (a note rewritten
+    with the same content gets new chunk ids and a new ``indexed_at``; a touched one keeps it).
+    """
 
     document_id: int
     path: str
@@ -87,6 +91,7 @@ class StoredDocument:
     size: int
     human_relevance_score: float
     chunk_count: int
+    indexed_at: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -326,7 +326,8 @@ class Store(Protocol):
         ...
 
     def describe(self) -> dict[str, Any]:
-        """Return backend facts: name, schema version, tokenizers, capabilities."""
+        """Return backend facts: name, schema version, where writes land first
+        (``index_write_mode``), tokenizers, capabilities."""
         ...
 
     def integrity_problems(self) -> builtins.list[str]:

@@ -157,6 +157,9 @@ class SQLiteStore:
                 "backend": "sqlite",
                 "store_path": self._db.location,
                 "schema_version": self._db.stored_version(),
+                # notes, chunks and the FTS5 index are written first, in one transaction, and
+                # are the truth; an ANN graph is a cache rebuilt from them
+                "index_write_mode": "sqlite-fts5-primary",
                 "fts_tokenizers": [FTS_TOKENIZER, "cjk-bigram (applied before indexing)"],
                 "capabilities": [
                     "keyword-bm25",

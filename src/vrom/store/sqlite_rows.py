@@ -24,7 +24,7 @@ _CHUNK_COLUMNS_BEFORE_8 = """
 """
 DOCUMENT_COLUMNS = """
     id, path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
-    human_relevance_score, chunk_count
+    human_relevance_score, chunk_count, indexed_at
 """
 MEMORY_COLUMNS = (
     "m.id, m.created_unix, m.updated_unix, m.project, m.type, m.title, m.content, m.tags,"
