@@ -4,11 +4,11 @@ linter's (1 when a note has an error), a summary on stdout, ``--json``, and ``--
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from vrom_cli import run_vrom
 
 TIMEOUT = 120
 
@@ -19,19 +19,7 @@ CLEAN: dict[str, str | bytes] = {
 
 
 def vrom(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VROM_VAULT", "VROM_STATE_DIR")}
-    env.update(VROM_STATE_DIR=str(state), VROM_EMBEDDER="none", PYTHONIOENCODING="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "vrom", *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=env,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert "Traceback" not in done.stdout + done.stderr, done.stderr
-    return done
+    return run_vrom(state, *args, timeout=TIMEOUT)
 
 
 def test_a_clean_vault_exits_0_with_a_summary(

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from vrom_cli import run_vrom
 
 from vrom import Embedder, StorageError, ValidationError, Vault
 from vrom.cli import main
@@ -451,20 +452,10 @@ def test_the_cli_exports_and_plain_duckdb_reads_it_without_vrom(tmp_path: Path) 
     root = tmp_path / "vault"
     write(root, NOTES)
     state = tmp_path / "state"
-    env = {k: v for k, v in os.environ.items() if k not in ("VROM_VAULT", "VROM_STATE_DIR")}
-    env.update(VROM_STATE_DIR=str(state), VROM_EMBEDDER="fake:16", PYTHONIOENCODING="utf-8")
 
     def vrom(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "vrom", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=TIMEOUT,
-            check=False,
-        )
-        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        done = run_vrom(state, *args, embedder="fake:16", cwd=tmp_path, timeout=TIMEOUT)
+        assert done.returncode == 0, done.stderr
         return done
 
     vrom("index", str(root), "--quiet")

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from vrom_cli import run_vrom
 
 from vrom import Vault
 
@@ -136,19 +135,7 @@ def test_vault_format_through_the_mcp_client_on_real_and_damaged_bundles(tmp_pat
 
 
 def _vrom(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VROM_VAULT", "VROM_STATE_DIR")}
-    env.update(VROM_STATE_DIR=str(state), VROM_EMBEDDER="none", PYTHONIOENCODING="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "vrom", *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert "Traceback" not in done.stdout + done.stderr, done.stderr
-    return done
+    return run_vrom(state, *args)
 
 
 def test_vrom_format_check_on_a_real_and_a_damaged_bundle(tmp_path: Path) -> None:

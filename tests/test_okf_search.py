@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from vrom_cli import run_vrom
 
 from vrom import Collection, Embedder, ValidationError, Vault
 from vrom.store import open_store
@@ -179,19 +177,9 @@ def test_the_cli_hit_line_and_the_mcp_reply_say_a_hit_is_stale(
 ) -> None:
     root = write_vault(CONCEPTS)
     state = tmp_path / "cli-state"
-    env = {k: v for k, v in os.environ.items() if k not in ("VROM_VAULT", "VROM_STATE_DIR")}
-    env.update(VROM_STATE_DIR=str(state), VROM_EMBEDDER="fake:16", PYTHONIOENCODING="utf-8")
 
     def vrom(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "vrom", *args],
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            env=env,
-            timeout=120,
-            check=False,
-        )
+        done = run_vrom(state, *args, embedder="fake:16")
         assert done.returncode == 0, done.stderr
         return done.stdout
 

@@ -12,25 +12,14 @@ from pathlib import Path
 
 import pytest
 from hostile import GOOD_NOTES, HOSTILE_NOTES, make_file
+from vrom_cli import run_vrom
 
 TIMEOUT = 60
 BAD_FRONTMATTER = ["bomb.md", "self.md", "deep.md", "too-many-digits.md", "tag.md"]
 
 
 def vrom(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VROM_VAULT", "VROM_STATE_DIR")}
-    env.update(VROM_STATE_DIR=str(state), VROM_EMBEDDER="none", PYTHONIOENCODING="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "vrom", *args],
-        capture_output=True,
-        env=env,
-        cwd=state.parent,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    out, err = done.stdout.decode("utf-8"), done.stderr.decode("utf-8")
-    assert "Traceback" not in out + err, err
-    return subprocess.CompletedProcess(done.args, done.returncode, out, err)
+    return run_vrom(state, *args, cwd=state.parent, timeout=TIMEOUT)
 
 
 def assert_one_line_error(done: subprocess.CompletedProcess[str], *words: str) -> None:

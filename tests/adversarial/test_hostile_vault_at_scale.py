@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from hostile import HOSTILE_NOTES, make_file
+from vrom_cli import run_vrom
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux", reason="file names that are not UTF-8, and named pipes"
@@ -97,18 +98,7 @@ def warned_names(lines: list[str]) -> list[str]:
 
 
 def vrom(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VROM_VAULT", "VROM_STATE_DIR")}
-    env.update(VROM_STATE_DIR=str(state), VROM_EMBEDDER="fake:32", PYTHONIOENCODING="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "vrom", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert "Traceback" not in done.stdout + done.stderr, done.stderr
-    return done
+    return run_vrom(state, *args, embedder="fake:32", timeout=TIMEOUT)
 
 
 def test_the_cli_indexes_every_good_note_and_names_each_hostile_one(

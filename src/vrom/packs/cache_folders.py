@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from vrom.errors import PackError
 from vrom.packs.manifest import (
@@ -199,16 +199,19 @@ class CacheFolders:
             return StorageEstimate(used, used + free, free, count)
         return StorageEstimate(used, quota, free, count, limited=True)
 
-    @contextlib.contextmanager
-    def locked(self, pack_id: str) -> Iterator[None]:
-        """Hold the pack's lock file (other processes pulling or evicting it wait)."""
+    def _lock_file(self, pack_id: str) -> BinaryIO:
+        """Open the pack's lock file (made if missing), for `locked` and `locked_if_free`."""
         locks = self.cache_dir / "locks"
         try:
             locks.mkdir(parents=True, exist_ok=True)
-            handle = open(locks / f"{pack_id}.lock", "a+b")  # noqa: SIM115 (closed below)
+            return open(locks / f"{pack_id}.lock", "a+b")  # the caller closes it
         except OSError as exc:
             raise PackError(f"cannot create a lock file in {locks}: {exc}") from exc
-        with handle:
+
+    @contextlib.contextmanager
+    def locked(self, pack_id: str) -> Iterator[None]:
+        """Hold the pack's lock file (other processes pulling or evicting it wait)."""
+        with self._lock_file(pack_id) as handle:
             _lock(handle)
             try:
                 yield
@@ -222,13 +225,7 @@ class CacheFolders:
         For evicting another pack to make room: waiting for its lock while holding one's own
         could deadlock with a process doing the same the other way round.
         """
-        locks = self.cache_dir / "locks"
-        try:
-            locks.mkdir(parents=True, exist_ok=True)
-            handle = open(locks / f"{pack_id}.lock", "a+b")  # noqa: SIM115 (closed below)
-        except OSError as exc:
-            raise PackError(f"cannot create a lock file in {locks}: {exc}") from exc
-        with handle:
+        with self._lock_file(pack_id) as handle:
             if not _try_lock(handle):
                 yield False
                 return
