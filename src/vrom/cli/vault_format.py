@@ -227,7 +227,7 @@ GRAPH_STATES = {
     "behind": "a few changes behind: the next search by meaning catches it up",
     "rebuild": "out of date: rebuilt from the store when a search needs it",
     "missing": "not built: built from the store when a search needs it",
-    "none": "none: this store keeps no file beside it (in memory or encrypted)",
+    "none": "none: this store keeps no file beside it (in memory, encrypted or on a server)",
 }
 
 

@@ -2,7 +2,9 @@
 
 `VectorIndex` picks the index kind for a source (a store's chunk vectors or its memory
 vectors) and chooses again when the vectors change; the search core (`vrom.corpus`) asks it
-for nearest neighbours.
+for nearest neighbours. A source that searches itself (`vrom.store.NearestVectors`: pgvector's
+HNSW in PostgreSQL) is asked directly, exactly or through its index by the same rules, and no
+index is built here.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from vrom.errors import ValidationError, shown
-from vrom.store import Sidecar, VectorSource
+from vrom.store import NearestVectors, Sidecar, VectorSource
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,6 +56,8 @@ class VectorIndex:
         self._ef_search = ef_search
         self._index: ExactIndex | HnswIndex | None = None
         self._chosen_at = -1  # the vector generation the index kind was chosen for
+        self._native = vectors if isinstance(vectors, NearestVectors) else None
+        self._native_choice: tuple[int, bool] | None = None  # (generation, uses its HNSW)
 
     @classmethod
     def opened(cls, index: HnswIndex, vectors: VectorSource) -> VectorIndex:
@@ -96,6 +100,11 @@ class VectorIndex:
         """True when searches use the HNSW graph: fixed so, or ``hnsw_threshold`` vectors."""
         if self._kind != "auto":
             return self._kind == "hnsw"
+        if self._native is not None:  # the database's index: chosen again as vectors change
+            generation = self._vectors.generation()
+            if self._native_choice is None or self._native_choice[0] != generation:
+                self._native_choice = (generation, self._vectors.count() >= self._hnsw_threshold)
+            return self._native_choice[1]
         from vrom.index.hnsw import cached_vector_count  # usearch: only when vectors are used
 
         count = cached_vector_count(self._vectors, self._cache)
@@ -109,6 +118,9 @@ class VectorIndex:
         ones decoded first) or ``none`` (no vector to search)."""
         if not self._vectors.count():
             return "none"
+        if self._native is not None:
+            kind = str(self._native.search_engine()["kind"])
+            return kind if self._uses_hnsw() else kind.split("-")[0] + "-exact"
         return "usearch-hnsw" if self._uses_hnsw() else "exact-float32"
 
     def settings(self) -> dict[str, Any]:
@@ -116,6 +128,17 @@ class VectorIndex:
         metric, the HNSW threshold and search width, and the graph's build parameters."""
         from vrom.index.hnsw import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH, GRAPH_DTYPE
 
+        if self._native is not None:
+            engine = self._native.search_engine()
+            return {
+                "index": self._kind,
+                "metric": self._metric,
+                "hnsw_threshold": self._hnsw_threshold,
+                "ef_search": self._ef_search or engine["ef_search"],
+                "connectivity": engine["m"],
+                "ef_construction": engine["ef_construction"],
+                "graph_dtype": "f32 (pgvector)",
+            }
         return {
             "index": self._kind,
             "metric": self._metric,
@@ -141,11 +164,21 @@ class VectorIndex:
         ef_search: int | None = None,
     ) -> list[tuple[int, float]]:
         """Return up to ``k`` (key, score) pairs nearest ``vector``, among ``allowed`` if given."""
+        if self._native is not None:
+            return self._native.nearest(
+                vector,
+                k,
+                allowed,
+                ef_search=ef_search or self._ef_search,
+                exact=not self._uses_hnsw(),
+                metric=self._metric,
+            )
         return self.current.search(vector, k, allowed, ef_search)
 
     def refresh(self) -> None:
-        """Catch up with vectors another process wrote."""
-        self.current.refresh()
+        """Catch up with vectors another process wrote (a database's own index always has)."""
+        if self._native is None:
+            self.current.refresh()
 
     def close(self) -> None:
         """Let the index go, saving an HNSW graph's unsaved changes."""

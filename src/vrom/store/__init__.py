@@ -2,7 +2,7 @@
 
 Everything above this package talks to the roles in `vrom.store.roles` over the records in
 `vrom.store.records`, and opens a store with `open_store`; nothing outside this package names a
-backend class or runs SQL, so a PostgreSQL + pgvector backend can sit beside SQLite without
+backend class or runs SQL, so the PostgreSQL + pgvector backend sits beside SQLite without
 changing the engines or the SDK. A store never imports from the layers above it.
 """
 
@@ -34,10 +34,12 @@ from vrom.store.roles import (
     DocumentStore,
     MemoryStore,
     MemoryVectors,
+    NearestVectors,
     Store,
     VectorSource,
     VectorStore,
 )
+from vrom.store.urls import mask_url
 
 __all__ = [
     "CONDITION_OPS",
@@ -58,6 +60,7 @@ __all__ = [
     "MemoryRecord",
     "MemoryStore",
     "MemoryVectors",
+    "NearestVectors",
     "Scalar",
     "Sidecar",
     "Store",
@@ -69,5 +72,6 @@ __all__ = [
     "VectorStore",
     "Where",
     "database_file",
+    "mask_url",
     "open_store",
 ]

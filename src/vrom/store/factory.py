@@ -1,7 +1,8 @@
-"""Open a store from where it lives: a path or ``sqlite://`` URL (a SQLite file), or memory.
+"""Open a store from where it lives: a path or ``sqlite://`` URL (a SQLite file), memory, or a
+``postgresql://`` URL (a namespace of a PostgreSQL database with pgvector).
 
-The one place that names a backend class. ``postgresql://`` is recognised and refused for now:
-the PostgreSQL backend comes next, behind the same roles.
+The one place that names a backend class. The PostgreSQL backend and its driver (the
+``postgres`` extra) are imported only when a ``postgresql://`` URL is opened.
 """
 
 from __future__ import annotations
@@ -9,14 +10,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vrom.errors import ValidationError
+from vrom.errors import StorageError, ValidationError
 from vrom.store.roles import Store
 from vrom.store.sqlite import SQLiteStore
+from vrom.store.urls import POSTGRES_SCHEMES, is_postgres_url
 
 Location = str | os.PathLike[str] | None
 """A store's location: a file path, ``sqlite:///relative`` or ``sqlite:////absolute``, or None
-(``sqlite://``, ``sqlite:///:memory:``, ``:memory:``) for a store in memory."""
-_POSTGRES_SCHEMES = ("postgresql", "postgres")
+(``sqlite://``, ``sqlite:///:memory:``, ``:memory:``) for a store in memory, or a
+``postgresql://user:password@host:port/database`` URL."""
 
 
 def database_file(location: Location) -> Path | None:
@@ -44,10 +46,10 @@ def database_file(location: Location) -> Path | None:
         text = rest[3:]
     elif "://" in text:
         scheme = text.split("://", 1)[0]
-        if scheme in _POSTGRES_SCHEMES:
+        if scheme in POSTGRES_SCHEMES:
             raise ValidationError(
-                f"{scheme}:// stores need the PostgreSQL backend, which this vrom does not "
-                "have yet: give a path or a sqlite:/// URL"
+                f"{scheme}:// names a database server, not a SQLite file: the PostgreSQL"
+                " backend opens it (open_store)"
             )
         raise ValidationError(
             f"storage scheme {scheme!r} is not supported: give a path or a sqlite:/// URL"
@@ -63,10 +65,34 @@ def open_store(
     create: bool = True,
     key: str | None = None,
     read_only: bool = False,
+    namespace: str | None = None,
 ) -> Store:
     """Return the store at ``location`` (see `Location`), opened for reading and writing.
 
-    ``create=False`` refuses a missing file (`NotFoundError`); ``key`` opens an encrypted file
-    (SQLCipher); ``read_only`` opens an existing file as immutable (a verified pack).
+    ``create=False`` refuses a missing file or namespace (`NotFoundError`); ``key`` opens an
+    encrypted file (SQLCipher); ``read_only`` opens an existing file as immutable (a verified
+    pack). For a ``postgresql://`` URL, ``namespace`` names the vault or collection inside the
+    database (``default`` when None); files' options (``key``, ``read_only``) do not apply.
     """
+    if is_postgres_url(location):
+        assert isinstance(location, str)
+        if key is not None or read_only:
+            raise ValidationError(
+                "a PostgreSQL store takes no encryption key and is not opened read-only"
+            )
+        return _postgres_store(location, namespace, create)
+    if namespace is not None:
+        raise ValidationError("a namespace applies to a postgresql:// store, not a SQLite file")
     return SQLiteStore(database_file(location), create=create, key=key, read_only=read_only)
+
+
+def _postgres_store(url: str, namespace: str | None, create: bool) -> Store:
+    """Return the PostgreSQL store at ``url``, or say which extra to install for it."""
+    try:  # psycopg, psycopg_pool and pgvector: only when a PostgreSQL store is opened
+        from vrom.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise StorageError(
+            f"a postgresql:// store needs {exc.name or 'the PostgreSQL driver'}:"
+            " pip install 'vrom[postgres]'"
+        ) from exc
+    return PostgresStore(url, namespace, create=create)

@@ -14,7 +14,7 @@ import builtins
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from vrom.store.records import (
     ChunkRecord,
@@ -34,6 +34,10 @@ from vrom.store.records import (
     VectorChanges,
     Where,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 
 class VectorSource(Protocol):
@@ -75,6 +79,38 @@ class VectorSource(Protocol):
         """Return the keys whose vector changed after change number ``after``.
 
         None when the log no longer reaches back that far (an index then rebuilds).
+        """
+        ...
+
+
+@runtime_checkable
+class NearestVectors(Protocol):
+    """A vector source that finds nearest vectors itself, in its database (pgvector's HNSW).
+
+    An optional capability of a backend's vector roles: the search core asks it for the
+    nearest keys instead of building an index of its own from `VectorSource.rows`, so there
+    is still one search path, and the store only answers "nearest k".
+    """
+
+    def search_engine(self) -> dict[str, Any]:
+        """Return how it searches: ``kind`` (``pgvector-hnsw``) and the index's settings."""
+        ...
+
+    def nearest(
+        self,
+        vector: npt.NDArray[np.float32],
+        k: int,
+        allowed: Sequence[int] | None = None,
+        *,
+        ef_search: int | None = None,
+        exact: bool = False,
+        metric: str = "cosine",
+    ) -> list[tuple[int, float]]:
+        """Return up to ``k`` (key, score) pairs nearest ``vector``, best first, among
+        ``allowed`` keys if given; ``exact`` scores every vector instead of using the index.
+
+        Scores are as an exact index gives them: cosine similarity for ``cosine`` and ``dot``
+        (vectors are unit length), minus the euclidean distance for ``euclidean``.
         """
         ...
 

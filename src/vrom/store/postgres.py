@@ -1,0 +1,187 @@
+"""The shared store backend: one namespace of a PostgreSQL database with pgvector.
+
+Many vaults and collections share one database, each in its own namespace, read and written by
+many processes on many machines at once (see `vrom.store.postgres_database` for transactions,
+the write lock and snapshots). `PostgresStore` is made of the same roles as `SQLiteStore`, over
+one `PgDatabase`: `PgDocuments` (documents, chunks, links, tags, fields, full-text search),
+`PgChunkVectors` and `PgMemories` (with its `PgMemoryVectors`). The vector roles also search
+themselves (`vrom.store.roles.NearestVectors`): pgvector's HNSW index answers in the database.
+
+It has no files beside it: `sidecar` is None (no cached graph, no embedding-claim file), and a
+compact copy (a pack) is made from a SQLite store, not from here.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from vrom.errors import StorageError
+from vrom.store.postgres_database import POOL_SIZE, PgDatabase
+from vrom.store.postgres_documents import PgDocuments
+from vrom.store.postgres_memories import PgMemories
+from vrom.store.postgres_query import RANK_NORMALIZATION
+from vrom.store.postgres_schema import (
+    CONSISTENCY_CHECKS,
+    HNSW_EF_CONSTRUCTION,
+    HNSW_M,
+    SCHEMA_VERSION,
+    TEXT_SEARCH_CONFIG,
+)
+from vrom.store.postgres_vectors import PgChunkVectors
+from vrom.store.records import Sidecar, StoreCounts
+
+DEFAULT_NAMESPACE = "default"
+
+
+class PostgresStore:
+    """A store in one namespace of a PostgreSQL database; see the module docstring."""
+
+    def __init__(self, url: str, namespace: str | None = None, *, create: bool = True) -> None:
+        """Open ``namespace`` (default ``default``) of the database at ``url``.
+
+        The namespace is created unless ``create`` is False (`NotFoundError`). An unreachable
+        server, a database without pgvector, or a namespace of another schema version is a
+        one-line `StorageError` that never shows the URL's password.
+        """
+        self._db = PgDatabase(url, namespace or DEFAULT_NAMESPACE, create=create)
+        self._vectors = PgChunkVectors(self._db)
+        self._documents = PgDocuments(self._db, self._vectors)
+        self._memories = PgMemories(self._db)
+
+    # -- roles -----------------------------------------------------------------------------
+
+    @property
+    def documents(self) -> PgDocuments:
+        """Documents, chunks, links, tags and keyword search."""
+        return self._documents
+
+    @property
+    def vectors(self) -> PgChunkVectors:
+        """The chunks' vectors."""
+        return self._vectors
+
+    @property
+    def memories(self) -> PgMemories:
+        """Agent memories."""
+        return self._memories
+
+    # -- the store as a whole --------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The URL with its password masked, and the namespace."""
+        return self._db.location
+
+    @property
+    def namespace(self) -> str:
+        """The namespace this store is."""
+        return self._db.namespace
+
+    def get_meta(self, key: str) -> str | None:
+        """Return a value of the namespace's ``meta`` table, or None."""
+        return self._db.get_meta(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a value of the namespace's ``meta`` table."""
+        self._db.set_meta(key, value)
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Run the block's writes as one transaction under the namespace's write lock."""
+        return self._db.transaction()
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Reads inside the block see one committed state (REPEATABLE READ)."""
+        return self._db.snapshot()
+
+    def close(self) -> None:
+        """Close the connections; later calls raise `StorageError`."""
+        self._db.close()
+
+    def sidecar(self, suffix: str) -> Sidecar | None:
+        """Return None: a store on a server has no files beside it."""
+        return None
+
+    def compact_copy(self, target: Path) -> None:
+        """Refuse: a pack is a SQLite file, built from a SQLite store."""
+        raise StorageError(
+            f"store {self.location} is on PostgreSQL: a compact copy (a pack) is made from a"
+            " SQLite store; copy this one to a SQLite file first"
+        )
+
+    def counts(self) -> StoreCounts:
+        """Return row counts and the space the namespace's tables and indexes take."""
+        with self._db.guard("counting"), self._db.snapshot(), self._db.connection() as conn:
+            scalar = self._db.scalar
+            return StoreCounts(
+                documents=int(scalar(conn, "SELECT count(*) FROM documents")),
+                chunks=int(scalar(conn, "SELECT count(*) FROM chunks")),
+                links=int(scalar(conn, "SELECT count(*) FROM links")),
+                vectors=int(scalar(conn, "SELECT count(*) FROM vectors")),
+                tags=int(scalar(conn, "SELECT count(DISTINCT tag) FROM tags")),
+                bytes=int(
+                    scalar(
+                        conn,
+                        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+                        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                        " WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+                        (self._db.schema,),
+                    )
+                ),
+            )
+
+    def describe(self) -> dict[str, Any]:
+        """Return backend facts: name, schema version, server and pgvector versions, the
+        vector index, tokenizers and capabilities (the URL's password masked)."""
+        with self._db.guard("describing the backend"):
+            engine = self._vectors.search_engine()
+            return {
+                "backend": "postgresql",
+                "store_path": self._db.location,
+                "schema_version": SCHEMA_VERSION,
+                # notes, chunks and their full-text vectors are written first, in one
+                # transaction, with the vectors and their HNSW index in the same database
+                "index_write_mode": "postgresql-primary",
+                "fts_tokenizers": [
+                    f"{TEXT_SEARCH_CONFIG} (Snowball English, no stop words)",
+                    "cjk-bigram (applied before indexing)",
+                ],
+                "capabilities": [
+                    "keyword-ts-rank",
+                    "cjk-keyword",
+                    "metadata-filter",
+                    "transactions",
+                    "concurrent-readers",
+                    "concurrent-writers",
+                    "pgvector-hnsw",
+                    "shared-namespaces",
+                ],
+                "details": {
+                    "url": self._db.shown_url,
+                    "namespace": self._db.namespace,
+                    "server_version": self._db.server_version,
+                    "pgvector_version": self._db.pgvector_version,
+                    "vector_index": engine["kind"],
+                    "hnsw_m": HNSW_M,
+                    "hnsw_ef_construction": HNSW_EF_CONSTRUCTION,
+                    "iterative_scan": engine["iterative_scan"],
+                    "keyword_rank": f"ts_rank (weights A=1 B=0.5 C=0.25, normalization"
+                    f" {RANK_NORMALIZATION})",
+                    "pool_size": POOL_SIZE,
+                },
+            }
+
+    def integrity_problems(self) -> list[str]:
+        """Return what is inconsistent in the namespace (empty when it is sound)."""
+        problems = []
+        with (
+            self._db.guard("checking integrity"),
+            self._db.snapshot(),
+            self._db.connection() as conn,
+        ):
+            for label, query in CONSISTENCY_CHECKS.items():
+                count = self._db.scalar(conn, query)
+                if count:
+                    problems.append(f"{count} {label}")
+        return problems

@@ -1,0 +1,400 @@
+"""One namespace of a PostgreSQL database and the connections to it: opening, creating,
+transactions, snapshots, the meta table and error messages.
+
+`PgDatabase` is what every role of `PostgresStore` works through. It keeps a small pool of
+connections (psycopg_pool); a thread inside `transaction` or `snapshot` keeps one connection for
+the whole block, other reads take any connection for one statement. Every connection's
+``search_path`` is the namespace's schema, so the roles' SQL names plain tables.
+
+Many processes on many machines share a namespace. A write transaction first takes the
+namespace's advisory lock (``pg_advisory_xact_lock``), so writers go one at a time, like SQLite's
+``BEGIN IMMEDIATE``, and a write never works from a state another writer is changing; readers
+take no lock and are never blocked. A snapshot is a ``REPEATABLE READ`` transaction: every read
+in it sees one committed state.
+
+Nothing here shows the URL's password: errors name the server (`vrom.store.urls.server_of`) and
+the URL masked (`vrom.store.urls.mask_url`), and a driver's message is scrubbed of it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import psycopg_pool
+from pgvector.psycopg import register_vector
+from psycopg import errors, sql
+
+from vrom.errors import NotFoundError, StorageError, ValidationError
+from vrom.store.postgres_schema import (
+    BOOTSTRAP,
+    LOCK_CLASS,
+    NAMESPACE_SCHEMA_PREFIX,
+    REGISTRY_LOCK,
+    REGISTRY_SCHEMA,
+    SCHEMA_VERSION,
+    TABLES,
+    TEXT_SEARCH,
+)
+from vrom.store.urls import mask_url, scrub, server_of
+
+CONNECT_TIMEOUT_SECONDS = 10
+"""How long opening a connection waits for the server before the store gives up."""
+POOL_TIMEOUT_SECONDS = 30.0
+"""How long a read or write waits for a free (or re-opened) connection."""
+POOL_SIZE = 4
+"""Connections a store keeps at most: a search, a writer and a background embedder at once."""
+MAX_NAMESPACE_CHARS = 200
+_UNREACHABLE = (
+    "connection failed",
+    "connection refused",
+    "could not connect",
+    "server closed the connection",
+    "terminating connection",
+    "connection is closed",
+    "the connection is lost",
+    "consuming input failed",
+    "no such file or directory",
+    "timeout expired",
+    "couldn't get a connection",
+)
+
+Connection = psycopg.Connection[Any]
+
+
+def check_namespace(namespace: str) -> str:
+    """Return ``namespace`` if it can name one (any text of 1 to 200 characters, no NUL)."""
+    if not isinstance(namespace, str) or not namespace or "\x00" in namespace:
+        raise ValidationError("a namespace must be non-empty text without NUL characters")
+    if len(namespace) > MAX_NAMESPACE_CHARS:
+        raise ValidationError(f"a namespace has at most {MAX_NAMESPACE_CHARS} characters")
+    return namespace
+
+
+class PgDatabase:
+    """The connections to one namespace of a PostgreSQL database; see the module docstring."""
+
+    def __init__(self, url: str, namespace: str, *, create: bool = True) -> None:
+        """Open ``namespace`` in the database at ``url``, creating it unless ``create`` is False.
+
+        The first open of a database installs what vrom needs there (the ``vector`` extension,
+        a ``vrom`` schema with the namespace registry and a text-search configuration); the
+        first open of a namespace creates its tables. A namespace of another schema version is
+        refused.
+        """
+        self.url = url
+        self.namespace = check_namespace(namespace)
+        self.shown_url = mask_url(url)
+        self.location = f"{self.shown_url} (namespace {namespace!r})"
+        self._closed = False
+        self._local = threading.local()
+        with self._direct() as conn:
+            self.namespace_id, self.schema, self.extension_schema = self._prepare(conn, create)
+            self.server_version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            self.pgvector_version = str(row.fetchone()[0])  # type: ignore[index]
+        self._pool: psycopg_pool.ConnectionPool[Connection] = psycopg_pool.ConnectionPool(
+            url,
+            min_size=1,
+            max_size=POOL_SIZE,
+            open=False,
+            timeout=POOL_TIMEOUT_SECONDS,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
+            configure=self._configure,
+            check=psycopg_pool.ConnectionPool.check_connection,
+            name=f"vrom-{self.namespace_id}",
+        )
+        try:
+            self._pool.open(wait=True, timeout=POOL_TIMEOUT_SECONDS)
+        except psycopg.Error as exc:
+            self._pool.close()
+            raise self.error("opening", exc) from exc
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _direct(self) -> Iterator[Connection]:
+        """Yield one connection of its own (opening, before the pool exists)."""
+        try:
+            conn = psycopg.connect(
+                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+            )
+        except psycopg.Error as exc:
+            raise self.error("connecting", exc) from exc
+        try:
+            yield conn
+        except psycopg.Error as exc:
+            raise self.error("opening", exc) from exc
+        finally:
+            conn.close()
+
+    def _prepare(self, conn: Connection, create: bool) -> tuple[int, str, str]:
+        """Return (namespace number, its schema, pgvector's schema), creating what is missing."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, REGISTRY_LOCK))
+            self._install_pgvector(conn)
+            registry = conn.execute(
+                "SELECT to_regclass(%s) IS NOT NULL", (f"{REGISTRY_SCHEMA}.namespaces",)
+            ).fetchone()
+            if not (registry and registry[0]):
+                if not create:
+                    raise NotFoundError(f"no vrom namespace {self.namespace!r} at {self.shown_url}")
+                for statement in _statements(BOOTSTRAP):
+                    conn.execute(statement)
+            has_config = conn.execute(
+                "SELECT count(*) FROM pg_ts_config c JOIN pg_namespace n"
+                " ON n.oid = c.cfgnamespace WHERE n.nspname = %s AND c.cfgname = 'english'",
+                (REGISTRY_SCHEMA,),
+            ).fetchone()
+            if not (has_config and has_config[0]):
+                for statement in _statements(TEXT_SEARCH):
+                    conn.execute(statement)
+            extension = conn.execute(
+                "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
+            extension_schema = str(extension[0]).strip('"') if extension else "public"
+            row = conn.execute(
+                f"SELECT id FROM {REGISTRY_SCHEMA}.namespaces WHERE name = %s", (self.namespace,)
+            ).fetchone()
+            if row is None:
+                if not create:
+                    raise NotFoundError(f"no vrom namespace {self.namespace!r} at {self.shown_url}")
+                row = conn.execute(
+                    f"INSERT INTO {REGISTRY_SCHEMA}.namespaces(name, created_unix)"
+                    " VALUES (%s, %s) RETURNING id",
+                    (self.namespace, time.time()),
+                ).fetchone()
+                assert row is not None
+                schema = f"{NAMESPACE_SCHEMA_PREFIX}{row[0]}"
+                conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+                self._use_schema(conn, schema, extension_schema, local=True)
+                for statement in _statements(TABLES):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES ('schema_version', %s),"
+                    " ('created_unix', %s)",
+                    (str(SCHEMA_VERSION), repr(time.time())),
+                )
+                return int(row[0]), schema, extension_schema
+            schema = f"{NAMESPACE_SCHEMA_PREFIX}{row[0]}"
+            self._use_schema(conn, schema, extension_schema, local=True)
+            stored = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(stored[0]) if stored else 0
+            if version != SCHEMA_VERSION:
+                newer = (
+                    "newer than this vrom understands: upgrade vrom"
+                    if version > (SCHEMA_VERSION)
+                    else "older than this vrom's: copy it out with the vrom that wrote it"
+                )
+                raise StorageError(
+                    f"store {self.location} has PostgreSQL store schema {version}, but this"
+                    f" vrom uses schema {SCHEMA_VERSION} ({newer})"
+                )
+            return int(row[0]), schema, extension_schema
+
+    def _install_pgvector(self, conn: Connection) -> None:
+        """Create the ``vector`` extension if the database lacks it, or say how to."""
+        present = conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'")
+        if (present.fetchone() or (0,))[0]:
+            return
+        try:
+            with conn.transaction():  # a savepoint: the failure is reported, not the abort
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except (
+            errors.UndefinedFile,
+            errors.FeatureNotSupported,
+            errors.InsufficientPrivilege,
+        ) as exc:
+            why = (
+                "is not installed on the server"
+                if not isinstance(exc, errors.InsufficientPrivilege)
+                else "is not enabled in this database, and this user may not enable it"
+            )
+            raise StorageError(
+                f"the pgvector extension {why} ({server_of(self.url)}): install pgvector on the"
+                " server, then run 'CREATE EXTENSION vector;' in the database as a superuser"
+            ) from exc
+
+    @staticmethod
+    def _use_schema(conn: Connection, schema: str, extension_schema: str, *, local: bool) -> None:
+        statement = "SET LOCAL search_path TO {}, {}" if local else "SET search_path TO {}, {}"
+        conn.execute(
+            sql.SQL(statement).format(sql.Identifier(schema), sql.Identifier(extension_schema))
+        )
+
+    def _configure(self, conn: Connection) -> None:
+        """Set up a new pooled connection: the namespace's tables, pgvector's types."""
+        self._use_schema(conn, self.schema, self.extension_schema, local=False)
+        register_vector(conn)
+
+    # -- errors ----------------------------------------------------------------------------
+
+    def error(self, action: str, exc: Exception) -> StorageError:
+        """Return the one-line `StorageError` for a driver error, without the URL's password."""
+        text = scrub(" ".join(str(exc).split()), self.url)
+        lowered = text.lower()
+        if isinstance(exc, psycopg.OperationalError) and any(s in lowered for s in _UNREACHABLE):
+            reason = _reason(text)
+            return StorageError(
+                f"cannot reach PostgreSQL at {server_of(self.url)} while {action}"
+                f"{': ' + reason if reason else ''}: is the server running, and the URL right?"
+            )
+        if isinstance(exc, errors.LockNotAvailable | errors.DeadlockDetected):
+            return StorageError(
+                f"store {self.location} is busy while {action} (another process holds it for"
+                " writing): try again"
+            )
+        if isinstance(exc, errors.SerializationFailure):
+            return StorageError(
+                f"store {self.location} changed under a read while {action}: try again"
+            )
+        if isinstance(exc, psycopg.OperationalError) and "authentication" in lowered:
+            return StorageError(
+                f"PostgreSQL at {server_of(self.url)} refused the login while {action}: check the"
+                " user and password"
+            )
+        return StorageError(f"store {self.location} failed while {action}: {text}")
+
+    @contextmanager
+    def guard(self, action: str) -> Iterator[None]:
+        """Convert driver errors raised inside the block into `StorageError`."""
+        self.check_open()
+        try:
+            yield
+        except psycopg.Error as exc:
+            raise self.error(action, exc) from exc
+
+    def check_open(self) -> None:
+        """Raise `StorageError` if the store was closed."""
+        if self._closed:
+            raise StorageError(f"store {self.location} is closed")
+
+    # -- connections and transactions ------------------------------------------------------
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """Yield the connection of this thread's transaction or snapshot, or a pooled one."""
+        self.check_open()
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        conn = self._pool.getconn()
+        try:
+            yield conn
+        finally:
+            self._pool.putconn(conn)
+
+    @property
+    def writing(self) -> bool:
+        """True inside a write transaction of this thread."""
+        return bool(getattr(self._local, "writing", False))
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Run the block's writes as one transaction, holding the namespace's write lock.
+
+        Re-entrant: inner blocks join the outer one. A write inside a snapshot takes the lock
+        there (a conflicting concurrent update then fails instead of being lost).
+        """
+        with self.guard("starting a write"):
+            if getattr(self._local, "conn", None) is not None:
+                if not self.writing:
+                    self._lock(self._local.conn)
+                    self._local.writing = True
+                yield
+                return
+            with self.connection() as conn, conn.transaction():
+                self._local.conn, self._local.writing = conn, True
+                try:
+                    self._lock(conn)
+                    yield
+                finally:
+                    self._local.conn, self._local.writing = None, False
+
+    def _lock(self, conn: Connection) -> None:
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, self.namespace_id))
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside the block see one committed state (a REPEATABLE READ transaction)."""
+        with self.guard("reading"):
+            if getattr(self._local, "conn", None) is not None:
+                yield
+                return
+            with self.connection() as conn, conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                self._local.conn, self._local.writing = conn, False
+                try:
+                    yield
+                finally:
+                    self._local.conn, self._local.writing = None, False
+
+    @contextmanager
+    def local_transaction(self) -> Iterator[Connection]:
+        """Yield a connection inside a transaction (this thread's, or a new one), for settings
+        that last until it ends (``SET LOCAL``)."""
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        with self.connection() as conn, conn.transaction():
+            yield conn
+
+    def close(self) -> None:
+        """Close the pool; later calls raise `StorageError`."""
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
+
+    # -- meta and helpers ------------------------------------------------------------------
+
+    def scalar(self, conn: Connection, query: str, params: Sequence[Any] = ()) -> Any:
+        """Return the first column of the first row of ``query`` (None without a row)."""
+        row = conn.execute(query, params).fetchone()
+        return None if row is None else row[0]
+
+    def meta_value(self, conn: Connection, key: str) -> str | None:
+        """Return a ``meta`` value read on ``conn``."""
+        value = self.scalar(conn, "SELECT value FROM meta WHERE key = %s", (key,))
+        return None if value is None else str(value)
+
+    def put_meta(self, conn: Connection, key: str, value: str) -> None:
+        """Set a ``meta`` value on ``conn`` (inside the caller's transaction)."""
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES (%s, %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def get_meta(self, key: str) -> str | None:
+        """Return a value of the ``meta`` table, or None."""
+        with self.guard("reading meta"), self.connection() as conn:
+            return self.meta_value(conn, key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a value of the ``meta`` table."""
+        with self.guard("writing meta"), self.transaction(), self.connection() as conn:
+            self.put_meta(conn, key, value)
+
+
+def _reason(text: str) -> str:
+    """Return the gist of a connection error (``Connection refused``), or ''."""
+    lowered = text.lower()
+    for gist in ("connection refused", "no such file or directory", "timeout expired"):
+        if gist in lowered:
+            return gist.capitalize()
+    if "server closed the connection" in lowered or "terminating connection" in lowered:
+        return "the server closed the connection"
+    return ""
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Yield the statements of a script of plain DDL (no ``;`` inside a statement)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            yield statement

@@ -1,0 +1,489 @@
+"""Vectors in PostgreSQL: the stored bytes, a pgvector copy, an HNSW index, and a change log.
+
+Each vector is kept twice in one row: ``data``, the bytes the embedder's encoding made (what
+`VectorSource.rows` returns, as on SQLite), and ``embedding``, the same vector as pgvector's
+``vector`` for the database to search. The first vectors of a store fix the column's
+dimensions and create its HNSW index (cosine; ``m`` and ``ef_construction`` as the usearch
+graph's); clearing the vectors (a new model) drops both again.
+
+`nearest` answers a search by meaning in the database (`vrom.store.roles.NearestVectors`), so
+the search core builds no index of its own from these rows: HNSW with ``hnsw.ef_search`` per
+query and pgvector's iterative scan, so a filtered search still finds ``k`` vectors whenever
+``k`` pass the filter; or exact (a sequential scan), when asked or when the filter leaves few.
+
+Changes are numbered in a log, as on SQLite, so a reader can tell what changed; the numbers come
+from a counter row updated under the namespace's write lock, so they are in commit order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from psycopg import sql
+
+from vrom.errors import StorageError, ValidationError
+from vrom.store.postgres_database import Connection, PgDatabase
+from vrom.store.postgres_rows import CHUNK_COLUMNS, MEMORY_COLUMNS, chunk_from_row, memory_from_row
+from vrom.store.postgres_schema import (
+    HNSW_EF_CONSTRUCTION,
+    HNSW_EF_SEARCH,
+    HNSW_M,
+    HNSW_MAX_EF_SEARCH,
+)
+from vrom.store.records import VECTOR_ENCODING_META_KEY, MemoryRecord, StoredChunk, VectorChanges
+
+VECTOR_CHANGES_KEPT = 10_000
+"""A change log keeps at least this many entries (more when there are more vectors)."""
+EXACT_FILTER_ROWS = 2_000
+"""A filter leaving at most this many vectors is searched exactly: scoring them all is cheaper
+than walking the graph past the others."""
+ITERATIVE_SCAN = "strict_order"
+"""pgvector 0.8's ``hnsw.iterative_scan``: a filtered search goes on scanning the graph until
+``k`` rows pass, keeping the results in distance order."""
+
+
+@dataclass(frozen=True)
+class _Tables:
+    vectors: str
+    key: str
+    changes: str
+    generation_meta: str
+    change_meta: str
+    dims_meta: str
+    index: str
+    largest_owner_sql: str
+
+
+_CHUNKS = _Tables(
+    "vectors",
+    "chunk_id",
+    "vector_changes",
+    "vector_generation",
+    "vector_change_number",
+    "vector_dims",
+    "vectors_hnsw",
+    "SELECT max(id) FROM chunks",
+)
+_MEMORIES = _Tables(
+    "memory_vectors",
+    "key",
+    "memory_vector_changes",
+    "memory_vector_generation",
+    "memory_vector_change_number",
+    "memory_vector_dims",
+    "memory_vectors_hnsw",
+    "SELECT max(key) FROM memories",
+)
+
+
+def floats(data: bytes, encoding: str) -> npt.NDArray[np.float32]:
+    """Return the float32 vector stored as ``data``: ``float32`` bytes, or ``int8`` values
+    followed by their float32 scale (re-normalised, as the index's decoder does)."""
+    if encoding == "int8":
+        values = np.frombuffer(data[:-4], dtype=np.int8).astype(np.float32)
+        scaled = values * np.frombuffer(data[-4:], dtype="<f4")[0]
+        norm = max(float(np.linalg.norm(scaled)), 1e-12)
+        unit: npt.NDArray[np.float32] = (scaled / norm).astype(np.float32)
+        return unit
+    stored: npt.NDArray[np.float32] = np.frombuffer(data, dtype="<f4").astype(np.float32)
+    return stored
+
+
+def similarity(distance: float, metric: str) -> float:
+    """Return the score of a cosine distance in ``metric`` (vectors are unit length): the cosine
+    for ``cosine`` and ``dot``, minus the euclidean distance for ``euclidean``."""
+    if metric == "euclidean":
+        return -float(np.sqrt(max(0.0, 2.0 * distance)))
+    return 1.0 - distance
+
+
+class _PgVectorTable:
+    """The reads, writes, change log and search shared by chunk and memory vectors."""
+
+    def __init__(self, db: PgDatabase, tables: _Tables) -> None:
+        self._db = db
+        self._t = tables
+        self._iterative = tuple(int(p) for p in db.pgvector_version.split(".")[:2]) >= (0, 8)
+
+    def identity(self) -> str:
+        """Return a stamp of the namespace (a re-created namespace differs)."""
+        return f"{self._db.namespace_id}:{self._db.get_meta('created_unix') or ''}"
+
+    def encoding(self) -> str:
+        """Return how the vectors are encoded: ``float32`` or ``int8``."""
+        return "float32"
+
+    def rows(self) -> list[tuple[int, bytes]]:
+        """Return (key, vector bytes) for every vector, by key."""
+        t = self._t
+        with self._db.guard("reading vectors"), self._db.connection() as conn:
+            rows = conn.execute(f"SELECT {t.key}, data FROM {t.vectors} ORDER BY {t.key}")
+            return [(row[0], bytes(row[1])) for row in rows]
+
+    def of(self, keys: Sequence[int]) -> dict[int, bytes]:
+        """Return the vector bytes of these keys, where they exist."""
+        t = self._t
+        if not keys:
+            return {}
+        with self._db.guard("reading vectors"), self._db.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {t.key}, data FROM {t.vectors} WHERE {t.key} = ANY(%s)", (list(keys),)
+            )
+            return {row[0]: bytes(row[1]) for row in rows}
+
+    def count(self) -> int:
+        """Return how many vectors there are."""
+        with self._db.guard("counting vectors"), self._db.connection() as conn:
+            return int(self._db.scalar(conn, f"SELECT count(*) FROM {self._t.vectors}"))
+
+    def generation(self) -> int:
+        """Return a number that changes whenever any vector is added or removed."""
+        return int(self._db.get_meta(self._t.generation_meta) or 0)
+
+    def change_number(self) -> int:
+        """Return the number of the latest vector change (0 before any)."""
+        return int(self._db.get_meta(self._t.change_meta) or 0)
+
+    def changes(self, after: int) -> VectorChanges | None:
+        """Return the keys whose vector changed after ``after``; None if that is forgotten."""
+        t = self._t
+        with (
+            self._db.guard("reading vector changes"),
+            self._db.snapshot(),
+            self._db.connection() as conn,
+        ):
+            latest = int(self._db.meta_value(conn, t.change_meta) or 0)
+            if after >= latest:
+                return VectorChanges(latest, ())
+            oldest = self._db.scalar(conn, f"SELECT min(seq) FROM {t.changes}")
+            if oldest is None or oldest > after + 1:
+                return None
+            rows = conn.execute(
+                f"SELECT DISTINCT key FROM {t.changes} WHERE seq > %s AND seq <= %s ORDER BY key",
+                (after, latest),
+            )
+            return VectorChanges(latest, tuple(row[0] for row in rows))
+
+    # -- writing (inside the namespace's write lock) -----------------------------------------
+
+    def log(self, conn: Connection, keys: Sequence[int]) -> None:
+        """Number the changes of these keys' vectors and count a new generation."""
+        if not keys:
+            return
+        t = self._t
+        latest = int(
+            self._db.scalar(
+                conn,
+                "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key)"
+                " DO UPDATE SET value = (meta.value::bigint + %s)::text RETURNING value",
+                (t.change_meta, str(len(keys)), len(keys)),
+            )
+        )
+        first = latest - len(keys) + 1
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {t.changes}(seq, key) VALUES (%s, %s)",
+                [(first + i, key) for i, key in enumerate(keys)],
+            )
+        self.bump_generation(conn)
+        # past as many changes as there are vectors, a rebuild costs what a replay does
+        keep = max(VECTOR_CHANGES_KEPT, int(self._db.scalar(conn, t.largest_owner_sql) or 0))
+        conn.execute(f"DELETE FROM {t.changes} WHERE seq <= %s", (latest - keep,))
+
+    def bump_generation(self, conn: Connection) -> None:
+        """Count one more change of the vectors (inside the caller's transaction)."""
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES (%s, '1') ON CONFLICT (key)"
+            " DO UPDATE SET value = (meta.value::bigint + 1)::text",
+            (self._t.generation_meta,),
+        )
+
+    def _dims(self, conn: Connection) -> int | None:
+        value = self._db.meta_value(conn, self._t.dims_meta)
+        return None if value is None else int(value)
+
+    def fit(self, conn: Connection, dims: int) -> None:
+        """Make the table hold vectors of ``dims`` dimensions, with its HNSW index."""
+        t = self._t
+        stored = self._dims(conn)
+        if stored == dims:
+            return
+        if stored is not None:
+            raise StorageError(
+                f"store {self._db.location} holds vectors of {stored} dimensions, not {dims}:"
+                " rebuild the vectors ('vrom embed --rebuild') to change the model"
+            )
+        conn.execute(
+            sql.SQL("ALTER TABLE {} ALTER COLUMN embedding TYPE vector({})").format(
+                sql.Identifier(t.vectors), sql.Literal(dims)
+            )
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops)"
+                " WITH (m = {}, ef_construction = {})"
+            ).format(
+                sql.Identifier(t.index),
+                sql.Identifier(t.vectors),
+                sql.Literal(HNSW_M),
+                sql.Literal(HNSW_EF_CONSTRUCTION),
+            )
+        )
+        self._db.put_meta(conn, t.dims_meta, str(dims))
+
+    def write(self, statement: str, rows: Sequence[tuple[Any, ...]], dims: int) -> int:
+        """Run ``statement`` (RETURNING the key) for each row of vectors of ``dims``
+        dimensions, and log what it wrote."""
+        if not rows:
+            with self._db.guard("writing vectors"):
+                return 0
+        with (
+            self._db.guard("writing vectors"),
+            self._db.transaction(),
+            self._db.connection() as conn,
+        ):
+            self.fit(conn, dims)
+            written: list[int] = []
+            with conn.cursor() as cursor:
+                cursor.executemany(statement, rows, returning=True)
+                while True:
+                    written += [row[0] for row in cursor.fetchall()]
+                    if not cursor.nextset():
+                        break
+            self.log(conn, written)
+            return len(written)
+
+    def clear(self) -> None:
+        """Remove every vector of this kind, and the index (the next model may differ)."""
+        t = self._t
+        with (
+            self._db.guard("clearing vectors"),
+            self._db.transaction(),
+            self._db.connection() as conn,
+        ):
+            gone = [row[0] for row in conn.execute(f"DELETE FROM {t.vectors} RETURNING {t.key}")]
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(t.index)))
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN embedding TYPE vector").format(
+                    sql.Identifier(t.vectors)
+                )
+            )
+            conn.execute("DELETE FROM meta WHERE key = %s", (t.dims_meta,))
+            self.log(conn, gone)
+            self.bump_generation(conn)
+
+    # -- searching -------------------------------------------------------------------------
+
+    def search_engine(self) -> dict[str, Any]:
+        """Return how `nearest` searches: the index kind and its settings."""
+        return {
+            "kind": "pgvector-hnsw",
+            "pgvector_version": self._db.pgvector_version,
+            "distance": "cosine",
+            "m": HNSW_M,
+            "ef_construction": HNSW_EF_CONSTRUCTION,
+            "ef_search": HNSW_EF_SEARCH,
+            "iterative_scan": ITERATIVE_SCAN if self._iterative else "off",
+        }
+
+    def nearest(
+        self,
+        vector: npt.NDArray[np.float32],
+        k: int,
+        allowed: Sequence[int] | None = None,
+        *,
+        ef_search: int | None = None,
+        exact: bool = False,
+        metric: str = "cosine",
+    ) -> list[tuple[int, float]]:
+        """Return up to ``k`` (key, score) pairs nearest ``vector``, best first, among
+        ``allowed`` keys if given: by the HNSW index, or scoring every vector when ``exact``."""
+        t = self._t
+        if allowed is not None and not len(allowed):
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        with self._db.guard("searching vectors"), self._db.local_transaction() as conn:
+            dims = self._dims(conn)
+            if dims is None:
+                return []
+            if query.shape[-1] != dims:
+                raise ValidationError(f"query has {query.shape[-1]} dimensions, the index {dims}")
+            where = "" if allowed is None else f" WHERE {t.key} = ANY(%s)"
+            keys: list[Any] = [] if allowed is None else [list(allowed)]
+            rows: list[tuple[Any, ...]] = []
+            use_index = not exact and (allowed is None or len(allowed) > EXACT_FILTER_ROWS)
+            if use_index:
+                ef = min(max(ef_search or HNSW_EF_SEARCH, k), HNSW_MAX_EF_SEARCH)
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
+                if self._iterative:
+                    conn.execute(
+                        "SELECT set_config('hnsw.iterative_scan', %s, true)", (ITERATIVE_SCAN,)
+                    )
+                rows = conn.execute(
+                    f"SELECT {t.key}, embedding <=> %s FROM {t.vectors}{where}"
+                    " ORDER BY embedding <=> %s LIMIT %s",
+                    [query, *keys, query, k],
+                ).fetchall()
+                wanted = k if allowed is None else min(k, len(allowed))
+                if len(rows) < wanted:  # the graph gave up early: is there more to find?
+                    available = self._db.scalar(
+                        conn, f"SELECT count(*) FROM {t.vectors}{where}", keys
+                    )
+                    use_index = len(rows) >= min(wanted, int(available or 0))
+            if not use_index:
+                # "+ 0": the index serves only "ORDER BY embedding <=> q": this scores every row
+                rows = conn.execute(
+                    f"SELECT {t.key}, embedding <=> %s AS distance FROM {t.vectors}{where}"
+                    f" ORDER BY (embedding <=> %s) + 0, {t.key} LIMIT %s",
+                    [query, *keys, query, k],
+                ).fetchall()
+            return [(int(key), similarity(float(distance), metric)) for key, distance in rows]
+
+
+class PgChunkVectors(_PgVectorTable):
+    """The chunks' vectors (`vrom.store.VectorStore`)."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        super().__init__(db, _CHUNKS)
+
+    def encoding(self) -> str:
+        """Return how the vectors are encoded: ``float32`` (the default) or ``int8``."""
+        return self._db.get_meta(VECTOR_ENCODING_META_KEY) or "float32"
+
+    def put(self, vectors: Sequence[tuple[int, bytes]]) -> int:
+        """Store vectors by chunk id; chunks deleted meanwhile are skipped. Returns how many."""
+        encoding = self.encoding()
+        embeddings = [floats(data, encoding) for _, data in vectors]
+        return self.write(
+            "INSERT INTO vectors(chunk_id, data, embedding)"
+            " SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM chunks WHERE id = %s)"
+            " ON CONFLICT (chunk_id) DO UPDATE SET data = excluded.data,"
+            " embedding = excluded.embedding RETURNING chunk_id",
+            [
+                (chunk_id, data, embedding, chunk_id)
+                for (chunk_id, data), embedding in zip(vectors, embeddings, strict=True)
+            ],
+            len(embeddings[0]) if embeddings else 0,
+        )
+
+    def missing(self, limit: int, after: int = 0) -> list[StoredChunk]:
+        """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
+        with self._db.guard("reading chunks to embed"), self._db.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+                " WHERE c.id > %s AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)"
+                " ORDER BY c.id LIMIT %s",
+                (after, limit),
+            )
+            return [chunk_from_row(row) for row in rows]
+
+    def for_hashes(self, content_hashes: Sequence[str]) -> dict[str, bytes]:
+        """Return a stored vector for each of these chunk text hashes that has one."""
+        if not content_hashes:
+            return {}
+        with self._db.guard("reading vectors"), self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT ON (c.content_hash) c.content_hash, v.data FROM chunks c"
+                " JOIN vectors v ON v.chunk_id = c.id WHERE c.content_hash = ANY(%s)"
+                " ORDER BY c.content_hash, c.id",
+                (list(dict.fromkeys(content_hashes)),),
+            )
+            return {row[0]: bytes(row[1]) for row in rows}
+
+    def has_any(self) -> bool:
+        """Return True when at least one chunk has a vector."""
+        with self._db.guard("reading vectors"), self._db.connection() as conn:
+            return bool(self._db.scalar(conn, "SELECT EXISTS (SELECT 1 FROM vectors)"))
+
+    def document_ids(self) -> list[tuple[int, int]]:
+        """Return (chunk id, document id) for every chunk that has a vector, by chunk id."""
+        with self._db.guard("reading chunks"), self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT c.id, c.document_id FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+                " ORDER BY c.id"
+            )
+            return [(row[0], row[1]) for row in rows]
+
+    # -- vectors kept across a document's rewrite (inside the writer's transaction) ----------
+
+    def by_hash_of(self, conn: Connection, document_id: int | None) -> dict[str, bytes]:
+        """Return the vectors a document holds now, by chunk text hash."""
+        if document_id is None:
+            return {}
+        rows = conn.execute(
+            "SELECT c.content_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+            " WHERE c.document_id = %s",
+            (document_id,),
+        )
+        return {row[0]: bytes(row[1]) for row in rows}
+
+    def reuse(
+        self, conn: Connection, new_chunks: Sequence[tuple[int, str]], reusable: dict[str, bytes]
+    ) -> None:
+        """Give new chunks (id, content hash) the vector of identical text already stored."""
+        any_vectors = self._db.scalar(conn, "SELECT EXISTS (SELECT 1 FROM vectors)")
+        if not any_vectors and not reusable:
+            return
+        encoding = self._db.meta_value(conn, VECTOR_ENCODING_META_KEY) or "float32"
+        rows: list[tuple[int, bytes]] = []
+        for chunk_id, content_hash in new_chunks:
+            data = reusable.get(content_hash)
+            if data is None and any_vectors:
+                found = self._db.scalar(
+                    conn,
+                    "SELECT v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+                    " WHERE c.content_hash = %s LIMIT 1",
+                    (content_hash,),
+                )
+                data = None if found is None else bytes(found)
+            if data is not None:
+                rows.append((chunk_id, data))
+        if rows:
+            self.fit(conn, len(floats(rows[0][1], encoding)))
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO vectors(chunk_id, data, embedding) VALUES (%s, %s, %s)",
+                    [(chunk_id, data, floats(data, encoding)) for chunk_id, data in rows],
+                )
+            self.log(conn, [chunk_id for chunk_id, _ in rows])
+
+    def delete_of(self, conn: Connection, document_id: int) -> None:
+        """Remove a document's chunk vectors (inside the writer's transaction)."""
+        gone = conn.execute(
+            "DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE document_id = %s)"
+            " RETURNING chunk_id",
+            (document_id,),
+        ).fetchall()
+        self.log(conn, [row[0] for row in gone])
+
+
+class PgMemoryVectors(_PgVectorTable):
+    """The memories' vectors (`vrom.store.MemoryVectors`), float32, keyed by memory key."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        super().__init__(db, _MEMORIES)
+
+    def put(self, vectors: Sequence[tuple[str, bytes]]) -> int:
+        """Store vectors by memory id (memories gone meanwhile are skipped); return how many."""
+        return self.write(
+            "INSERT INTO memory_vectors(key, data, embedding)"
+            " SELECT m.key, %s, %s FROM memories m WHERE m.id = %s"
+            " ON CONFLICT (key) DO UPDATE SET data = excluded.data,"
+            " embedding = excluded.embedding RETURNING key",
+            [(data, floats(data, "float32"), memory_id) for memory_id, data in vectors],
+            len(vectors[0][1]) // 4 if vectors else 0,
+        )
+
+    def missing(self, limit: int, after: str = "") -> list[MemoryRecord]:
+        """Return up to ``limit`` memories with ids above ``after`` that have no vector, by id."""
+        with self._db.guard("reading memories to embed"), self._db.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id > %s AND NOT EXISTS"
+                " (SELECT 1 FROM memory_vectors v WHERE v.key = m.key) ORDER BY m.id LIMIT %s",
+                (after, limit),
+            )
+            return [memory_from_row(row) for row in rows]
