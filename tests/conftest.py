@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from postgres_server import BACKENDS, StoreSpot, namespace_for, start_server
 
 from vrom import Vault
 
@@ -59,3 +60,23 @@ def open_vault(tmp_path: Path) -> Iterator[Callable[[Path], Vault]]:
     yield open_
     for vault in opened:
         vault.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Start one PostgreSQL server (18, with pgvector) for the session; yield its URL."""
+    server = start_server(tmp_path_factory.mktemp("postgres") / "data")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(params=BACKENDS)
+def store_spot(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpot:
+    """Where this test's store lives: a SQLite file, or a namespace of its own in PostgreSQL
+    (the store contract tests run against both)."""
+    if request.param == "sqlite":
+        return StoreSpot("sqlite", str(tmp_path / "s" / "store.db"), None)
+    url = request.getfixturevalue("postgres_url")
+    return StoreSpot("postgresql", url, namespace_for(request.node.name))

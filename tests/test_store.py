@@ -1,4 +1,5 @@
-"""The SQLite store: schema, migrations, transactions, integrity checks and errors."""
+"""The store contract, on both backends (SQLite and PostgreSQL: the ``store`` fixture), and the
+SQLite store's own schema, migrations, files and errors."""
 
 from __future__ import annotations
 
@@ -6,9 +7,18 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from postgres_server import StoreSpot
 
 from vrom.errors import NotFoundError, StorageError
-from vrom.store import ChunkRecord, Condition, DocumentRecord, KeywordQuery, LinkRecord, Where
+from vrom.store import (
+    ChunkRecord,
+    Condition,
+    DocumentRecord,
+    KeywordQuery,
+    LinkRecord,
+    Store,
+    Where,
+)
 from vrom.store.schema import SCHEMA_VERSION
 from vrom.store.sqlite import SQLiteStore
 from vrom.store.sqlite_database import Database
@@ -36,29 +46,38 @@ def _chunks(*texts: str) -> list[ChunkRecord]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SQLiteStore:
+def store(store_spot: StoreSpot) -> Store:
+    """A new store on each backend."""
+    s = store_spot.open()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> SQLiteStore:
     s = SQLiteStore(tmp_path / "s" / "store.db")
     yield s
     s.close()
 
 
-def test_new_store_is_migrated_and_in_wal_mode(store: SQLiteStore) -> None:
-    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
-    facts = store.describe()
+def test_new_store_is_migrated_and_in_wal_mode(sqlite_store: SQLiteStore) -> None:
+    assert sqlite_store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    facts = sqlite_store.describe()
     assert facts["schema_version"] == SCHEMA_VERSION
     assert facts["details"]["journal_mode"] == "wal"
-    assert store.integrity_problems() == []
+    assert sqlite_store.integrity_problems() == []
 
 
-def test_reopening_keeps_data_and_does_not_remigrate(tmp_path: Path) -> None:
-    path = tmp_path / "store.db"
-    first = SQLiteStore(path)
+def test_reopening_keeps_data_and_does_not_remigrate(store_spot: StoreSpot) -> None:
+    first = store_spot.open()
     first.documents.put(_doc("a.md"), _chunks("alpha"), [], ["t"])
     created = first.get_meta("created_unix")
+    assert created is not None
     first.close()
-    second = SQLiteStore(path, create=False)
+    second = store_spot.open(create=False)
     assert list(second.documents.states()) == ["a.md"]
     assert second.get_meta("created_unix") == created
+    assert second.integrity_problems() == []
     second.close()
 
 
@@ -93,7 +112,7 @@ def test_an_empty_or_foreign_database_is_refused_untouched(tmp_path: Path) -> No
 
 
 def test_put_document_survives_another_writer_adding_or_removing_the_note(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     first = store.documents.put(_doc("a.md"), _chunks("one"), [], [])
     # a writer that did not see a.md yet adds it again: the stored note is replaced, not doubled
@@ -132,7 +151,7 @@ def test_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:
         SQLiteStore(path)
 
 
-def test_put_links_chunks_and_replacing_removes_old_rows(store: SQLiteStore) -> None:
+def test_put_links_chunks_and_replacing_removes_old_rows(store: Store) -> None:
     doc_id = store.documents.put(
         _doc("a.md"),
         _chunks("one", "two", "three"),
@@ -156,7 +175,7 @@ def test_put_links_chunks_and_replacing_removes_old_rows(store: SQLiteStore) -> 
     assert store.integrity_problems() == []
 
 
-def test_delete_removes_everything_derived(store: SQLiteStore) -> None:
+def test_delete_removes_everything_derived(store: Store) -> None:
     doc_id = store.documents.put(_doc("a.md"), _chunks("alpha beta"), [], ["t"])
     store.documents.delete(doc_id)
     assert store.documents.states() == {}
@@ -166,7 +185,7 @@ def test_delete_removes_everything_derived(store: SQLiteStore) -> None:
     assert store.integrity_problems() == []
 
 
-def test_a_failed_transaction_writes_nothing(store: SQLiteStore) -> None:
+def test_a_failed_transaction_writes_nothing(store: Store) -> None:
     with pytest.raises(RuntimeError), store.transaction():
         store.documents.put(_doc("a.md"), _chunks("alpha"), [], [])
         raise RuntimeError("crash in the middle")
@@ -174,16 +193,17 @@ def test_a_failed_transaction_writes_nothing(store: SQLiteStore) -> None:
     assert store.integrity_problems() == []
 
 
-def test_integrity_problems_detects_damage(store: SQLiteStore, tmp_path: Path) -> None:
-    doc_id = store.documents.put(_doc("a.md"), _chunks("one", "two"), [], [])
-    with sqlite3.connect(store.path) as conn:
+def test_integrity_problems_detects_damage(sqlite_store: SQLiteStore) -> None:
+    doc_id = sqlite_store.documents.put(_doc("a.md"), _chunks("one", "two"), [], [])
+    assert sqlite_store.path is not None
+    with sqlite3.connect(sqlite_store.path) as conn:
         conn.execute("DELETE FROM chunks WHERE document_id = ? AND position = 1", (doc_id,))
-    problems = store.integrity_problems()
+    problems = sqlite_store.integrity_problems()
     assert any("chunk count is wrong" in p for p in problems)
     assert any("keyword index rows without a chunk" in p for p in problems)
 
 
-def test_find_documents_prefers_exact_path_then_shortest(store: SQLiteStore) -> None:
+def test_find_documents_prefers_exact_path_then_shortest(store: Store) -> None:
     store.documents.put(_doc("deep/folder/note.md"), [], [], [])
     store.documents.put(_doc("folder/note.md"), [], [], [])
     store.documents.put(_doc("note.md"), [], [], [])
@@ -199,7 +219,7 @@ def test_find_documents_prefers_exact_path_then_shortest(store: SQLiteStore) -> 
     assert store.documents.find("older/note") == [], "a path suffix matches whole segments"
 
 
-def test_where_filters_apply_inside_the_query(store: SQLiteStore) -> None:
+def test_where_filters_apply_inside_the_query(store: Store) -> None:
     for i in range(30):
         store.documents.put(
             _doc(f"f{i % 3}/n{i}.md", status="done" if i % 2 else "open", aliases=[f"al{i}"]),
@@ -244,7 +264,7 @@ def test_match_expression_quotes_every_user_string() -> None:
     assert match_expression(KeywordQuery(terms=("猫",))) == '"猫"*'
 
 
-def test_closed_store_raises_storage_error(store: SQLiteStore) -> None:
+def test_closed_store_raises_storage_error(store: Store) -> None:
     store.close()
     with pytest.raises(StorageError, match="closed"):
         store.documents.states()

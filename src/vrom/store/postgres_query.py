@@ -35,7 +35,13 @@ a long chunk does not win by repeating a word (BM25's length normalisation, roug
 
 def fold(text: str) -> str:
     """Return ``text`` as both index and query see it: CJK bigrams, Latin diacritics removed."""
-    text = segment(text).replace("\x00", " ")  # PostgreSQL text holds no NUL
+    return without_marks(segment(text))
+
+
+def without_marks(text: str) -> str:
+    """Return ``text`` without Latin-script diacritics (and without NUL, which PostgreSQL
+    text cannot hold); CJK text is left as it is."""
+    text = text.replace("\x00", " ")
     if text.isascii():
         return text
     return "".join(_plain(c) if ord(c) < 0x3000 else c for c in text)
@@ -72,10 +78,10 @@ def tsquery_sql(query: KeywordQuery) -> tuple[str, list[Any]]:
     params: list[Any] = []
 
     def add(text: str, prefix: bool, into: list[str]) -> None:
-        body, cjk_prefix = segment_query_term(text)
-        body = fold(body)
-        if prefix or cjk_prefix:
-            words = body.split()
+        body, cjk_prefix = segment_query_term(text)  # segmented already: only marks go
+        body = without_marks(body)
+        words = body.split()
+        if (prefix or cjk_prefix) and words:
             if len(words) > 1:  # "state machine*": the phrase, its last word a prefix
                 into.append(
                     f"tsquery_phrase(phraseto_tsquery({CONFIG}, %s), to_tsquery({CONFIG}, %s))"
@@ -83,9 +89,9 @@ def tsquery_sql(query: KeywordQuery) -> tuple[str, list[Any]]:
                 params.extend([" ".join(words[:-1]), _prefix_lexeme(words[-1])])
                 return
             into.append(f"to_tsquery({CONFIG}, %s)")
-            params.append(_prefix_lexeme(body.strip()))
+            params.append(_prefix_lexeme(words[0]))
             return
-        into.append(f"phraseto_tsquery({CONFIG}, %s)")
+        into.append(f"phraseto_tsquery({CONFIG}, %s)")  # parses no operators: any text is safe
         params.append(body)
 
     for term in query.terms:

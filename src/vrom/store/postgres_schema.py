@@ -120,7 +120,7 @@ CREATE TABLE fields (
     key          text COLLATE "C" NOT NULL,
     kind         text NOT NULL CHECK (kind IN ('text', 'number', 'bool')),
     text_value   text COLLATE "C",
-    number_value double precision,
+    number_value numeric,
     instant      double precision
 );
 CREATE INDEX fields_text ON fields(key, kind, text_value);

@@ -1,0 +1,335 @@
+"""The store roles' contract beyond tests/test_store.py, on both backends (``store_spot``):
+keyword query syntax and CJK, nested and date filters, listings, document texts, vectors and
+their change log, nearest-vector search, and memories. Every test runs on SQLite and on
+PostgreSQL and expects the same answers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from postgres_server import StoreSpot
+
+from vrom.errors import ValidationError
+from vrom.store import (
+    ChunkRecord,
+    Condition,
+    DocumentRecord,
+    KeywordQuery,
+    LinkRecord,
+    MemoryFilter,
+    MemoryRecord,
+    NearestVectors,
+    Store,
+    Where,
+)
+
+
+@pytest.fixture
+def store(store_spot: StoreSpot) -> Iterator[Store]:
+    s = store_spot.open()
+    yield s
+    s.close()
+
+
+def _doc(
+    path: str, title: str = "T", text: str | None = None, **frontmatter: object
+) -> DocumentRecord:
+    key = path.lower().removesuffix(".md")
+    return DocumentRecord(
+        path=path,
+        path_key=key,
+        name_key=key.rsplit("/", 1)[-1],
+        title=title,
+        frontmatter=frontmatter,
+        content_hash="h-" + path,
+        mtime=1.0,
+        size=10,
+        human_relevance_score=0.5,
+        chunk_strategy="s1",
+        text=text,
+    )
+
+
+def _chunks(*texts: str, heading: str = "H") -> list[ChunkRecord]:
+    return [ChunkRecord(i, heading, t, 0, len(t), f"c-{t}") for i, t in enumerate(texts)]
+
+
+def _paths(store: Store, rows: list) -> list[str]:  # type: ignore[type-arg]
+    return [c.path for c in store.documents.get_chunks([r.chunk_id for r in rows])]
+
+
+def _unit(*values: float) -> bytes:
+    vector = np.asarray(values, dtype="<f4")
+    return (vector / np.linalg.norm(vector)).astype("<f4").tobytes()
+
+
+def test_keyword_syntax_words_phrases_prefixes_and_exclusions(store: Store) -> None:
+    store.documents.put(_doc("a.md"), _chunks("the cloud backup runs nightly"), [], [])
+    store.documents.put(_doc("b.md"), _chunks("backup to a disk, running weekly"), [], [])
+    store.documents.put(_doc("c.md"), _chunks("nothing relevant: a cloudy sky"), [], [])
+
+    def paths(**query: tuple[str, ...]) -> list[str]:
+        return sorted(_paths(store, store.documents.keyword_search(KeywordQuery(**query), 10)))
+
+    assert paths(terms=("backup",)) == ["a.md", "b.md"]
+    assert paths(terms=("backup",), excluded=("cloud",)) == ["b.md"]
+    assert paths(phrases=("cloud backup",)) == ["a.md"]
+    assert paths(phrases=("backup cloud",)) == [], "a phrase keeps its order"
+    assert paths(terms=("cloud*",)) == ["a.md", "c.md"]
+    assert paths(terms=("run",)) == ["a.md", "b.md"], "words are stemmed: run finds running"
+    assert paths(terms=("the",)) == ["a.md"], "no stop words: every word is searchable"
+    assert paths(terms=("disk", "sky")) == ["b.md", "c.md"], "any word may match"
+    for hostile in ("'", '"', "a'b", "x:*", "!", "&|", "\\", "(", "<->", "NOT", "*"):
+        store.documents.keyword_search(KeywordQuery(terms=(hostile,)), 5)
+        store.documents.keyword_search(KeywordQuery(phrases=(hostile + " y",)), 5)
+
+
+def test_title_beats_heading_beats_body(store: Store) -> None:
+    store.documents.put(_doc("title.md", title="Gardening"), _chunks("plain words"), [], [])
+    store.documents.put(
+        _doc("heading.md", title="X"), _chunks("plain words", heading="Gardening"), [], []
+    )
+    store.documents.put(_doc("body.md", title="Y"), _chunks("plain words gardening"), [], [])
+    rows = store.documents.keyword_search(KeywordQuery(terms=("gardening",)), 10)
+    assert _paths(store, rows) == ["title.md", "heading.md", "body.md"]
+    assert rows[0].bm25 > rows[1].bm25 > rows[2].bm25 > 0, "higher is better"
+
+
+def test_cjk_words_are_found_inside_sentences(store: Store) -> None:
+    store.documents.put(
+        _doc("tokyo.md"), _chunks("東京タワーに行きました。京都も楽しかった。"), [], []
+    )
+    store.documents.put(_doc("seoul.md"), _chunks("서울에서 맛있는 음식을 먹었습니다."), [], [])
+
+    def paths(term: str) -> list[str]:
+        return _paths(store, store.documents.keyword_search(KeywordQuery(terms=(term,)), 10))
+
+    assert paths("京都") == ["tokyo.md"]
+    assert paths("タワー") == ["tokyo.md"]
+    assert paths("東") == ["tokyo.md"], "a single character is the prefix of a bigram"
+    assert paths("음식") == ["seoul.md"]
+    assert paths("大阪") == []
+
+
+def test_diacritics_are_folded(store: Store) -> None:
+    store.documents.put(_doc("cafe.md"), _chunks("un café crème, naïve"), [], [])
+    for term in ("cafe", "café", "naive"):
+        assert len(store.documents.keyword_search(KeywordQuery(terms=(term,)), 5)) == 1, term
+
+
+def test_where_reaches_nested_fields_lists_and_dates(store: Store) -> None:
+    store.documents.put(
+        _doc(
+            "a.md",
+            generated={"by": "tool", "at": "2026-03-01T12:00:00+02:00"},
+            sources=[{"resource": "r1"}, {"resource": "r2"}],
+            verified={"people": ["ann", "bo"]},
+            n=3,
+            flag=True,
+            big=2**62 + 1,
+        ),
+        _chunks("common"),
+        [],
+        [],
+    )
+    store.documents.put(
+        _doc("b.md", generated={"by": "person", "at": "2026-03-01"}, n=3.5, flag=False, big=2**62),
+        _chunks("common"),
+        [],
+        [],
+    )
+    query = KeywordQuery(terms=("common",))
+
+    def paths(*conditions: Condition) -> list[str]:
+        rows = store.documents.keyword_search(query, 10, Where(conditions=conditions))
+        ids = store.documents.chunk_ids_matching(Where(conditions=conditions))
+        assert sorted(r.chunk_id for r in rows) == ids, "keyword search and filter agree"
+        return sorted(_paths(store, rows))
+
+    assert paths(Condition("generated.by", "eq", "tool")) == ["a.md"]
+    assert paths(Condition("sources.resource", "eq", "r2")) == ["a.md"]
+    assert paths(Condition("verified.people", "in", ("bo", "zed"))) == ["a.md"]
+    assert paths(Condition("n", "gt", 3)) == ["b.md"]
+    assert paths(Condition("n", "eq", 3)) == ["a.md"]
+    assert paths(Condition("n", "eq", "3")) == [], "text is not a number"
+    assert paths(Condition("flag", "eq", True)) == ["a.md"]
+    assert paths(Condition("flag", "eq", 1)) == [], "true is not 1"
+    assert paths(Condition("flag", "ne", True)) == ["b.md"]
+    assert paths(Condition("missing", "ne", "x")) == ["a.md", "b.md"], "a missing field passes"
+    assert paths(Condition("big", "eq", 2**62 + 1)) == ["a.md"], "64-bit integers stay exact"
+    # 12:00+02:00 is 10:00 UTC: after midnight UTC of the same day, before noon UTC
+    assert paths(Condition("generated.at", "gt", "2026-03-01T00:00:00+00:00")) == ["a.md"]
+    assert paths(Condition("generated.at", "lt", "2026-03-01T11:00:00+00:00")) == [
+        "a.md",
+        "b.md",
+    ]
+    assert paths(Condition("generated.at", "gte", "2026-03-01T00:00:00+00:00")) == [
+        "a.md",
+        "b.md",
+    ]
+    assert paths(Condition("generated.by", "gt", "2026-01-01T00:00:00+00:00")) == [], (
+        "text that is no date is never compared as one"
+    )
+    assert paths(Condition("we'ird\"; --", "eq", "x")) == []
+
+
+def test_listings_links_and_tags(store: Store) -> None:
+    docs = store.documents
+    a = docs.put(
+        _doc("notes/a.md"),
+        _chunks("x"),
+        [
+            LinkRecord("wikilink", "b", "b", None, None, 0),
+            LinkRecord("wikilink", "Gone", "gone", None, None, 1),
+            LinkRecord("markdown", "deep/c.md", "deep/c", "H", "see", 2),
+        ],
+        ["project/atlas", "x"],
+    )
+    b = docs.put(_doc("notes/b.md"), _chunks("y"), [], ["project", "x"])
+    docs.put(_doc("notes/deep/c.md"), _chunks("z"), [], [])
+    top = docs.put(_doc("top.md"), _chunks("w"), [], ["x"])
+    assert [d.path for d in docs.in_folder("notes")] == ["notes/a.md", "notes/b.md"]
+    assert [d.path for d in docs.in_folder("")] == ["top.md"]
+    assert [d.path for d in docs.after_path("notes/b.md", 5)] == ["notes/deep/c.md", "top.md"]
+    assert [d.path for d in docs.with_tag("project")] == ["notes/a.md", "notes/b.md"]
+    assert docs.tag_counts() == [("x", 3), ("project", 1), ("project/atlas", 1)]
+    assert docs.sharing_tags(a, 5) == [(b, ["x"]), (top, ["x"])]
+    assert [link.target for link in docs.links_of(a)] == ["b", "Gone", "deep/c.md"]
+    assert [(src, link.target) for src, link in docs.links_to_keys(["b", "deep/c"])] == [
+        (a, "b"),
+        (a, "deep/c.md"),
+    ]
+    assert docs.unresolved_link_count() == 1, "only [[Gone]] points nowhere"
+    assert docs.count() == 4 and docs.chunk_count() == 4
+    counts = store.counts()
+    assert (counts.documents, counts.chunks, counts.links, counts.tags) == (4, 4, 3, 3)
+
+
+def test_a_document_text_is_kept_once_and_chunks_read_their_slices(store: Store) -> None:
+    text = "First part. Second part, with ünïcode and 東京. Third part."
+    chunks = [
+        ChunkRecord(0, "", text[:30], 0, 30, "h0"),
+        ChunkRecord(1, "", text[20:], 20, len(text), "h1"),
+        ChunkRecord(2, "", "not a slice", 0, 5, "h2"),
+    ]
+    doc_id = store.documents.put(_doc("c.md", text=text), chunks, [], [])
+    assert [c.text for c in store.documents.chunks_of(doc_id)] == [
+        text[:30],
+        text[20:],
+        "not a slice",
+    ]
+    assert store.documents.texts([doc_id, 999]) == {doc_id: text}
+    assert store.integrity_problems() == []
+
+
+def test_vectors_follow_their_chunks_and_log_every_change(store: Store) -> None:
+    doc = store.documents.put(_doc("a.md"), _chunks("one", "two"), [], [])
+    first, second = (c.chunk_id for c in store.documents.chunks_of(doc))
+    store.vectors.put([(first, _unit(1, 0, 0)), (999_999, _unit(0, 1, 0))])
+    assert store.vectors.count() == 1 and store.vectors.has_any(), "a gone chunk is skipped"
+    assert [c.chunk_id for c in store.vectors.missing(10)] == [second]
+    store.vectors.put([(second, _unit(0, 1, 0))])
+    assert store.vectors.rows() == [(first, _unit(1, 0, 0)), (second, _unit(0, 1, 0))]
+    assert store.vectors.for_hashes(["c-one", "c-nope"]) == {"c-one": _unit(1, 0, 0)}
+    assert store.vectors.document_ids() == [(first, doc), (second, doc)]
+    changes = store.vectors.changes(0)
+    assert changes is not None and set(changes.keys) == {first, second}
+    generation = store.vectors.generation()
+    # rewriting the note keeps the vector of unchanged text, under the new chunk's id
+    store.documents.put(_doc("a.md"), _chunks("one", "three"), [], [], doc)
+    new_first, new_third = (c.chunk_id for c in store.documents.chunks_of(doc))
+    assert store.vectors.of([new_first, new_third, first]) == {new_first: _unit(1, 0, 0)}
+    assert store.vectors.generation() != generation
+    later = store.vectors.changes(changes.latest)
+    assert later is not None and set(later.keys) == {first, second, new_first}
+    assert store.vectors.change_number() == later.latest
+    store.documents.delete(doc)
+    assert store.vectors.count() == 0
+    store.vectors.clear()
+    assert not store.vectors.has_any()
+    assert store.integrity_problems() == []
+
+
+def test_a_store_that_searches_itself_finds_k_filtered_neighbours(
+    store_spot: StoreSpot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL answers "nearest k" in the database (HNSW or exact), with the scores an
+    exact search gives; SQLite's vectors leave searching to the core's own index."""
+    store = store_spot.open()
+    try:
+        if store_spot.backend == "sqlite":
+            assert not isinstance(store.vectors, NearestVectors)
+            return
+        vectors = store.vectors
+        assert isinstance(vectors, NearestVectors)
+        assert vectors.nearest(np.ones(3, dtype=np.float32), 3) == [], "no vectors yet"
+        rng = np.random.default_rng(7)
+        matrix = rng.standard_normal((300, 8)).astype(np.float32)
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        doc = store.documents.put(
+            _doc("m.md"), [ChunkRecord(i, "", f"t{i}", 0, 1, f"h{i}") for i in range(300)], [], []
+        )
+        ids = [c.chunk_id for c in store.documents.chunks_of(doc)]
+        store.vectors.put(
+            [(i, row.astype("<f4").tobytes()) for i, row in zip(ids, matrix, strict=True)]
+        )
+        query = matrix[0] + 0.1 * matrix[1]
+        query /= np.linalg.norm(query)
+        truth = sorted(zip(ids, matrix @ query, strict=True), key=lambda pair: -pair[1])
+        exact = vectors.nearest(query, 5, exact=True)
+        assert [i for i, _ in exact] == [i for i, _ in truth[:5]]
+        assert np.allclose([s for _, s in exact], [s for _, s in truth[:5]], atol=1e-5)
+        assert vectors.nearest(query, 1)[0][0] == ids[0], "the HNSW index finds the nearest"
+        # a filter leaving a few rows far from the query still gives k hits
+        allowed = ids[-7:]
+        hits = vectors.nearest(query, 5, allowed, ef_search=10)
+        assert len(hits) == 5 and {i for i, _ in hits} <= set(allowed)
+        # past the exact-search cut-off of a filter, the graph is searched, iteratively
+        monkeypatch.setattr("vrom.store.postgres_vectors.EXACT_FILTER_ROWS", 10)
+        wide = ids[::2]
+        hits = vectors.nearest(query, 20, wide, ef_search=20)
+        assert len(hits) == 20 and {i for i, _ in hits} <= set(wide)
+        euclid = vectors.nearest(query, 1, exact=True, metric="euclidean")
+        assert euclid[0][0] == ids[0] and euclid[0][1] <= 0
+        with pytest.raises(ValidationError, match="dimensions"):
+            vectors.nearest(np.ones(3, dtype=np.float32), 3)
+    finally:
+        store.close()
+
+
+def test_memories_are_written_searched_and_counted(store: Store) -> None:
+    memories = store.memories
+
+    def memory(memory_id: str, title: str, content: str, **fields: object) -> MemoryRecord:
+        fields.setdefault("project", None)
+        return MemoryRecord(
+            memory_id, 1.0, 1.0, type="fact", title=title, content=content, **fields
+        )  # type: ignore[arg-type]
+
+    memories.put(memory("m1", "Deploys", "go through CI", tags=("ops",), project="p"))
+    memories.put(memory("m2", "Coffee", "espresso in the morning 東京", related=("a.md",)))
+    assert memories.get("m1") == memory(
+        "m1", "Deploys", "go through CI", tags=("ops",), project="p"
+    )
+    assert [m.id for m in memories.list(MemoryFilter(), 10)] == ["m2", "m1"]
+    assert [m.id for m in memories.list(MemoryFilter(project="p"), 10)] == ["m1"]
+    found = memories.keyword_search(KeywordQuery(terms=("ops",)), 10, MemoryFilter())
+    assert [row.memory.id for row in found] == ["m1"], "tags are searched"
+    found = memories.keyword_search(KeywordQuery(terms=("東京",)), 10, MemoryFilter())
+    assert [row.memory.id for row in found] == ["m2"]
+    keys = memories.keys_matching(MemoryFilter())
+    assert sorted(memories.by_keys(keys)) == keys and len(keys) == 2
+    memories.vectors.put([("m1", _unit(1, 0)), ("gone", _unit(0, 1))])
+    assert memories.vectors.count() == 1
+    assert [m.id for m in memories.vectors.missing(10)] == ["m2"]
+    # a changed text drops the vector; a status change keeps it
+    assert memories.set_status("m1", "archived", None, 2.0)
+    assert memories.vectors.count() == 1
+    memories.put(memory("m1", "Deploys", "go through the pipeline", status="archived"))
+    assert memories.vectors.count() == 0
+    assert not memories.set_status("nope", "archived", None, 2.0)
+    counts = memories.counts()
+    assert counts.total == 2 and counts.by_status == {"active": 1, "archived": 1}
+    assert counts.by_type == {"fact": 2} and counts.embedded == 0
