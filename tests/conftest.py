@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from postgres_server import BACKENDS, StoreSpot, namespace_for, start_server
+from postgres_server import open_vault as open_postgres_vault
 
 from vrom import Vault
 
@@ -80,3 +82,25 @@ def store_spot(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpot:
         return StoreSpot("sqlite", str(tmp_path / "s" / "store.db"), None)
     url = request.getfixturevalue("postgres_url")
     return StoreSpot("postgresql", url, namespace_for(request.node.name))
+
+
+OpenBackendVault = Callable[..., Vault]
+
+
+@pytest.fixture
+def open_backend_vault(store_spot: StoreSpot, tmp_path: Path) -> Iterator[OpenBackendVault]:
+    """Return a function that opens a vault on this test's backend (see `store_spot`):
+    ``open_(root, embedder=None)``; the vaults close after the test."""
+    opened: list[Vault] = []
+
+    def open_(root: Path, embedder: Any = None) -> Vault:
+        if store_spot.backend == "sqlite":
+            vault = Vault.open(root, state_dir=tmp_path / "state", embedder=embedder)
+        else:
+            vault = open_postgres_vault(root, store_spot.open(), embedder)
+        opened.append(vault)
+        return vault
+
+    yield open_
+    for vault in opened:
+        vault.close()

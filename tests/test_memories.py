@@ -1,4 +1,6 @@
-"""Agent memories: remember, recall (keyword and hybrid), list, archive, validation, persistence."""
+"""Agent memories: remember, recall (keyword and hybrid), list, archive, validation, persistence;
+on both store backends (the ``store`` fixture: SQLite and PostgreSQL) but for the SQLite
+schema's own tests."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_server import StoreSpot
 
 from vrom import Embedder, Vault
 from vrom.errors import ModelError, NotFoundError, ValidationError
 from vrom.memories import FINGERPRINT_META_KEY, Memories, Memory
+from vrom.store import Store
 from vrom.store.schema import MIGRATIONS, SCHEMA_VERSION
 from vrom.store.sqlite import SQLiteStore
 
@@ -28,14 +32,21 @@ FACTS = {
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+def store(store_spot: StoreSpot) -> Iterator[Store]:
+    s = store_spot.open()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[SQLiteStore]:
     s = SQLiteStore(tmp_path / "store.db")
     yield s
     s.close()
 
 
 @pytest.fixture
-def memories(store: SQLiteStore) -> Memories:
+def memories(store: Store) -> Memories:
     return Memories(store, Embedder.fake())
 
 
@@ -82,7 +93,7 @@ def test_list_filters_by_project_type_and_status(memories: Memories) -> None:
     assert memories.list(project="nowhere") == []
 
 
-def test_keyword_recall_without_an_embedder(store: SQLiteStore) -> None:
+def test_keyword_recall_without_an_embedder(store: Store) -> None:
     memories = Memories(store)
     made = _remember_facts(memories)
     hits = memories.recall("how do we deploy to production?")
@@ -215,12 +226,11 @@ def test_reads_validate_their_arguments(memories: Memories, call: Any) -> None:
         call(memories)
 
 
-def test_memories_persist_across_reopening(tmp_path: Path) -> None:
-    path = tmp_path / "store.db"
-    first = SQLiteStore(path)
+def test_memories_persist_across_reopening(store_spot: StoreSpot) -> None:
+    first = store_spot.open()
     made = _remember_facts(Memories(first, Embedder.fake()), project="p")
     first.close()
-    second = SQLiteStore(path, create=False)
+    second = store_spot.open(create=False)
     try:
         memories = Memories(second, Embedder.fake())
         assert memories.get(made["python"].id) == made["python"]
@@ -232,7 +242,7 @@ def test_memories_persist_across_reopening(tmp_path: Path) -> None:
 
 
 def test_memories_remembered_without_a_model_are_embedded_when_recalled(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     made = _remember_facts(Memories(store))
     assert Memories(store).stats().embedded == 0
@@ -242,7 +252,7 @@ def test_memories_remembered_without_a_model_are_embedded_when_recalled(
     assert memories.stats().embedded == len(FACTS)
 
 
-def test_another_model_is_refused_until_an_explicit_rebuild(store: SQLiteStore) -> None:
+def test_another_model_is_refused_until_an_explicit_rebuild(store: Store) -> None:
     made = _remember_facts(Memories(store, Embedder.fake(64)))
     other = Memories(store, Embedder.fake(32))
     for call in (lambda: other.recall("espresso"), lambda: other.remember("New", "Text.")):
@@ -257,7 +267,7 @@ def test_another_model_is_refused_until_an_explicit_rebuild(store: SQLiteStore) 
     assert other.stats().embedded == len(FACTS) + 1
 
 
-def test_the_model_loads_only_when_needed(store: SQLiteStore) -> None:
+def test_the_model_loads_only_when_needed(store: Store) -> None:
     loads: list[int] = []
 
     def load() -> Embedder:
@@ -278,7 +288,7 @@ def test_the_model_loads_only_when_needed(store: SQLiteStore) -> None:
     assert loads == [1, 1]
 
 
-def test_cjk_memories_are_found_by_a_word_inside_a_sentence(store: SQLiteStore) -> None:
+def test_cjk_memories_are_found_by_a_word_inside_a_sentence(store: Store) -> None:
     memories = Memories(store)
     tokyo = memories.remember("会議の予定", "来週、東京都で会議があります。", project="日本")
     memories.remember("Other", "Nothing in Japanese here.")
@@ -286,7 +296,7 @@ def test_cjk_memories_are_found_by_a_word_inside_a_sentence(store: SQLiteStore) 
     assert [h.memory.id for h in memories.recall("会議", project="日本")] == [tokyo.id]
 
 
-def test_tags_are_searched(store: SQLiteStore) -> None:
+def test_tags_are_searched(store: Store) -> None:
     memories = Memories(store)
     tagged = memories.remember("Rule", "Keep it short.", tags=["style-guide"])
     assert [h.memory.id for h in memories.recall("style")] == [tagged.id]
@@ -304,7 +314,9 @@ def test_stats_count_by_status_type_and_project(memories: Memories) -> None:
     assert stats.by_project == {"web": 2}, "memories without a project are not counted there"
 
 
-def test_integrity_checks_cover_memories(memories: Memories, store: SQLiteStore) -> None:
+def test_integrity_checks_cover_memories(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    memories = Memories(store, Embedder.fake())
     made = _remember_facts(memories)
     memories.archive(made["coffee"].id, "superseded", superseded_by=made["python"].id)
     assert store.integrity_problems() == []
@@ -321,8 +333,9 @@ def test_integrity_checks_cover_memories(memories: Memories, store: SQLiteStore)
     assert "1 memory keyword index rows without a memory" in problems
 
 
-def test_the_schema_refuses_inconsistent_rows(store: SQLiteStore, memories: Memories) -> None:
-    memory = memories.remember("T", "C")
+def test_the_schema_refuses_inconsistent_rows(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    memory = Memories(store, Embedder.fake()).remember("T", "C")
     raw = sqlite3.connect(store.location, isolation_level=None)
     try:
         with pytest.raises(sqlite3.IntegrityError):

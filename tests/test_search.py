@@ -1,4 +1,5 @@
-"""Keyword search: ranking, excerpts, filters, query syntax and CJK text."""
+"""Keyword search: ranking, excerpts, filters, query syntax and CJK text, on both store backends
+(SQLite's FTS5 BM25 and PostgreSQL's ts_rank must agree on every answer here)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ FILLER = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 3
 
 
 @pytest.fixture
-def vault(write_vault, open_vault) -> Vault:
+def vault(write_vault, open_backend_vault) -> Vault:
     root = write_vault(
         {
             "Gardening.md": f"---\ntags: [hobby]\n---\n# Gardening\n{FILLER}\n",
@@ -37,7 +38,7 @@ def vault(write_vault, open_vault) -> Vault:
             + "more padding. " * 60,
         }
     )
-    v: Vault = open_vault(root)
+    v: Vault = open_backend_vault(root)
     v.index()
     return v
 

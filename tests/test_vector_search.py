@@ -1,4 +1,5 @@
-"""Vector and hybrid search, embedding during indexing, and model fingerprints (fake model)."""
+"""Vector and hybrid search, embedding during indexing, and model fingerprints (fake model); the
+``vault`` fixture's tests run on both store backends (on PostgreSQL, pgvector searches)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,17 @@ NOTES = {
 
 
 @pytest.fixture
-def vault(write_vault, tmp_path: Path) -> Vault:
-    v = Vault.open(write_vault(NOTES), tmp_path / "state", embedder=Embedder.fake())
+def vault(write_vault, open_backend_vault) -> Vault:
+    v = open_backend_vault(write_vault(NOTES), Embedder.fake())
     summary = v.index()
     assert summary.embedded == summary.chunks == 5
+    return v
+
+
+@pytest.fixture
+def sqlite_vault(write_vault, tmp_path: Path) -> Vault:
+    v = Vault.open(write_vault(NOTES), tmp_path / "state", embedder=Embedder.fake())
+    v.index()
     yield v
     v.close()
 
@@ -124,9 +132,9 @@ def test_reindex_paths_embeds_the_new_chunks(vault: Vault) -> None:
     assert vault.search("volcanoes", mode="vector", k=1)[0].path == "New.md"
 
 
-def test_another_model_is_refused_until_rebuilt(vault: Vault, tmp_path: Path) -> None:
-    root = vault.root
-    vault.close()
+def test_another_model_is_refused_until_rebuilt(sqlite_vault: Vault, tmp_path: Path) -> None:
+    root = sqlite_vault.root
+    sqlite_vault.close()
     with Vault.open(root, tmp_path / "state", embedder=Embedder.fake(32)) as other:
         with pytest.raises(ModelError, match=r"fake-hashed-words \(64 d\).*\(32 d\).*--rebuild"):
             other.index()
