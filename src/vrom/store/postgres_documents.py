@@ -436,11 +436,11 @@ class PgDocuments:
                 return []
         tsquery, query_params = tsquery_sql(query)
         filter_sql, filter_params = where_sql(where)
-        score = f"ts_rank({RANK_WEIGHTS}, c.search, q.query, {RANK_NORMALIZATION})"
+        score = f"ts_rank({RANK_WEIGHTS}, c.search, q.ranked, {RANK_NORMALIZATION})"
         with self._db.guard("searching"), self._db.connection() as conn:
             rows = conn.execute(
                 f"SELECT c.id, c.document_id, d.human_relevance_score, {score} AS score"
-                f" FROM (SELECT {tsquery} AS query) q, chunks c"
+                f" FROM {tsquery} q, chunks c"
                 " JOIN documents d ON d.id = c.document_id"
                 f" WHERE c.search @@ q.query{filter_sql} ORDER BY score DESC, c.id LIMIT %s",
                 [*query_params, *filter_params, limit],

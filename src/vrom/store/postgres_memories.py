@@ -180,11 +180,11 @@ class PgMemories:
                 return []
         tsquery, query_params = tsquery_sql(query)
         filter_sql, params = _filter_sql(where)
-        score = f"ts_rank({RANK_WEIGHTS}, m.search, q.query, {RANK_NORMALIZATION})"
+        score = f"ts_rank({RANK_WEIGHTS}, m.search, q.ranked, {RANK_NORMALIZATION})"
         with self._db.guard("searching memories"), self._db.connection() as conn:
             rows = conn.execute(
                 f"SELECT {MEMORY_COLUMNS}, {score} AS score"
-                f" FROM (SELECT {tsquery} AS query) q, memories m"
+                f" FROM {tsquery} q, memories m"
                 f" WHERE m.search @@ q.query{filter_sql} ORDER BY score DESC, m.id LIMIT %s",
                 [*query_params, *params, limit],
             )

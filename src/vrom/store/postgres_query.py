@@ -69,12 +69,15 @@ def _prefix_lexeme(text: str) -> str:
 
 
 def tsquery_sql(query: KeywordQuery) -> tuple[str, list[Any]]:
-    """Return a SQL ``tsquery`` expression for a parsed query, and its parameters.
+    """Return a SQL subquery ``q`` of two ``tsquery`` columns for a parsed query, and its
+    parameters: ``q.query`` to match with, ``q.ranked`` to rank by.
 
     Terms and phrases are ORed (any may match, as on SQLite); ``excluded`` ones must not match;
-    ``word*`` is a prefix; a single CJK character is the prefix of a bigram.
+    ``word*`` is a prefix; a single CJK character is the prefix of a bigram. The rank leaves
+    the exclusions out: ``ts_rank`` of ``a & !b`` would score every match 0.
     """
     positives: list[str] = []
+    negatives: list[str] = []
     params: list[Any] = []
 
     def add(text: str, prefix: bool, into: list[str]) -> None:
@@ -98,13 +101,17 @@ def tsquery_sql(query: KeywordQuery) -> tuple[str, list[Any]]:
         add(term[:-1] if term.endswith("*") else term, term.endswith("*"), positives)
     for phrase in query.phrases:
         add(phrase, False, positives)
-    expression = "(" + " || ".join(positives) + ")"
-    if query.excluded:
-        negatives: list[str] = []
-        for text in query.excluded:
-            add(text, False, negatives)
-        expression = f"({expression} && !!({' || '.join(negatives)}))"
-    return expression, params
+    for text in query.excluded:
+        add(text, False, negatives)
+    positive = " || ".join(positives)
+    if not negatives:
+        return f"(SELECT {positive} AS ranked, {positive} AS query)", params + params
+    negative = " || ".join(negatives)
+    return (
+        f"(SELECT p AS ranked, p && !!n AS query FROM (SELECT {positive} AS p, {negative} AS n)"
+        " parts)",
+        params,
+    )
 
 
 def escape_like(text: str) -> str:
