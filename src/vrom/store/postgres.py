@@ -148,7 +148,7 @@ class PostgresStore:
                     "cjk-bigram (applied before indexing)",
                 ],
                 "capabilities": [
-                    "keyword-ts-rank",
+                    "keyword-idf-ts-rank",
                     "cjk-keyword",
                     "metadata-filter",
                     "transactions",
@@ -166,8 +166,8 @@ class PostgresStore:
                     "hnsw_m": HNSW_M,
                     "hnsw_ef_construction": HNSW_EF_CONSTRUCTION,
                     "iterative_scan": engine["iterative_scan"],
-                    "keyword_rank": f"ts_rank (weights A=1 B=0.5 C=0.25, normalization"
-                    f" {RANK_NORMALIZATION})",
+                    "keyword_rank": "sum over query terms of BM25 IDF x ts_rank (weights"
+                    f" A=1 B=0.5 C=0.25, normalization {RANK_NORMALIZATION})",
                     "pool_size": POOL_SIZE,
                 },
             }

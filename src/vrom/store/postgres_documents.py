@@ -17,12 +17,10 @@ from typing import Any
 from vrom.errors import ValidationError
 from vrom.store.postgres_database import Connection, PgDatabase
 from vrom.store.postgres_query import (
-    RANK_NORMALIZATION,
-    RANK_WEIGHTS,
     escape_like,
     field_rows,
     fold,
-    tsquery_sql,
+    text_search,
     weighted_vector_sql,
     where_sql,
 )
@@ -429,20 +427,21 @@ class PgDocuments:
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: Where | None = None
     ) -> list[KeywordRow]:
-        """Return up to ``limit`` chunks matching the query and filter, best ``ts_rank`` first
-        (title, headings and text weighted 4 : 2 : 1; longer chunks normalised)."""
+        """Return up to ``limit`` chunks matching the query and filter, best first: each query
+        term's IDF times its ``ts_rank`` (title, headings and text weighted 4 : 2 : 1, longer
+        chunks normalised), summed (see `postgres_query.TextSearch.score`)."""
         if query.is_empty:
             with self._db.guard("searching"):
                 return []
-        tsquery, query_params = tsquery_sql(query)
+        search = text_search(query, "chunks")
         filter_sql, filter_params = where_sql(where)
-        score = f"ts_rank({RANK_WEIGHTS}, c.search, q.ranked, {RANK_NORMALIZATION})"
         with self._db.guard("searching"), self._db.connection() as conn:
             rows = conn.execute(
-                f"SELECT c.id, c.document_id, d.human_relevance_score, {score} AS score"
-                f" FROM {tsquery} q, chunks c"
+                f"WITH {search.terms} SELECT c.id, c.document_id, d.human_relevance_score,"
+                f" {search.score('c.search')} AS score FROM chunks c"
                 " JOIN documents d ON d.id = c.document_id"
-                f" WHERE c.search @@ q.query{filter_sql} ORDER BY score DESC, c.id LIMIT %s",
-                [*query_params, *filter_params, limit],
+                f" WHERE c.search @@ ({search.match}){filter_sql}"
+                " ORDER BY score DESC, c.id LIMIT %s",
+                [*search.terms_params, *search.match_params, *filter_params, limit],
             )
             return [KeywordRow(row[0], row[1], row[2], float(row[3])) for row in rows]

@@ -16,10 +16,8 @@ from typing import Any
 from vrom.errors import ValidationError
 from vrom.store.postgres_database import PgDatabase
 from vrom.store.postgres_query import (
-    RANK_NORMALIZATION,
-    RANK_WEIGHTS,
     fold,
-    tsquery_sql,
+    text_search,
     weighted_vector_sql,
 )
 from vrom.store.postgres_rows import MEMORY_COLUMNS, memory_from_row
@@ -173,20 +171,19 @@ class PgMemories:
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: MemoryFilter
     ) -> builtins.list[MemoryKeywordRow]:
-        """Return up to ``limit`` memories matching the query and filter, best ``ts_rank``
-        first."""
+        """Return up to ``limit`` memories matching the query and filter, best first (as
+        `PgDocuments.keyword_search` ranks)."""
         if query.is_empty:
             with self._db.guard("searching memories"):
                 return []
-        tsquery, query_params = tsquery_sql(query)
+        search = text_search(query, "memories")
         filter_sql, params = _filter_sql(where)
-        score = f"ts_rank({RANK_WEIGHTS}, m.search, q.ranked, {RANK_NORMALIZATION})"
         with self._db.guard("searching memories"), self._db.connection() as conn:
             rows = conn.execute(
-                f"SELECT {MEMORY_COLUMNS}, {score} AS score"
-                f" FROM {tsquery} q, memories m"
-                f" WHERE m.search @@ q.query{filter_sql} ORDER BY score DESC, m.id LIMIT %s",
-                [*query_params, *params, limit],
+                f"WITH {search.terms} SELECT {MEMORY_COLUMNS}, {search.score('m.search')} AS score"
+                f" FROM memories m WHERE m.search @@ ({search.match}){filter_sql}"
+                " ORDER BY score DESC, m.id LIMIT %s",
+                [*search.terms_params, *search.match_params, *params, limit],
             )
             return [MemoryKeywordRow(memory_from_row(row[:-1]), float(row[-1])) for row in rows]
 

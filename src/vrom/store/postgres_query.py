@@ -17,6 +17,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -68,34 +69,54 @@ def _prefix_lexeme(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "':*"
 
 
-def tsquery_sql(query: KeywordQuery) -> tuple[str, list[Any]]:
-    """Return a SQL subquery ``q`` of two ``tsquery`` columns for a parsed query, and its
-    parameters: ``q.query`` to match with, ``q.ranked`` to rank by.
+@dataclass(frozen=True)
+class TextSearch:
+    """A keyword query as SQL pieces (see `text_search`); each piece has its own parameters."""
+
+    terms: str
+    """``WITH terms AS (...)``: one row per query term or phrase, its ``tsquery`` and its IDF."""
+    terms_params: list[Any]
+    match: str
+    """A ``tsquery`` expression: any term or phrase, and none of the exclusions."""
+    match_params: list[Any]
+
+    def score(self, vector: str) -> str:
+        """Return the score of the ``tsvector`` column ``vector``: the sum, over the query's
+        terms, of the term's IDF times its ``ts_rank`` (BM25's shape: a rare word counts more
+        than a common one, and ``ts_rank`` weighs fields and normalises for length)."""
+        return (
+            f"(SELECT sum(t.idf * ts_rank({RANK_WEIGHTS}, {vector}, t.query,"
+            f" {RANK_NORMALIZATION})) FROM terms t)"
+        )
+
+
+def text_search(query: KeywordQuery, table: str) -> TextSearch:
+    """Return the SQL pieces that match and rank a parsed query over ``table``'s ``search``.
 
     Terms and phrases are ORed (any may match, as on SQLite); ``excluded`` ones must not match;
-    ``word*`` is a prefix; a single CJK character is the prefix of a bigram. The rank leaves
-    the exclusions out: ``ts_rank`` of ``a & !b`` would score every match 0.
+    ``word*`` is a prefix; a single CJK character is the prefix of a bigram. Each term's IDF is
+    BM25's, ``ln(1 + (N - n + 0.5) / (n + 0.5))`` over the rows of ``table``.
     """
-    positives: list[str] = []
-    negatives: list[str] = []
-    params: list[Any] = []
+    positives: list[tuple[str, list[Any]]] = []
+    negatives: list[tuple[str, list[Any]]] = []
 
-    def add(text: str, prefix: bool, into: list[str]) -> None:
+    def add(text: str, prefix: bool, into: list[tuple[str, list[Any]]]) -> None:
         body, cjk_prefix = segment_query_term(text)  # segmented already: only marks go
         body = without_marks(body)
         words = body.split()
         if (prefix or cjk_prefix) and words:
             if len(words) > 1:  # "state machine*": the phrase, its last word a prefix
                 into.append(
-                    f"tsquery_phrase(phraseto_tsquery({CONFIG}, %s), to_tsquery({CONFIG}, %s))"
+                    (
+                        f"tsquery_phrase(phraseto_tsquery({CONFIG}, %s), to_tsquery({CONFIG}, %s))",
+                        [" ".join(words[:-1]), _prefix_lexeme(words[-1])],
+                    )
                 )
-                params.extend([" ".join(words[:-1]), _prefix_lexeme(words[-1])])
-                return
-            into.append(f"to_tsquery({CONFIG}, %s)")
-            params.append(_prefix_lexeme(words[0]))
+            else:
+                into.append((f"to_tsquery({CONFIG}, %s)", [_prefix_lexeme(words[0])]))
             return
-        into.append(f"phraseto_tsquery({CONFIG}, %s)")  # parses no operators: any text is safe
-        params.append(body)
+        # phraseto_tsquery parses no operators: any text is safe
+        into.append((f"phraseto_tsquery({CONFIG}, %s)", [body]))
 
     for term in query.terms:
         add(term[:-1] if term.endswith("*") else term, term.endswith("*"), positives)
@@ -103,15 +124,19 @@ def tsquery_sql(query: KeywordQuery) -> tuple[str, list[Any]]:
         add(phrase, False, positives)
     for text in query.excluded:
         add(text, False, negatives)
-    positive = " || ".join(positives)
-    if not negatives:
-        return f"(SELECT {positive} AS ranked, {positive} AS query)", params + params
-    negative = " || ".join(negatives)
-    return (
-        f"(SELECT p AS ranked, p && !!n AS query FROM (SELECT {positive} AS p, {negative} AS n)"
-        " parts)",
-        params,
+    rows = ", ".join(f"({sql})" for sql, _ in positives)
+    terms = (
+        "terms AS MATERIALIZED (SELECT t.query, ln(1 + (n.total - d.df + 0.5) / (d.df + 0.5)) AS idf"
+        f" FROM (VALUES {rows}) AS t(query),"
+        f" (SELECT count(*)::float8 AS total FROM {table}) n,"
+        f" LATERAL (SELECT count(*)::float8 AS df FROM {table} WHERE search @@ t.query) d)"
     )
+    match = " || ".join(sql for sql, _ in positives)
+    match_params = [p for _, params in positives for p in params]
+    if negatives:
+        match = f"({match}) && !!({' || '.join(sql for sql, _ in negatives)})"
+        match_params += [p for _, params in negatives for p in params]
+    return TextSearch(terms, [p for _, params in positives for p in params], match, match_params)
 
 
 def escape_like(text: str) -> str:
