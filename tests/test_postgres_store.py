@@ -359,3 +359,16 @@ def test_a_missing_driver_names_the_extra() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert "pip install 'vrom[postgres]'" in result.stdout and "s3cret" not in result.stdout
+
+
+def test_the_postgres_page_example_runs(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "postgres.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    shown_url = "postgresql://vrom:secret@localhost:5432/vrom"
+    assert shown_url in code
+    exec(compile(code.replace(shown_url, postgres_url), "docs/postgres.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("[") and printed[0] != "[]", "the keyword search found the note"
+    assert printed[1] == mask_url(postgres_url)
