@@ -145,13 +145,13 @@ class PgDatabase:
         """Return (namespace number, its schema, pgvector's schema), creating what is missing."""
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, REGISTRY_LOCK))
-            self._install_pgvector(conn)
             registry = conn.execute(
                 "SELECT to_regclass(%s) IS NOT NULL", (f"{REGISTRY_SCHEMA}.namespaces",)
             ).fetchone()
+            if not (registry and registry[0]) and not create:  # nothing is created then
+                raise NotFoundError(f"no vrom namespace {self.namespace!r} at {self.shown_url}")
+            self._install_pgvector(conn)
             if not (registry and registry[0]):
-                if not create:
-                    raise NotFoundError(f"no vrom namespace {self.namespace!r} at {self.shown_url}")
                 for statement in _statements(BOOTSTRAP):
                     conn.execute(statement)
             has_config = conn.execute(
@@ -196,7 +196,7 @@ class PgDatabase:
             if version != SCHEMA_VERSION:
                 newer = (
                     "newer than this vrom understands: upgrade vrom"
-                    if version > (SCHEMA_VERSION)
+                    if version > SCHEMA_VERSION
                     else "older than this vrom's: copy it out with the vrom that wrote it"
                 )
                 raise StorageError(
@@ -323,20 +323,45 @@ class PgDatabase:
         Re-entrant: inner blocks join the outer one. A write inside a snapshot takes the lock
         there (a conflicting concurrent update then fails instead of being lost).
         """
-        with self.guard("starting a write"):
-            if getattr(self._local, "conn", None) is not None:
-                if not self.writing:
-                    self._lock(self._local.conn)
-                    self._local.writing = True
+        self.check_open()
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            if not self.writing:
+                with self.guard("starting a write"):
+                    self._lock(current)
+                self._local.writing = True
+            yield
+            return
+        with self._own_transaction("starting a write") as conn:
+            self._local.conn, self._local.writing = conn, True
+            try:
+                self._lock(conn)
                 yield
-                return
-            with self.connection() as conn, conn.transaction():
-                self._local.conn, self._local.writing = conn, True
-                try:
-                    self._lock(conn)
-                    yield
-                finally:
-                    self._local.conn, self._local.writing = None, False
+            finally:
+                self._local.conn, self._local.writing = None, False
+
+    @contextmanager
+    def _own_transaction(self, action: str) -> Iterator[Connection]:
+        """Yield a pooled connection inside a new transaction.
+
+        Driver errors of opening and committing it become `StorageError` naming ``action`` or
+        the commit; those of the block pass through untouched, for the caller's own `guard` to
+        name what it was doing.
+        """
+        with self.guard(action):
+            conn = self._checkout()
+        phase = action
+        try:
+            with conn.transaction():
+                phase = ""
+                yield conn
+                phase = "committing"
+        except psycopg.Error as exc:
+            if not phase:
+                raise
+            raise self.error(phase, exc) from exc
+        finally:
+            self._pool.putconn(conn)
 
     def _lock(self, conn: Connection) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, self.namespace_id))
@@ -344,17 +369,18 @@ class PgDatabase:
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         """Reads inside the block see one committed state (a REPEATABLE READ transaction)."""
-        with self.guard("reading"):
-            if getattr(self._local, "conn", None) is not None:
-                yield
-                return
-            with self.connection() as conn, conn.transaction():
+        self.check_open()
+        if getattr(self._local, "conn", None) is not None:
+            yield
+            return
+        with self._own_transaction("reading") as conn:
+            with self.guard("reading"):
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                self._local.conn, self._local.writing = conn, False
-                try:
-                    yield
-                finally:
-                    self._local.conn, self._local.writing = None, False
+            self._local.conn, self._local.writing = conn, False
+            try:
+                yield
+            finally:
+                self._local.conn, self._local.writing = None, False
 
     @contextmanager
     def local_transaction(self) -> Iterator[Connection]:
@@ -364,7 +390,7 @@ class PgDatabase:
         if current is not None:
             yield current
             return
-        with self.connection() as conn, conn.transaction():
+        with self._own_transaction("reading") as conn:
             yield conn
 
     def close(self) -> None:
