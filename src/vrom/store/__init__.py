@@ -38,6 +38,7 @@ from vrom.store.roles import (
     VectorSource,
     VectorStore,
 )
+from vrom.store.urls import is_server_url, is_url, mask_url
 
 __all__ = [
     "CONDITION_OPS",
@@ -69,5 +70,8 @@ __all__ = [
     "VectorStore",
     "Where",
     "database_file",
+    "is_server_url",
+    "is_url",
+    "mask_url",
     "open_store",
 ]

@@ -63,10 +63,13 @@ def open_store(
     create: bool = True,
     key: str | None = None,
     read_only: bool = False,
+    namespace: str | None = None,
 ) -> Store:
     """Return the store at ``location`` (see `Location`), opened for reading and writing.
 
     ``create=False`` refuses a missing file (`NotFoundError`); ``key`` opens an encrypted file
     (SQLCipher); ``read_only`` opens an existing file as immutable (a verified pack).
+    ``namespace`` picks one store among the many a database server holds; a SQLite file holds
+    one store, so it is ignored there.
     """
     return SQLiteStore(database_file(location), create=create, key=key, read_only=read_only)
