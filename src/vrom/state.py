@@ -134,13 +134,20 @@ def shown_location(location: Location, namespace: str) -> str:
     return mask_url(location)
 
 
+def open_in_namespace(location: Location, namespace: str, *, create: bool) -> Store:
+    """Return the store at ``location``: in ``namespace`` on a database server; a SQLite file
+    holds one store and takes no namespace."""
+    server = is_server_url(location)
+    return open_store(location, namespace=namespace if server else None, create=create)
+
+
 def open_vault_store(location: Location, namespace: str, root: Path, *, create: bool) -> Store:
     """Return the store of the vault at ``root`` in a database (see `store_location`).
 
     Refuses a namespace that holds a collection (`StorageError`), and with ``create=False``
     one where the vault was never indexed (`NotFoundError`).
     """
-    store = open_store(location, namespace=namespace, create=create)
+    store = open_in_namespace(location, namespace, create=create)
     where = shown_location(location, namespace)
     try:
         collection = store.get_meta("collection_name")

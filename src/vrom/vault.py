@@ -307,7 +307,7 @@ class Vault:
         """Return the store a sync copies to or from, refusing this vault's own."""
         if location is None or not os.fspath(location).strip():
             raise ValidationError("give the database (or store file) to sync with")
-        other = open_store(location, namespace=namespace, create=create)
+        other = state.open_in_namespace(location, namespace, create=create)
         ours, theirs = self.store.location, other.location
         if is_server_url(location):
             same = theirs == ours and namespace == self.namespace

@@ -8,8 +8,8 @@ Vectors travel with their chunk's text hash (`vrom.store.VectorStore.for_hashes`
 embedded again. Memories are merged, not mirrored: a memory the target lacks, or holds in an
 older version, is copied; none is removed (another machine's memories stay).
 
-Notes are written a batch at a time, each batch one transaction, and the metadata that says a
-sync finished (chunk strategy, vault, last index time) is written last: a sync interrupted at
+Notes are written a batch at a time, each batch one transaction, then the vectors their chunks
+lack, a batch at a time too, then memories; the metadata that says a sync finished (chunk strategy, vault, last index time) is written last: a sync interrupted at
 any point leaves a consistent target, and running it again ends in the state one uninterrupted
 run gives. Two stores whose vectors come from different models are refused before anything is
 written.
@@ -18,7 +18,7 @@ written.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from vrom.embed import Fingerprint
@@ -38,7 +38,6 @@ from vrom.store import (
     MemoryFilter,
     MemoryRecord,
     Store,
-    StoredChunk,
 )
 
 SyncProgress = Callable[[int, int, str], None]
@@ -86,7 +85,7 @@ def sync_stores(
     tally = _Tally()
     states = source.documents.states()
     _copy_documents(source, target, states, tally, progress)
-    tally.vectors += _fill_vectors(source, target)
+    tally.vectors = _fill_vectors(source, target)
     _merge_memories(source, target, tally)
     with target.transaction():
         for key in (*FINISHED_META_KEYS, COLLECTION_META_KEY):
@@ -183,7 +182,6 @@ def _copy_documents(
     remove the target's notes the source no longer has."""
     held = target.documents.states()
     paths = sorted(states)
-    copy_vectors = source.vectors.has_any()
     for start in range(0, len(paths), BATCH_NOTES):
         batch = paths[start : start + BATCH_NOTES]
         with target.transaction():
@@ -197,7 +195,7 @@ def _copy_documents(
                     if (theirs.mtime, theirs.size) != (ours.mtime, ours.size):
                         target.documents.touch(theirs.document_id, ours.mtime, ours.size)
                     tally.unchanged += 1
-                elif _copy_document(source, target, ours, theirs, tally, copy_vectors):
+                elif _copy_document(source, target, ours, theirs):
                     if theirs is None:
                         tally.added += 1
                     else:
@@ -213,15 +211,11 @@ def _copy_documents(
 
 
 def _copy_document(
-    source: Store,
-    target: Store,
-    ours: DocumentState,
-    theirs: DocumentState | None,
-    tally: _Tally,
-    copy_vectors: bool,
+    source: Store, target: Store, ours: DocumentState, theirs: DocumentState | None
 ) -> bool:
-    """Write one source note (chunks, links, tags, vectors) over the target's; False when the
-    note left the source since it was listed (the next sync removes it)."""
+    """Write one source note (chunks, links, tags) over the target's; False when the note left
+    the source since it was listed (the next sync removes it). Its vectors follow in
+    `_fill_vectors`."""
     documents = source.documents
     with source.snapshot():
         document = documents.get(ours.document_id)
@@ -231,9 +225,6 @@ def _copy_document(
         links = documents.links_of(ours.document_id)
         tags = documents.tags_of(ours.document_id)
         text = documents.texts([ours.document_id]).get(ours.document_id)
-        vectors = (
-            source.vectors.for_hashes([c.content_hash for c in chunks]) if copy_vectors else {}
-        )
     record = DocumentRecord(
         path=document.path,
         path_key=document.path_key,
@@ -247,7 +238,7 @@ def _copy_document(
         chunk_strategy=ours.chunk_strategy,
         text=text,
     )
-    written = target.documents.put(
+    target.documents.put(
         record,
         [
             ChunkRecord(
@@ -259,29 +250,15 @@ def _copy_document(
         tags,
         None if theirs is None else theirs.document_id,
     )
-    if vectors:
-        tally.vectors += _put_vectors(target, target.documents.chunks_of(written), vectors)
     return True
 
 
-def _put_vectors(target: Store, chunks: Sequence[StoredChunk], vectors: dict[str, bytes]) -> int:
-    """Give the target's chunks that have no vector the one their text has; return how many."""
-    have = target.vectors.of([c.chunk_id for c in chunks])
-    rows = [
-        (c.chunk_id, vectors[c.content_hash])
-        for c in chunks
-        if c.chunk_id not in have and c.content_hash in vectors
-    ]
-    if rows:  # counted here: a backend's own count may include its change log's rows
-        target.vectors.put(rows)
-    return len(rows)
-
-
 def _fill_vectors(source: Store, target: Store) -> int:
-    """Give every target chunk without a vector the source's vector for its text, if any.
+    """Give every target chunk without a vector the source's vector for its text, if any;
+    return how many were given.
 
-    Catches what the note copies did not: notes that were unchanged but not yet embedded at an
-    earlier sync, and a sync interrupted between a note and its vectors.
+    The notes just copied get theirs so, and so do notes copied earlier before the source had
+    embedded them, or by a sync interrupted before this pass. A batch is one transaction.
     """
     if not source.vectors.has_any():
         return 0
@@ -289,8 +266,10 @@ def _fill_vectors(source: Store, target: Store) -> int:
     while chunks := target.vectors.missing(BATCH_ROWS, after):
         after = chunks[-1].chunk_id
         vectors = source.vectors.for_hashes([c.content_hash for c in chunks])
-        if vectors:
-            copied += _put_vectors(target, chunks, vectors)
+        rows = [(c.chunk_id, vectors[c.content_hash]) for c in chunks if c.content_hash in vectors]
+        if rows:  # counted here: a backend's own count may include its change log's rows
+            target.vectors.put(rows)
+            copied += len(rows)
     return copied
 
 
