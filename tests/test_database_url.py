@@ -333,6 +333,15 @@ def test_vrom_index_remote_sync_indexes_and_syncs_in_one_step(
     data = json.loads(as_json.stdout)
     assert data["unchanged"] == 2 and data["sync"]["unchanged"] == 2
     assert data["sync"]["target"] == str(tmp_path / "shared.db")
+    # with the database as everyone's default, --remote-sync still indexes the local store
+    env = {"VROM_DATABASE_URL": url}
+    (vault_root / "Atlas.md").write_text("# Atlas\n\nAtlas now maps the routers too.\n")
+    shared = run_vrom(
+        state, "index", str(vault_root), "--remote-sync", url, "--json", env=env, embedder="fake:16"
+    )
+    data = json.loads(shared.stdout)
+    assert data["store"] == str(store_path(vault_root.resolve(), state))
+    assert (data["changed"], data["sync"]["changed"], data["sync"]["vectors"]) == (1, 1, 1)
 
 
 def test_vrom_sync_to_needs_the_vault_indexed_here(vault_root: Path, tmp_path: Path) -> None:

@@ -78,6 +78,8 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         vector_encoding=args.vector_encoding,
         database_url=args.db,
         namespace=args.namespace,
+        # index, then sync: into the local store unless --db names another
+        local=args.remote_sync is not None and args.db is None,
     )
     embed = not args.background  # with --background, a detached `vrom embed` does it
     with vault:
@@ -286,8 +288,8 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     sub.add_argument(
         "--remote-sync",
         metavar="URL",
-        help="then copy the vault's store to this database (as 'vrom sync --to URL', in "
-        "--namespace)",
+        help="index into the vault's local store (or --db), then copy it to this database "
+        "(as 'vrom sync --to URL', in --namespace)",
     )
     sub.add_argument("--quiet", action="store_true", help="print nothing but errors")
     sub.add_argument(
