@@ -130,8 +130,8 @@ def shown_location(location: Location, namespace: str) -> str:
     if location is None:
         return "memory"
     if is_server_url(location):
-        return f"namespace {namespace!r} of {mask_url(location)}"
-    return mask_url(location)
+        return f"namespace {namespace!r} of {mask_url(os.fspath(location))}"
+    return os.fspath(location)  # a file: no password to mask
 
 
 def open_in_namespace(location: Location, namespace: str, *, create: bool) -> Store:

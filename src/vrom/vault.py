@@ -189,7 +189,7 @@ class Vault:
         """
         if is_server_url(db_path):
             raise ValidationError(
-                f"{mask_url(db_path)} is a database, not a store file: open the vault from its"
+                f"{mask_url(os.fspath(db_path))} is a database, not a store file: open the vault from its"
                 " folder with Vault.open(path, database_url=...) (--vault PATH --db URL)"
             )
         store = open_store(db_path, create=False)
