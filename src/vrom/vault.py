@@ -118,8 +118,8 @@ class Vault:
         else in ``$VROM_DATABASE_URL``, else in the vault's own SQLite file under the state
         directory (``local=True`` asks for that file whatever ``$VROM_DATABASE_URL`` says). In
         a database the vault's store is one namespace among many: ``namespace``, by default
-        the vault folder's name (`default_namespace`), so the same vault on two machines shares
-        one store; a SQLite file holds one store and ignores it.
+        the vault folder's name (`vrom.state.default_namespace`), so the same vault on two
+        machines shares one store; a SQLite file holds one store and ignores it.
 
         ``state_dir`` overrides ``VROM_STATE_DIR`` and the user data dir. ``max_file_bytes`` skips
         larger files; ``chunk_chars``/``chunk_overlap`` set the chunk strategy (a change re-chunks
@@ -189,8 +189,8 @@ class Vault:
         """
         if is_server_url(db_path):
             raise ValidationError(
-                f"{mask_url(os.fspath(db_path))} is a database, not a store file: open the vault from its"
-                " folder with Vault.open(path, database_url=...) (--vault PATH --db URL)"
+                f"{mask_url(os.fspath(db_path))} is a database, not a store file: open the vault"
+                " from its folder with Vault.open(path, database_url=...) (--vault PATH --db URL)"
             )
         store = open_store(db_path, create=False)
         root = store.get_meta("vault_root")
@@ -340,8 +340,8 @@ class Vault:
         try:
             if source.get_meta("vault_root") is None:
                 raise NotFoundError(
-                    f"{state.shown_location(database_url, namespace)} holds no indexed vault: run 'vrom sync"
-                    " --to' (or 'vrom index --db') on the machine that has it"
+                    f"{state.shown_location(database_url, namespace)} holds no indexed vault:"
+                    " run 'vrom sync --to' (or 'vrom index --db') on the machine that has it"
                 )
             summary = sync_stores(source, self.store, vault_root=str(self.root), progress=progress)
         finally:

@@ -9,10 +9,10 @@ embedded again. Memories are merged, not mirrored: a memory the target lacks, or
 older version, is copied; none is removed (another machine's memories stay).
 
 Notes are written a batch at a time, each batch one transaction, then the vectors their chunks
-lack, a batch at a time too, then memories; the metadata that says a sync finished (chunk strategy, vault, last index time) is written last: a sync interrupted at
-any point leaves a consistent target, and running it again ends in the state one uninterrupted
-run gives. Two stores whose vectors come from different models are refused before anything is
-written.
+lack, a batch at a time too, then memories; the metadata that says a sync finished (chunk
+strategy, vault, last index time) is written last. A sync interrupted at any point leaves a
+consistent target, and running it again ends in the state one uninterrupted run gives. Two
+stores whose vectors come from different models are refused before anything is written.
 """
 
 from __future__ import annotations
