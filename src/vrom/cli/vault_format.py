@@ -69,10 +69,10 @@ def format_summary(summary: IndexSummary) -> str:
 
 
 def format_sync(summary: SyncSummary) -> str:
-    """Return one line saying what a sync copied, from where to where, and how long it took."""
-    namespace = "" if summary.namespace is None else f" (namespace {summary.namespace!r})"
+    """Return one line saying what a sync copied, from where to where (a database's store
+    names its namespace), and how long it took."""
     return (
-        f"synced {summary.notes:,} notes from {summary.source} to {summary.target}{namespace}:"
+        f"synced {summary.notes:,} notes from {summary.source} to {summary.target}:"
         f" {summary.added:,} added, {summary.changed:,} changed, {summary.removed:,} removed,"
         f" {summary.unchanged:,} unchanged; {summary.vectors:,} vectors,"
         f" {summary.memories:,} memories in {summary.seconds:.2f} s"
