@@ -2,14 +2,16 @@
 `vrom.ingest.sync`): everything copied, nothing re-embedded, only what changed, and a sync
 interrupted half way converges when run again.
 
-The other store here is a SQLite file: the engine speaks only the store roles, so the same
-calls reach a PostgreSQL namespace (the ``shared`` fixture says where the other store is).
+The other store is a SQLite file, or a namespace of a real PostgreSQL server (the ``shared``
+fixture): the engine speaks only the store roles, so every test runs on both.
 """
 
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,10 @@ NOTES = {
     "Reference/Glossary.md": "# Glossary\n\nRack: a frame for servers.\n",
     "README.md": "# Readme\n\nThe vault's front page links [[Missing Note]].\n",
 }
+try:  # the PostgreSQL store's server fixture (tests/postgres_server.py, `postgres_url`)
+    from postgres_server import BACKENDS
+except ImportError:  # a checkout without the PostgreSQL store: the SQLite half runs
+    BACKENDS = ("sqlite",)
 META_KEYS = (
     "chunk_strategy",
     "embedding_fingerprint",
@@ -56,6 +62,11 @@ def write_notes(root: Path, notes: dict[str, str]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return root
+
+
+def at(spot: Spot) -> dict[str, Any]:
+    """Return the arguments naming a spot to `Vault.open`, `sync_to` and `sync_from`."""
+    return {"database_url": spot.location, "namespace": spot.namespace}
 
 
 def contents(store: Store) -> dict[str, Any]:
@@ -94,19 +105,31 @@ def contents(store: Store) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def shared(tmp_path: Path) -> Iterator[Callable[[str], str]]:
-    """Return where another store lives, by name: a SQLite file of its own per name."""
+@dataclass(frozen=True)
+class Spot:
+    """Where another store lives: a SQLite file, or a namespace of the session's PostgreSQL."""
 
-    def location(name: str) -> str:
-        return f"sqlite:///{tmp_path / 'shared' / name}.db"
+    location: str
+    namespace: str | None
 
+    def open(self, create: bool = False) -> Store:
+        return open_store(self.location, namespace=self.namespace, create=create)
+
+
+@pytest.fixture(params=BACKENDS)
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], Spot]:
+    """Return where another store lives, by name: a SQLite file of its own per name, or a
+    namespace of its own per name (and test) in PostgreSQL."""
+    run = uuid.uuid4().hex[:8]
+    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
     (tmp_path / "shared").mkdir()
-    yield location
 
+    def spot(name: str) -> Spot:
+        if url is None:
+            return Spot(f"sqlite:///{tmp_path / 'shared' / name}.db", None)
+        return Spot(url, f"{name}-{run}")
 
-def open_other(location: str) -> Store:
-    return open_store(location, create=False)
+    return spot
 
 
 @pytest.fixture
@@ -121,15 +144,16 @@ def indexed(tmp_path: Path) -> Iterator[Vault]:
 
 
 def test_sync_to_copies_notes_chunks_vectors_and_memories(
-    indexed: Vault, shared: Callable[[str], str]
+    indexed: Vault, shared: Callable[[str], Spot]
 ) -> None:
-    summary = indexed.sync_to(shared("team"))
+    summary = indexed.sync_to(**at(shared("team")))
     assert (summary.added, summary.changed, summary.removed, summary.unchanged) == (8, 0, 0, 0)
     assert summary.notes == 8 and summary.memories == 2 and summary.memory_vectors == 2
     counts = indexed.store.counts()
     assert summary.vectors == counts.vectors == counts.chunks > 8  # Atlas is several chunks
-    assert summary.source == indexed.store.location and summary.namespace is None
-    target = open_other(shared("team"))
+    assert summary.source == indexed.store.location
+    assert summary.namespace == shared("team").namespace  # None for a file: it has none
+    target = shared("team").open()
     try:
         assert contents(target) == contents(indexed.store)
         assert target.get_meta("vault_root") == str(indexed.root)
@@ -138,11 +162,11 @@ def test_sync_to_copies_notes_chunks_vectors_and_memories(
 
 
 def test_a_synced_store_is_searched_by_meaning_with_the_vectors_it_was_given(
-    indexed: Vault, shared: Callable[[str], str], tmp_path: Path
+    indexed: Vault, shared: Callable[[str], Spot], tmp_path: Path
 ) -> None:
     """The copy answers a vector search as the original does, though no model embedded it:
     the embedder given refuses to embed anything but the query."""
-    indexed.sync_to(shared("team"))
+    indexed.sync_to(**at(shared("team")))
 
     class QueriesOnly(Embedder):
         """The fake model, for queries only: embedding a note's chunk fails the test."""
@@ -159,7 +183,7 @@ def test_a_synced_store_is_searched_by_meaning_with_the_vectors_it_was_given(
             return self._inner.embed_documents(texts)  # the fake embeds both kinds alike
 
     elsewhere = write_notes(tmp_path / "machine-b" / "notes", NOTES)
-    with Vault.open(elsewhere, database_url=shared("team"), embedder=QueriesOnly()) as copy:
+    with Vault.open(elsewhere, **at(shared("team")), embedder=QueriesOnly()) as copy:
         ours = indexed.search("switch alerts", k=3, mode="vector")
         theirs = copy.search("switch alerts", k=3, mode="vector")
     assert [(h.path, h.chunk_id is not None, h.score) for h in theirs] == [
@@ -168,23 +192,23 @@ def test_a_synced_store_is_searched_by_meaning_with_the_vectors_it_was_given(
 
 
 def test_a_second_sync_writes_only_what_changed(
-    indexed: Vault, shared: Callable[[str], str]
+    indexed: Vault, shared: Callable[[str], Spot]
 ) -> None:
-    indexed.sync_to(shared("team"))
+    indexed.sync_to(**at(shared("team")))
     root = indexed.root
     (root / "Projects" / "Beacon.md").write_text("# Beacon\n\nBeacon now also sends SMS.\n")
     (root / "Journal" / "2024-05-04.md").write_text("# Thursday\n\nNew rack arrived.\n")
     (root / "Reference" / "Glossary.md").unlink()
     indexed.index()
-    summary = indexed.sync_to(shared("team"))
+    summary = indexed.sync_to(**at(shared("team")))
     assert (summary.added, summary.changed, summary.removed, summary.unchanged) == (1, 1, 1, 6)
     assert (summary.vectors, summary.memories) == (2, 0)  # one chunk each; memories as they were
-    target = open_other(shared("team"))
+    target = shared("team").open()
     try:
         assert contents(target) == contents(indexed.store)
     finally:
         target.close()
-    again = indexed.sync_to(shared("team"))
+    again = indexed.sync_to(**at(shared("team")))
     assert (again.added, again.changed, again.removed, again.unchanged, again.vectors) == (
         0,
         0,
@@ -195,19 +219,19 @@ def test_a_second_sync_writes_only_what_changed(
 
 
 def test_vectors_embedded_after_a_sync_follow_at_the_next(
-    tmp_path: Path, shared: Callable[[str], str]
+    tmp_path: Path, shared: Callable[[str], Spot]
 ) -> None:
     """A vault synced before it was embedded (keyword index only) sends its vectors next time,
     though no note changed."""
     root = write_notes(tmp_path / "notes", NOTES)
     with Vault.open(root, embedder=Embedder.fake(16), local=True) as vault:
         vault.index(embed=False)
-        first = vault.sync_to(shared("team"))
+        first = vault.sync_to(**at(shared("team")))
         assert first.vectors == 0 and first.added == 8
         embedded = vault.embed()
-        second = vault.sync_to(shared("team"))
+        second = vault.sync_to(**at(shared("team")))
         assert (second.unchanged, second.vectors) == (8, embedded)
-        target = open_other(shared("team"))
+        target = shared("team").open()
         try:
             assert contents(target) == contents(vault.store)
         finally:
@@ -215,13 +239,13 @@ def test_vectors_embedded_after_a_sync_follow_at_the_next(
 
 
 def test_sync_from_gives_a_new_machine_a_local_copy_that_indexes_as_unchanged(
-    indexed: Vault, shared: Callable[[str], str], tmp_path: Path
+    indexed: Vault, shared: Callable[[str], Spot], tmp_path: Path
 ) -> None:
-    indexed.sync_to(shared("team"))
+    indexed.sync_to(**at(shared("team")))
     here = tmp_path / "machine-b" / "notes"
     shutil.copytree(indexed.root, here)
     with Vault.open(here, tmp_path / "state-b", embedder=Embedder.fake(16), local=True) as copy:
-        summary = copy.sync_from(shared("team"))
+        summary = copy.sync_from(**at(shared("team")))
         assert (summary.added, summary.vectors, summary.memories) == (8, indexed.stats().vectors, 2)
         assert summary.target == copy.store.location
         assert copy.store.get_meta("vault_root") == str(here)  # this machine's folder
@@ -235,12 +259,12 @@ def test_sync_from_gives_a_new_machine_a_local_copy_that_indexes_as_unchanged(
 @pytest.mark.parametrize("stop_after", [1, 4, 7])
 def test_an_interrupted_sync_run_again_ends_as_an_uninterrupted_one(
     indexed: Vault,
-    shared: Callable[[str], str],
+    shared: Callable[[str], Spot],
     monkeypatch: pytest.MonkeyPatch,
     stop_after: int,
 ) -> None:
     monkeypatch.setattr(sync_engine, "BATCH_NOTES", 3)  # several transactions for 8 notes
-    indexed.sync_to(shared("whole"))
+    indexed.sync_to(**at(shared("whole")))
 
     class Interrupted(Exception):
         pass
@@ -250,16 +274,16 @@ def test_an_interrupted_sync_run_again_ends_as_an_uninterrupted_one(
             raise Interrupted(path)
 
     with pytest.raises(Interrupted):
-        indexed.sync_to(shared("halves"), progress=stop)
-    target = open_other(shared("halves"))
+        indexed.sync_to(**at(shared("halves")), progress=stop)
+    target = shared("halves").open()
     try:
         committed = len(target.documents.states())
     finally:
         target.close()
     assert committed == stop_after // 3 * 3  # whole batches only: each is one transaction
-    resumed = indexed.sync_to(shared("halves"))
+    resumed = indexed.sync_to(**at(shared("halves")))
     assert (resumed.added, resumed.unchanged) == (8 - committed, committed)
-    whole, halves = open_other(shared("whole")), open_other(shared("halves"))
+    whole, halves = shared("whole").open(), shared("halves").open()
     try:
         assert contents(halves) == contents(whole)
         assert halves.integrity_problems() == []
@@ -269,18 +293,18 @@ def test_an_interrupted_sync_run_again_ends_as_an_uninterrupted_one(
 
 
 def test_stores_of_different_models_are_refused_before_anything_is_written(
-    indexed: Vault, shared: Callable[[str], str], tmp_path: Path
+    indexed: Vault, shared: Callable[[str], Spot], tmp_path: Path
 ) -> None:
     other = write_notes(tmp_path / "other" / "notes", {"x.md": "# X\n\nsomething else\n"})
-    with Vault.open(other, database_url=shared("team"), embedder=Embedder.fake(8)) as vault:
+    with Vault.open(other, **at(shared("team")), embedder=Embedder.fake(8)) as vault:
         vault.index()
         before = contents(vault.store)
     with pytest.raises(ModelError) as refused:
-        indexed.sync_to(shared("team"))
+        indexed.sync_to(**at(shared("team")))
     message = str(refused.value)
     assert "fake-hashed-words (16 d)" in message and "fake-hashed-words (8 d)" in message
     assert "\n" not in message
-    target = open_other(shared("team"))
+    target = shared("team").open()
     try:
         assert contents(target) == before
     finally:
@@ -288,13 +312,15 @@ def test_stores_of_different_models_are_refused_before_anything_is_written(
 
 
 def test_a_vault_and_a_collection_never_share_a_store(
-    indexed: Vault, shared: Callable[[str], str]
+    indexed: Vault, shared: Callable[[str], Spot]
 ) -> None:
-    path = shared("handbook").removeprefix("sqlite:///")
-    with Collection.open("handbook", embedder=None, storage=path) as docs:
+    spot = shared("handbook")
+    name = spot.namespace or "handbook"  # a collection's namespace is its name
+    storage = spot.location if spot.namespace else spot.location.removeprefix("sqlite:///")
+    with Collection.open(name, embedder=None, storage=storage) as docs:
         docs.add([{"id": "leave", "text": "Annual leave is 25 days."}])
-    with pytest.raises(StorageError, match="collection 'handbook'"):
-        indexed.sync_to(shared("handbook"))
+    with pytest.raises(StorageError, match=f"collection '{name}'"):
+        indexed.sync_to(**at(spot))
 
 
 def test_a_vault_never_syncs_onto_its_own_store(indexed: Vault) -> None:
@@ -305,29 +331,29 @@ def test_a_vault_never_syncs_onto_its_own_store(indexed: Vault) -> None:
 
 
 def test_sync_from_a_store_without_a_vault_is_not_found(
-    indexed: Vault, shared: Callable[[str], str]
+    indexed: Vault, shared: Callable[[str], Spot]
 ) -> None:
-    open_store(shared("empty")).close()
+    shared("empty").open(create=True).close()
     with pytest.raises(NotFoundError, match="holds no indexed vault"):
-        indexed.sync_from(shared("empty"))
+        indexed.sync_from(**at(shared("empty")))
     with pytest.raises(NotFoundError):
-        indexed.sync_from(shared("missing"))
+        indexed.sync_from(**at(shared("missing")))
 
 
 def test_memories_merge_the_newer_version_wins_and_none_is_removed(
-    indexed: Vault, shared: Callable[[str], str], tmp_path: Path
+    indexed: Vault, shared: Callable[[str], Spot], tmp_path: Path
 ) -> None:
-    indexed.sync_to(shared("team"))
+    indexed.sync_to(**at(shared("team")))
     rota = next(m for m in indexed.memories.list() if m.title == "Pager rota")
     basil = next(m for m in indexed.memories.list() if m.title == "Basil")
     here = write_notes(tmp_path / "machine-b" / "notes", NOTES)
-    with Vault.open(here, database_url=shared("team"), embedder=Embedder.fake(16)) as remote:
+    with Vault.open(here, **at(shared("team")), embedder=Embedder.fake(16)) as remote:
         remote.memories.archive(basil.id)  # the shared copy moves on
         theirs = remote.memories.remember("Rack labels", "Label racks by floor.")
     indexed.memories.archive(rota.id)  # and so does the local one, another memory
-    summary = indexed.sync_to(shared("team"))
+    summary = indexed.sync_to(**at(shared("team")))
     assert summary.memories == 1  # the rota's archiving; the basil's newer archiving stays
-    with Vault.open(here, database_url=shared("team"), embedder=Embedder.fake(16)) as remote:
+    with Vault.open(here, **at(shared("team")), embedder=Embedder.fake(16)) as remote:
         statuses = {m.title: m.status for m in remote.memories.list(status="any")}
     assert statuses == {"Pager rota": "archived", "Basil": "archived", "Rack labels": "active"}
     assert theirs.title == "Rack labels"
