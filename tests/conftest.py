@@ -27,6 +27,7 @@ def _isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VROM_EMBEDDER", "none")
     monkeypatch.delenv("VROM_VAULT", raising=False)
     monkeypatch.delenv("VAULT_ROOT", raising=False)
+    monkeypatch.delenv("VROM_DATABASE_URL", raising=False)  # stores stay in the state dir
     monkeypatch.delenv("VROM_TRUSTED_KEYS", raising=False)
 
 

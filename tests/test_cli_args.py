@@ -198,13 +198,46 @@ def test_global_options_are_taken_where_they_apply(argv: tuple[str, ...]) -> Non
 
 
 @pytest.mark.parametrize(
+    "argv",
+    [
+        ("stats", "--vault", "/v", "--db", "postgresql://u@h/db", "--namespace", "team"),
+        ("--db", "sqlite:///x.db", "--vault", "/v", "search", "q"),
+        ("index", "/v", "--database-url", "postgresql://u@h/db", "--namespace", "team"),
+        ("mcp", "--vault", "/v", "--database-url", "postgresql://u@h/db"),
+        ("sync", "--to", "postgresql://u@h/db", "--vault", "/v", "--namespace", "team"),
+        ("memory", "list", "--vault", "/v", "--database-url", "sqlite:///x.db"),
+    ],
+)
+def test_a_database_url_goes_with_a_vault_folder(argv: tuple[str, ...]) -> None:
+    """A store file names its vault, so --vault with --db FILE is refused; a database URL
+    names only where the store is, so --vault (and --namespace) go with it, under either
+    spelling of the option."""
+    args = _parse(*argv)
+    url = next(v for o, v in itertools.pairwise(argv) if o in ("--db", "--database-url", "--to"))
+    assert url in (args.db, getattr(args, "to", None))
+    assert args.vault == "/v" or args.command == "index"
+    assert args.namespace == ("team" if "--namespace" in argv else None)
+
+
+def test_a_usage_error_never_shows_a_password(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse quotes what it could not use; a mistyped option's URL keeps its password."""
+    with pytest.raises(SystemExit):
+        main(["--databse-url", "postgresql://u:s3cret@127.0.0.1:1/db", "stats"], io.StringIO())
+    err = capsys.readouterr().err
+    assert "s3cret" not in err and "postgresql://u:***@127.0.0.1:1/db" in err
+
+
+@pytest.mark.parametrize(
     ("argv", "message"),
     [
         (("--json", "mcp"), "--json does not apply to 'vrom mcp'"),
         (("--vault", "/v", "index", "/v"), "--vault does not apply to 'vrom index'"),
         (("--db", "/x.db", "selftest"), "--db does not apply to 'vrom selftest'"),
         (("--vault", "/v", "stats", "--db", "/x.db"), "give --vault PATH or --db FILE, not both"),
-        (("stats", "--vault", "/v", "--db", "/x.db"), "not allowed with argument --vault"),
+        (("stats", "--vault", "/v", "--db", "/x.db"), "give --vault PATH or --db FILE, not both"),
+        (("--namespace", "n", "pack", "list"), "--namespace does not apply to 'vrom pack'"),
+        (("--db", "sqlite:///x.db", "sync", "--to", "/y.db"), "--db does not apply to 'vrom sync'"),
+        (("sync", "--vault", "/v"), "one of the arguments --to --from is required"),
         (("pack", "list", "--vault", "/v"), "unrecognized arguments: --vault"),
     ],
 )

@@ -183,7 +183,7 @@ def test_memory_help_shows_every_action_and_its_options(
         parser.parse_args(["memory", "--help"])
     text = capsys.readouterr().out
     for action in ("remember", "recall", "list", "get", "archive", "stats"):
-        assert f"  vrom memory {action} [-h] [--json] [--vault PATH | --db FILE]" in text
+        assert f"  vrom memory {action} [-h] [--json] [--vault PATH] [--db FILE|URL]" in text
     for flag in ("--type", "--project", "--tag", "--related", "--source", "--status", "--limit"):
         assert flag in text
     assert "--superseded-by" in text

@@ -27,7 +27,15 @@ def _block_after(marker: str) -> str:
     return match.group(1).strip()
 
 
-GLOBAL_OPTIONS = ("--state-dir", "--embedder", "--vault", "--db", "--json")
+GLOBAL_OPTIONS = (
+    "--state-dir",
+    "--embedder",
+    "--vault",
+    "--db",
+    "--database-url",
+    "--namespace",
+    "--json",
+)
 
 
 def test_global_options_exist() -> None:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-INHERITED = ("VROM_VAULT", "VAULT_ROOT", "VROM_STATE_DIR")
+INHERITED = ("VROM_VAULT", "VAULT_ROOT", "VROM_STATE_DIR", "VROM_DATABASE_URL")
 
 
 def run_vrom(
@@ -17,11 +17,14 @@ def run_vrom(
     embedder: str = "none",
     cwd: Path | None = None,
     timeout: float = 120,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m vrom ARGS`` with ``state`` as its state folder; whatever it exits with,
-    it must not print a traceback."""
+    """Run ``python -m vrom ARGS`` with ``state`` as its state folder (and ``env`` set too);
+    whatever it exits with, it must not print a traceback."""
+    given = env or {}
     env = {k: v for k, v in os.environ.items() if k not in INHERITED}
     env.update(VROM_STATE_DIR=str(state), VROM_EMBEDDER=embedder, PYTHONIOENCODING="utf-8")
+    env.update(given)
     done = subprocess.run(
         [sys.executable, "-m", "vrom", *args],
         capture_output=True,

@@ -62,9 +62,14 @@ class BackgroundEmbedding:
         log: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
         progress_seconds: float = PROGRESS_SECONDS,
+        *,
+        database_url: str | None = None,
+        namespace: str | None = None,
     ) -> None:
         self._root = root
         self._state_dir = state_dir
+        self._database_url = database_url  # the served vault's store, as it was opened
+        self._namespace = namespace
         self._embedder = embedder  # shared with the served vault: never closed here
         self._log = log
         self._clock = clock
@@ -139,7 +144,13 @@ class BackgroundEmbedding:
         if previous is not None:
             previous.join()  # it may still be closing its connection: one worker at a time
         try:
-            with Vault.open(self._root, self._state_dir, embedder=self._embedder) as vault:
+            with Vault.open(
+                self._root,
+                self._state_dir,
+                embedder=self._embedder,
+                database_url=self._database_url,
+                namespace=self._namespace,
+            ) as vault:
                 while True:
                     while not self._embed(vault):  # another process is embedding: wait for it
                         if self._stop.wait(BUSY_RETRY_S):

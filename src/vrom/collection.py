@@ -47,7 +47,15 @@ from vrom.results import Hit
 from vrom.search.keyword import check_k
 from vrom.search.query import check_query, parse_metadata_where
 from vrom.search.vector import INDEX_KINDS, check_ef_search, check_mode
-from vrom.store import ChunkRecord, DocumentRecord, Store, database_file, open_store
+from vrom.store import (
+    ChunkRecord,
+    DocumentRecord,
+    Location,
+    Store,
+    database_file,
+    is_server_url,
+    open_store,
+)
 from vrom.tools import SearchTool
 
 __all__ = [  # the limits and Document live in vrom.documents; they are named here too
@@ -100,8 +108,10 @@ class Collection:
         search only, or ``"auto"`` (``$VROM_EMBEDDER``, else the default local model).
         ``storage``: None keeps the collection in memory; a folder holds one SQLite file per
         collection (``<folder>/<name>.db``); a file path (or a ``sqlite:///path`` URL) is the
-        collection's SQLite file. Opening the same name on the same storage, in this or another
-        process, finds the same documents. ``index``: ``flat`` (exact), ``hnsw`` (approximate,
+        collection's SQLite file; a database URL (``postgresql://USER:PASSWORD@HOST/DB``) holds
+        it in the namespace ``name``, beside other collections and vaults. Opening the same
+        name on the same storage, in this or another process (or machine, for a database),
+        finds the same documents. ``index``: ``flat`` (exact), ``hnsw`` (approximate,
         the graph cached beside the file) or ``auto`` (flat below 50k chunks). ``ef_search``
         sets the HNSW search breadth (default 64). ``key`` encrypts the file with SQLCipher
         (``pip install 'vrom[encrypted]'``); without it, ``$VROM_STORAGE_KEY`` is used if set.
@@ -123,16 +133,24 @@ class Collection:
             strategy = ChunkStrategy(target_chars=chunk_chars, overlap_chars=chunk_overlap)
         except ValueError as exc:
             raise ValidationError(str(exc)) from exc
-        path = storage_path(name, storage)
-        if path is None:
+        location: Location
+        if is_server_url(storage):  # a database: the collection is the namespace `name`
             if key is not None:
-                raise ValidationError("a key encrypts a file: give storage a path as well")
-        elif key is None:
-            key = settings.storage_key()
+                raise ValidationError(
+                    "a key encrypts a SQLite file, not a database server's store: drop it"
+                )
+            location, namespace = storage, name
+        else:
+            location, namespace = storage_path(name, storage), None
+            if location is None:
+                if key is not None:
+                    raise ValidationError("a key encrypts a file: give storage a path as well")
+            elif key is None:
+                key = settings.storage_key()
         binding = EmbedderBinding(embedder, settings.embedder_spec())
         resolved = binding.get()
         try:
-            store = open_store(path, key=key)
+            store = open_store(location, key=key, namespace=namespace)
         except BaseException:
             binding.close()
             raise
@@ -162,7 +180,8 @@ class Collection:
 
     @property
     def location(self) -> str:
-        """Where the collection lives: its SQLite file, or ``:memory:``."""
+        """Where the collection lives: its SQLite file, ``:memory:``, or its database (the
+        URL's password masked)."""
         return self._store.location
 
     @property

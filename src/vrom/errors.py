@@ -8,17 +8,53 @@
     └── PackError        a knowledge pack or registry is missing, unreachable or fails its check
 
 Third-party exceptions are converted where they cross into vrom (``raise X(...) from exc``),
-so callers only ever need to catch `VromError`.
+so callers only ever need to catch `VromError`. A message never carries a password: one in a
+URL (``postgresql://user:secret@host/db``) or a ``password=`` setting is masked as ``***``
+(`hide_passwords`), so an error can name the database it failed on, in a terminal, an MCP
+result or a log.
 """
 
 from __future__ import annotations
 
+import re
+
 SHOWN_CHARS = 80
 """How much of a rejected value a message quotes."""
+MASK = "***"
+"""What a password is shown as."""
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+_PASSWORD_SETTING = re.compile(r"(password\s*=\s*)('[^']*'|[^\s&;,]+)", re.IGNORECASE)
+
+
+def hide_passwords(text: str) -> str:
+    """Return ``text`` with every password in it masked: a URL's (``user:***@host``) and a
+    ``password=...`` setting's (in a URL's query or a connection string).
+
+    A URL's user information runs to its last ``@``, so a password with a raw ``@`` or ``/``
+    in it is masked whole: masking too much is safe, too little is not.
+    """
+    return _PASSWORD_SETTING.sub(rf"\g<1>{MASK}", _URL.sub(_masked_url, text))
+
+
+def _masked_url(match: re.Match[str]) -> str:
+    url = match.group(0)
+    scheme, _, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not at or ":" not in userinfo or rest.startswith("/"):  # no user, or no host (a file)
+        return url
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}:{MASK}@{host}"
 
 
 class VromError(Exception):
-    """Base class of every error vrom raises on purpose; its message is one line for a person."""
+    """Base class of every error vrom raises on purpose; its message is one line for a person.
+
+    A password in the message is masked (`hide_passwords`) when the error is made.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(hide_passwords(a) if isinstance(a, str) else a for a in args))
 
 
 class StorageError(VromError):

@@ -147,7 +147,7 @@ def _index_source(
 ) -> Path:
     """Index and embed the source into a store under ``work``; return the store file."""
     if source.kind == "vault":
-        with Vault.open(source.path, work / "state", embedder=embedder) as vault:
+        with Vault.open(source.path, work / "state", embedder=embedder, local=True) as vault:
             vault.index(
                 progress=None if progress is None else lambda d, t, _p: progress("index", d, t),
                 embed_progress=None if progress is None else lambda d, t: progress("embed", d, t),

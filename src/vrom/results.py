@@ -394,6 +394,37 @@ class ExportSummary:
 
 
 @dataclass(frozen=True)
+class SyncSummary:
+    """What a sync copied from one store to another (`vrom.vault.Vault.sync_to`, ``vrom sync``).
+
+    Fields:
+        source, target: the two stores, as they may be shown (a URL's password masked).
+        namespace: the namespace on the database side of the sync (None when neither side is a
+            database server).
+        notes: notes in the source, all of which the target now holds as the source does.
+        added, changed, removed, unchanged: notes the target gained, had rewritten (their
+            content or chunking differed), lost (gone from the source), and already held.
+        vectors: chunk vectors copied (never re-embedded: a vector goes with its chunk text).
+        memories: agent memories copied (new, or changed in the source since);
+            memory_vectors: their vectors copied.
+        seconds: the sync's wall time.
+    """
+
+    source: str
+    target: str
+    namespace: str | None
+    notes: int
+    added: int
+    changed: int
+    removed: int
+    unchanged: int
+    vectors: int
+    memories: int
+    memory_vectors: int
+    seconds: float
+
+
+@dataclass(frozen=True)
 class FolderListing:
     """What one vault folder holds.
 

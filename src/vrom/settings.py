@@ -20,6 +20,10 @@ VAULT_ROOT_ENV = "VAULT_ROOT"
 """The same as ``VROM_VAULT``, by the name MCP client configs often give it."""
 STATE_DIR_ENV = "VROM_STATE_DIR"
 """Where vaults' stores live (default: the user data dir)."""
+DATABASE_URL_ENV = "VROM_DATABASE_URL"
+"""The database vaults' stores live in when no ``--db``/``database_url`` is given
+(``postgresql://USER:PASSWORD@HOST/DB``, or ``sqlite:///FILE``); unset, each vault has its own
+SQLite file in the state directory."""
 EMBEDDER_ENV = "VROM_EMBEDDER"
 """The embedder spec ``"auto"`` stands for (see `vrom.embed.Embedder.from_spec`)."""
 STORAGE_KEY_ENV = "VROM_STORAGE_KEY"
@@ -91,6 +95,11 @@ def _folder(path: str) -> Path:
 def state_dir() -> str | None:
     """Return ``$VROM_STATE_DIR``."""
     return get(STATE_DIR_ENV)
+
+
+def database_url() -> str | None:
+    """Return ``$VROM_DATABASE_URL``."""
+    return get(DATABASE_URL_ENV)
 
 
 def embedder_spec() -> str:

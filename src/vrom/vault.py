@@ -33,6 +33,7 @@ from vrom.ingest.indexer import (
     ProgressCallback,
 )
 from vrom.ingest.parse import is_utf8, shown_path
+from vrom.ingest.sync import SyncProgress, sync_stores
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
 from vrom.memories import Memories
 from vrom.results import (
@@ -48,6 +49,7 @@ from vrom.results import (
     NoteRef,
     Related,
     SearchReport,
+    SyncSummary,
     TagCount,
     VaultStats,
     VectorInfo,
@@ -55,7 +57,7 @@ from vrom.results import (
 )
 from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
 from vrom.search.vector import HNSW_THRESHOLD
-from vrom.store import open_store
+from vrom.store import Location, Store, is_server_url, mask_url, open_store
 
 VAULT_ENV = settings.VAULT_ENV
 __all__ = ["AUTO", "VAULT_ENV", "EmbedderChoice", "Vault"]
@@ -70,8 +72,12 @@ class Vault:
         corpus: Corpus,
         options: IndexOptions,
         state_base: Path | None = None,
+        namespace: str | None = None,
     ) -> None:
         self.root = root
+        self.namespace = namespace or state.default_namespace(root)
+        """The vault's namespace in a shared database: where `sync_to` copies it by default,
+        and where its store is when that is on a database server."""
         self.corpus = corpus
         """The search core: this vault's store, model and vector indexes."""
         self.store = corpus.store
@@ -101,8 +107,19 @@ class Vault:
         metric: str = "cosine",
         hnsw_threshold: int = HNSW_THRESHOLD,
         vector_encoding: str | None = None,
+        database_url: Location = None,
+        namespace: str | None = None,
+        local: bool = False,
     ) -> Vault:
-        """Return the vault at ``path``, with its store in the state directory.
+        """Return the vault at ``path``, with its store in the state directory or a database.
+
+        The vault's files stay in ``path``; its store is in ``database_url`` when given (a
+        ``postgresql://USER:PASSWORD@HOST/DB`` URL, a ``sqlite:///FILE`` URL or a store file),
+        else in ``$VROM_DATABASE_URL``, else in the vault's own SQLite file under the state
+        directory (``local=True`` asks for that file whatever ``$VROM_DATABASE_URL`` says). In
+        a database the vault's store is one namespace among many: ``namespace``, by default
+        the vault folder's name (`vrom.state.default_namespace`), so the same vault on two
+        machines shares one store; a SQLite file holds one store and ignores it.
 
         ``state_dir`` overrides ``VROM_STATE_DIR`` and the user data dir. ``max_file_bytes`` skips
         larger files; ``chunk_chars``/``chunk_overlap`` set the chunk strategy (a change re-chunks
@@ -135,11 +152,18 @@ class Vault:
             raise ValidationError(str(exc)) from exc
         if metric not in METRICS:
             raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
+        namespace = state.checked_namespace(namespace) or state.default_namespace(root)
         base = state.state_dir(state_dir)
-        path_of_store = state.store_path(root, base)
-        if not create and not path_of_store.exists():
-            raise NotFoundError(f"vault {str(root)!r} is not indexed yet: run 'vrom index {root}'")
-        store = open_store(path_of_store, create=create)
+        location = state.store_location(database_url, local)
+        if location is None:
+            path_of_store = state.store_path(root, base)
+            if not create and not path_of_store.exists():
+                raise NotFoundError(
+                    f"vault {str(root)!r} is not indexed yet: run 'vrom index {root}'"
+                )
+            store = open_store(path_of_store, create=create)
+        else:
+            store = state.open_vault_store(location, namespace, root, create=create)
         corpus = Corpus(
             store,
             EmbedderBinding(embedder, settings.embedder_spec()),
@@ -147,7 +171,7 @@ class Vault:
             hnsw_threshold=hnsw_threshold,
             encoding=vector_encoding,
         )
-        return cls(root, corpus, IndexOptions(max_file_bytes, strategy), base)
+        return cls(root, corpus, IndexOptions(max_file_bytes, strategy), base, namespace)
 
     @classmethod
     def open_store(
@@ -159,13 +183,20 @@ class Vault:
     ) -> Vault:
         """Return the vault whose store file is ``db_path`` (the store must exist).
 
-        Re-indexing through it keeps the chunk strategy the store was last indexed with.
+        ``db_path`` is a path or a ``sqlite:///`` URL; a vault whose store is on a database
+        server is opened from its folder instead (`open` with ``database_url``). Re-indexing
+        through it keeps the chunk strategy the store was last indexed with.
         """
-        store = open_store(Path(db_path).expanduser(), create=False)
+        if is_server_url(db_path):
+            raise ValidationError(
+                f"{mask_url(os.fspath(db_path))} is a database, not a store file: open the vault"
+                " from its folder with Vault.open(path, database_url=...) (--vault PATH --db URL)"
+            )
+        store = open_store(db_path, create=False)
         root = store.get_meta("vault_root")
         if root is None:
             store.close()
-            raise NotFoundError(f"store {os.fspath(db_path)!r} has not indexed a vault yet")
+            raise NotFoundError(f"store {store.location!r} has not indexed a vault yet")
         recorded = json.loads(store.get_meta(STRATEGY_META_KEY) or "{}")
         strategy = ChunkStrategy(
             target_chars=recorded.get("target_chars", ChunkStrategy.target_chars),
@@ -186,35 +217,45 @@ class Vault:
         *,
         embedder: EmbedderChoice = AUTO,
         vector_encoding: str | None = None,
+        database_url: Location = None,
+        namespace: str | None = None,
+        local: bool = False,
     ) -> Vault:
         """Return the vault to use when none is named.
 
         In order: ``VROM_VAULT`` or ``VAULT_ROOT`` (see `vrom.settings.vault_variable`); the
-        nearest indexed vault at or above the current directory; the vault indexed last.
+        nearest indexed vault at or above the current directory; the vault indexed last. With
+        its store in a database (``database_url`` or ``$VROM_DATABASE_URL``; see `open`),
+        after ``VROM_VAULT``: the vault indexed last on this machine, else the current
+        directory (a database is not searched for the folders it holds).
         """
+        options: dict[str, Any] = {
+            "create": False,
+            "embedder": embedder,
+            "vector_encoding": vector_encoding,
+            "database_url": database_url,
+            "namespace": namespace,
+            "local": local,
+        }
         named = settings.vault_variable()
         if named is not None:
             variable, folder = named
             try:
-                return cls.open(
-                    folder,
-                    state_dir,
-                    create=False,
-                    embedder=embedder,
-                    vector_encoding=vector_encoding,
-                )
+                return cls.open(folder, state_dir, **options)
             except NotFoundError as exc:  # say where the path came from: no --vault was given
                 raise NotFoundError(f"${variable}: {exc}") from exc
         base = state.state_dir(state_dir)
         start = Path(cwd) if cwd is not None else Path.cwd()
+        if state.store_location(database_url, local) is not None:
+            return cls.open(
+                state.last_vault(base, stored_here=False) or start, state_dir, **options
+            )
         root = state.find_indexed_vault(start, base) or state.last_vault(base)
         if root is None:
             raise NotFoundError(
                 "no indexed vault here: run 'vrom index PATH' first, or pass --vault PATH"
             )
-        return cls.open(
-            root, state_dir, create=False, embedder=embedder, vector_encoding=vector_encoding
-        )
+        return cls.open(root, state_dir, **options)
 
     def close(self) -> None:
         """Close the store (and a model vrom loaded; never one the caller passed in); later
@@ -234,6 +275,78 @@ class Vault:
 
     def __repr__(self) -> str:
         return f"Vault({str(self.root)!r}, store={self.store.location!r})"
+
+    # -- syncing ---------------------------------------------------------------------------
+
+    def sync_to(
+        self,
+        database_url: Location,
+        *,
+        namespace: str | None = None,
+        progress: SyncProgress | None = None,
+    ) -> SyncSummary:
+        """Copy this vault's store into a database (or another store file); return what was
+        copied.
+
+        The target (in ``namespace``, by default this vault's `namespace`) ends up holding this
+        store's notes exactly, with their chunks, links, tags and vectors, plus the memories it
+        lacked or held in an older version: only what changed is written, nothing is
+        re-embedded, and a sync interrupted half way ends, when run again, as one that was not.
+        Stores whose vectors come from different models are refused (`ModelError`).
+        ``progress(done, total, path)`` follows the notes. See `vrom.ingest.sync`.
+        """
+        namespace = state.checked_namespace(namespace) or self.namespace
+        target = self._other_store(database_url, namespace, create=True)
+        try:
+            summary = sync_stores(self.store, target, progress=progress)
+        finally:
+            target.close()
+        return _with_namespace(summary, database_url, namespace)
+
+    def _other_store(self, location: Location, namespace: str, *, create: bool) -> Store:
+        """Return the store a sync copies to or from, refusing this vault's own."""
+        if location is None or not os.fspath(location).strip():
+            raise ValidationError("give the database (or store file) to sync with")
+        other = state.open_in_namespace(location, namespace, create=create)
+        ours, theirs = self.store.location, other.location
+        if is_server_url(location):
+            same = theirs == ours and namespace == self.namespace
+        else:  # a file, however its path is written
+            same = ours != ":memory:" and os.path.realpath(theirs) == os.path.realpath(ours)
+        if same:
+            other.close()
+            raise ValidationError(
+                f"{state.shown_location(location, namespace)} is this vault's own store:"
+                " sync with another database or namespace"
+            )
+        return other
+
+    def sync_from(
+        self,
+        database_url: Location,
+        *,
+        namespace: str | None = None,
+        progress: SyncProgress | None = None,
+    ) -> SyncSummary:
+        """Copy a vault's store from a database (or a store file) into this vault's store;
+        return what was copied.
+
+        The way a new machine gets a local copy of a shared vault: as `sync_to` the other way
+        round (``namespace`` by default this vault's `namespace`), the copy recording this
+        machine's folder as its vault. The source must hold an indexed vault (`NotFoundError`).
+        """
+        namespace = state.checked_namespace(namespace) or self.namespace
+        source = self._other_store(database_url, namespace, create=False)
+        try:
+            if source.get_meta("vault_root") is None:
+                raise NotFoundError(
+                    f"{state.shown_location(database_url, namespace)} holds no indexed vault:"
+                    " run 'vrom sync --to' (or 'vrom index --db') on the machine that has it"
+                )
+            summary = sync_stores(source, self.store, vault_root=str(self.root), progress=progress)
+        finally:
+            source.close()
+        return _with_namespace(summary, database_url, namespace)
 
     # -- indexing --------------------------------------------------------------------------
 
@@ -631,3 +744,8 @@ class Vault:
         as written. See `vrom.ingest.okf_enrich` for where each value comes from.
         """
         return self._format.report(path, enrich=True, apply=apply)
+
+
+def _with_namespace(summary: SyncSummary, location: Location, namespace: str) -> SyncSummary:
+    """Return a sync's summary saying which namespace of a database it synced with."""
+    return dataclasses.replace(summary, namespace=namespace if is_server_url(location) else None)

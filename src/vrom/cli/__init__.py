@@ -2,11 +2,12 @@
 
 Every result-producing command takes ``--json`` and prints the same shapes the Python API returns
 (`vrom.to_jsonable`). The global options go before or after the command (`global_options`). A
-`VromError` becomes one line on stderr and exit code 1.
+`VromError` becomes one line on stderr and exit code 1; neither it nor a usage error ever shows
+a database password (`vrom.errors.hide_passwords`).
 
 This module assembles the parser and runs a command; each group of commands lives in its own
 module (`vault_commands`, `formats`, `export`, `mcp`, `evaluate`, `memory`, `packs`, `setup`,
-`completion`), which adds its subcommands and handlers. Those modules never import this one.
+`completion`, `sync`), which adds its subcommands and handlers. Those modules never import this one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import io
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TextIO, cast
+from typing import NoReturn, TextIO, cast
 
 from vrom import __version__
 from vrom.cli.completion import add_completion_command
@@ -30,9 +31,10 @@ from vrom.cli.memory import add_memory_command
 from vrom.cli.output import styler
 from vrom.cli.packs import add_pack_commands
 from vrom.cli.setup import add_setup_commands
+from vrom.cli.sync import add_sync_command
 from vrom.cli.vault_commands import add_vault_commands
 from vrom.cli.vault_options import open_vault
-from vrom.errors import VromError
+from vrom.errors import VromError, hide_passwords
 from vrom.search.query import check_query
 
 __all__ = ["build_parser", "main"]
@@ -40,7 +42,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``vrom`` argument parser."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="vrom",
         description="Local-first memory for AI agents: index a Markdown vault, search it with "
         "exact provenance.",
@@ -49,11 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"vrom {__version__}")
     add_global_options(parser, top=True)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # each command's parser is a _Parser too; typed as argparse's, which the modules take
+    commands = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND", required=True),
+    )
     # the order here is the order `vrom --help` lists the commands in
     add_vault_commands(commands)
     add_format_command(commands)
     add_export_command(commands)
+    add_sync_command(commands)
     add_mcp_command(commands)
     add_eval_command(commands)
     add_memory_command(commands, open_vault)
@@ -61,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_setup_commands(commands)
     add_completion_command(commands, build_parser)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """The CLI's parser (its commands' too): a usage error that quotes an argument never shows
+    a password in it (``--databse-url postgresql://user:secret@...`` mistyped)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(hide_passwords(message))
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

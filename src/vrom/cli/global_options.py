@@ -1,11 +1,12 @@
-"""The global options, given before the command or after it: ``--json``, ``--vault``, ``--db``,
-``--embedder`` and ``--state-dir``.
+"""The global options, given before the command or after it: ``--json``, ``--vault``, ``--db``
+(alias ``--database-url``), ``--namespace``, ``--embedder`` and ``--state-dir``.
 
 `add_global_options` adds them to the top-level parser with their defaults, and to each command
 that uses them without defaults (`argparse.SUPPRESS`): a command sets a value only when it is
 given after the command, so that one wins over a value given before it, and one given only before
 it is left alone. `global_option_problem` then finds what parsing alone cannot: an option given
-before a command that has no use for it (``vrom --json mcp``), or ``--vault`` with ``--db``.
+before a command that has no use for it (``vrom --json mcp``), or ``--vault`` with ``--db FILE``
+(a store file names its vault; a database URL does not, so ``--vault`` goes with it).
 """
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from vrom.settings import EMBEDDER_ENV, STATE_DIR_ENV, VAULT_ENV, VAULT_ROOT_ENV
+from vrom.settings import (
+    DATABASE_URL_ENV,
+    EMBEDDER_ENV,
+    STATE_DIR_ENV,
+    VAULT_ENV,
+    VAULT_ROOT_ENV,
+)
+from vrom.store import is_url
 from vrom.vault import AUTO
 
-GLOBAL_OPTIONS = ("json", "vault", "db", "embedder", "state_dir")
+GLOBAL_OPTIONS = ("json", "vault", "db", "namespace", "embedder", "state_dir")
 """Every global option, by its ``argparse`` dest."""
-CHECKED_OPTIONS = ("json", "vault", "db")
+CHECKED_OPTIONS = ("json", "vault", "db", "namespace")
 """The options a command must use to be given them before it. ``--embedder`` and
 ``--state-dir`` are accepted before every command, as they always were."""
 VAULT_HELP = (
@@ -30,6 +38,12 @@ TOP_NOTE = (
     "command wins"
 )
 COMMAND_NOTE = "also accepted before the command; given in both places, the one here wins"
+DB_HELP = (
+    "a store file to open (the vault it indexed), or the database the vault's store is in: "
+    f"postgresql://USER:PASSWORD@HOST/DB or sqlite:///FILE (default: ${DATABASE_URL_ENV}, else "
+    "the vault's own file in the state dir)"
+)
+NAMESPACE_HELP = "the vault's namespace in a database (default: the vault folder's name)"
 
 
 def add_global_options(
@@ -38,9 +52,11 @@ def add_global_options(
     *,
     top: bool = False,
     vault_help: str = VAULT_HELP,
+    db_help: str = DB_HELP,
 ) -> None:
     """Add the global options ``names`` to ``parser``: the top-level parser (``top``), with
-    defaults, or a command, without them; ``vault_help`` is what ``--vault`` means there."""
+    defaults, or a command, without them; ``vault_help`` and ``db_help`` are what ``--vault``
+    and ``--db`` mean there."""
     group = parser.add_argument_group("global options", TOP_NOTE if top else COMMAND_NOTE)
 
     def default(value: object) -> object:
@@ -50,14 +66,19 @@ def add_global_options(
         group.add_argument(
             "--json", action="store_true", default=default(False), help="print JSON, not text"
         )
-    if "vault" in names or "db" in names:
-        which = group.add_mutually_exclusive_group()
-        if "vault" in names:
-            which.add_argument("--vault", metavar="PATH", default=default(None), help=vault_help)
-        if "db" in names:
-            which.add_argument(
-                "--db", metavar="FILE", default=default(None), help="open this store file directly"
-            )
+    if "vault" in names:
+        group.add_argument("--vault", metavar="PATH", default=default(None), help=vault_help)
+    if "db" in names:
+        group.add_argument(
+            "--db",
+            "--database-url",
+            dest="db",
+            metavar="FILE|URL",
+            default=default(None),
+            help=db_help,
+        )
+    if "namespace" in names:
+        group.add_argument("--namespace", metavar="NS", default=default(None), help=NAMESPACE_HELP)
     if "embedder" in names:
         group.add_argument(
             "--embedder",
@@ -81,13 +102,15 @@ def global_option_problem(args: argparse.Namespace) -> str | None:
     """Return what is wrong with the global options parsed into ``args``, or None.
 
     A value the command did not define came from before the command: refused when the command
-    has no use for it. ``--vault`` and ``--db`` name a vault two ways: refused together.
+    has no use for it. ``--vault`` and ``--db FILE`` name a vault two ways: refused together
+    (``--db URL`` names only where the store is, and goes with ``--vault``).
     """
     accepted: frozenset[str] = getattr(args, "global_options", frozenset())
     for name in CHECKED_OPTIONS:
         if name not in accepted and getattr(args, name, None):
             option = "--" + name.replace("_", "-")
             return f"{option} does not apply to 'vrom {args.command}'"
-    if getattr(args, "vault", None) and getattr(args, "db", None):
+    database = getattr(args, "db", None)
+    if getattr(args, "vault", None) and database and not is_url(database):
         return "give --vault PATH or --db FILE, not both"
     return None

@@ -6,8 +6,9 @@ import argparse
 from typing import Any, TextIO
 
 from vrom.cli.global_options import add_global_options
-from vrom.errors import VromError
-from vrom.settings import MCP_TOKEN_ENV, VAULT_ENV, VAULT_ROOT_ENV
+from vrom.errors import ValidationError, VromError
+from vrom.settings import DATABASE_URL_ENV, MCP_TOKEN_ENV, VAULT_ENV, VAULT_ROOT_ENV
+from vrom.store import is_url
 
 
 def add_mcp_command(commands: Any) -> None:
@@ -17,9 +18,12 @@ def add_mcp_command(commands: Any) -> None:
     sub.set_defaults(handler=_run_mcp)
     add_global_options(
         sub,
-        ("vault", "embedder", "state_dir"),
+        ("vault", "db", "namespace", "embedder", "state_dir"),
         vault_help=f"the vault (default: the client's MCP roots, ${VAULT_ROOT_ENV} or "
         f"${VAULT_ENV}, the current directory)",
+        db_help="the database the vault's store is in: postgresql://USER:PASSWORD@HOST/DB or "
+        f"sqlite:///FILE (default: ${DATABASE_URL_ENV}, else the vault's own file in the state "
+        "dir)",
     )
     sub.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio", help="default: stdio"
@@ -39,6 +43,11 @@ def add_mcp_command(commands: Any) -> None:
 
 
 def _run_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    if args.db and not is_url(args.db):
+        raise ValidationError(
+            f"vrom mcp --db takes a database URL (postgresql://..., sqlite:///FILE), not"
+            f" {args.db!r}: the vault is served from its folder (--vault)"
+        )
     try:
         from vrom.server.app import serve
     except ImportError as exc:
@@ -54,5 +63,7 @@ def _run_mcp(args: argparse.Namespace, out: TextIO) -> int:
         state_dir=args.state_dir,
         embedder=args.embedder,
         watch=not args.no_watch,
+        database_url=args.db,
+        namespace=args.namespace,
     )
     return 0

@@ -25,15 +25,16 @@ Style = Callable[[str, str], str]
 """Return a text wrapped in a named style (one of `STYLES`), or unchanged without colour."""
 
 
-def print_json(value: Any, out: TextIO, where: Mapping[str, str] | None = None) -> None:
+def print_json(value: Any, out: TextIO, where: Mapping[str, Any] | None = None) -> None:
     """Print a result (or list of results) as the JSON the Python API's shapes give.
 
-    ``where`` (which vault and store the command used) is added to an object result's keys; a
-    list result prints as the list it is, so scripts that index into it keep working.
+    ``where`` (which vault and store the command used, and any result it led to) is added to
+    an object result's keys; a list result prints as the list it is, so scripts that index
+    into it keep working.
     """
     data = to_jsonable(value)
     if where and isinstance(data, dict):
-        data = {**data, **where}
+        data = {**data, **to_jsonable(where)}
     json.dump(data, out, ensure_ascii=False, indent=2)
     out.write("\n")
 

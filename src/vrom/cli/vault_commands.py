@@ -27,6 +27,7 @@ from vrom.cli.vault_format import (
     format_related,
     format_stats,
     format_summary,
+    format_sync,
     format_vector_info,
 )
 from vrom.cli.vault_options import announce, open_vault, where
@@ -75,6 +76,10 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         chunk_overlap=args.chunk_overlap,
         embedder=args.embedder,
         vector_encoding=args.vector_encoding,
+        database_url=args.db,
+        namespace=args.namespace,
+        # index, then sync: into the local store unless --db names another
+        local=args.remote_sync is not None and args.db is None,
     )
     embed = not args.background  # with --background, a detached `vrom embed` does it
     with vault:
@@ -97,8 +102,13 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
             if args.background
             else None
         )
+        synced = (
+            None
+            if args.remote_sync is None
+            else vault.sync_to(args.remote_sync, namespace=args.namespace)
+        )
     if args.json:
-        print_json(summary, out, where(vault))
+        print_json(summary, out, {**where(vault), **({} if synced is None else {"sync": synced})})
     elif not args.quiet:
         warning_label = styler(sys.stderr)("warning:", "yellow")
         for warning in summary.warnings[:WARNINGS_SHOWN]:
@@ -107,6 +117,8 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         if hidden > 0:
             sys.stderr.write(f"{warning_label} … and {hidden} more (see --json)\n")
         out.write(format_summary(summary) + "\n")
+        if synced is not None:
+            out.write(format_sync(synced) + "\n")
     for note in (summary.not_embedded, background):
         if note and not args.quiet:
             sys.stderr.write(f"vrom: {note}\n")
@@ -220,7 +232,9 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(handler=handler, vector_encoding=None)
-        add_global_options(sub, GLOBAL_OPTIONS if vault else ("json", "embedder", "state_dir"))
+        add_global_options(
+            sub, GLOBAL_OPTIONS if vault else ("json", "db", "namespace", "embedder", "state_dir")
+        )
         return sub
 
     def encoding_option(sub: argparse.ArgumentParser) -> None:
@@ -271,6 +285,12 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "('vrom stats' shows its progress; searches use vectors as they arrive)",
     )
     encoding_option(sub)
+    sub.add_argument(
+        "--remote-sync",
+        metavar="URL",
+        help="index into the vault's local store (or --db), then copy it to this database "
+        "(as 'vrom sync --to URL', in --namespace)",
+    )
     sub.add_argument("--quiet", action="store_true", help="print nothing but errors")
     sub.add_argument(
         "--max-file-size",

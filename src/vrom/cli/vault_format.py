@@ -15,6 +15,7 @@ from vrom.results import (
     IndexSummary,
     Note,
     Related,
+    SyncSummary,
     VaultStats,
     VectorInfo,
     rough_duration,
@@ -64,6 +65,17 @@ def format_summary(summary: IndexSummary) -> str:
         f"{summary.seconds:.2f} s: {summary.added:,} added, {summary.changed:,} changed, "
         f"{summary.removed:,} removed, {summary.renamed:,} renamed, "
         f"{summary.unchanged:,} unchanged, {summary.skipped:,} skipped{embedded} ({parts})"
+    )
+
+
+def format_sync(summary: SyncSummary) -> str:
+    """Return one line saying what a sync copied, from where to where (a database's store
+    names its namespace), and how long it took."""
+    return (
+        f"synced {summary.notes:,} notes from {summary.source} to {summary.target}:"
+        f" {summary.added:,} added, {summary.changed:,} changed, {summary.removed:,} removed,"
+        f" {summary.unchanged:,} unchanged; {summary.vectors:,} vectors,"
+        f" {summary.memories:,} memories in {summary.seconds:.2f} s"
     )
 
 

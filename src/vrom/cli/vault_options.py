@@ -1,5 +1,5 @@
-"""Opening the vault a command's ``--vault``/``--db`` (or, with neither, the default) names, and
-saying which one it was.
+"""Opening the vault a command's ``--vault``/``--db`` (or, with neither, the default) names, in
+the database ``--db URL`` or ``$VROM_DATABASE_URL`` names, and saying which one it was.
 
 A person at a terminal sees ``vrom: vault PATH (store FILE)`` on stderr; a pipe or a log sees
 nothing, so scripts stay clean; ``--json`` adds ``vault`` and ``store`` to an object result.
@@ -12,19 +12,29 @@ import sys
 from typing import Any, TextIO
 
 from vrom.cli.output import styler
+from vrom.store import is_url
 from vrom.vault import Vault
 
 
-def open_vault(args: argparse.Namespace) -> Vault:
-    """Return the vault a command's ``--db``, ``--vault`` or (neither) the default names, and
-    `announce` it."""
+def open_vault(args: argparse.Namespace, *, local: bool = False, **overrides: Any) -> Vault:
+    """Return the vault a command's ``--db FILE``, ``--vault`` or (neither) the default names,
+    its store in the database ``--db URL`` or ``$VROM_DATABASE_URL`` names (in ``--namespace``)
+    if any, and `announce` it.
+
+    ``local`` opens the vault's own file in the state dir, whatever database is named (what
+    ``vrom sync`` copies); ``overrides`` replace `Vault.open` options the arguments give.
+    """
     options: dict[str, Any] = {"embedder": args.embedder, "vector_encoding": args.vector_encoding}
-    if args.db:
-        vault = Vault.open_store(args.db, **options)
-    elif args.vault is not None:  # "" is a mistake to report, not a request for the default
-        vault = Vault.open(args.vault, args.state_dir, create=False, **options)
+    options.update(overrides)
+    database = None if local else args.db
+    if database and not is_url(database):  # a store file: the vault it indexed
+        vault = Vault.open_store(database, **options)
     else:
-        vault = Vault.open_default(args.state_dir, **options)
+        options.update(database_url=database, namespace=args.namespace, local=local)
+        if args.vault is not None:  # "" is a mistake to report, not a request for the default
+            vault = Vault.open(args.vault, args.state_dir, create=False, **options)
+        else:
+            vault = Vault.open_default(args.state_dir, **options)
     announce(vault)
     return vault
 

@@ -59,11 +59,24 @@ def serve(
     state_dir: str | os.PathLike[str] | None = None,
     embedder: EmbedderChoice = "auto",
     watch: bool = True,
+    database_url: str | None = None,
+    namespace: str | None = None,
 ) -> None:
-    """Serve a vault over MCP until the client disconnects (stdio) or the process is stopped."""
+    """Serve a vault over MCP until the client disconnects (stdio) or the process is stopped.
+
+    ``database_url`` and ``namespace`` say where the vault's store is, as for
+    `vrom.vault.Vault.open` (None: ``$VROM_DATABASE_URL``, else the state dir).
+    """
     token = token or settings.mcp_token()
     _log_in_lines()
-    state = ServerState(vault, state_dir=state_dir, embedder=embedder, watch=watch)
+    state = ServerState(
+        vault,
+        state_dir=state_dir,
+        embedder=embedder,
+        watch=watch,
+        database_url=database_url,
+        namespace=namespace,
+    )
     server = build_server(state)
     stderr = state.log.stderr
     app = http_app(server, host, token, stderr) if transport == "http" else None  # checks first

@@ -31,6 +31,7 @@ from mcp.types import (
     SetLevelRequestParams,
 )
 
+from vrom.errors import hide_passwords
 from vrom.server.base import VromMCPServer
 
 LEVELS: Final[tuple[LoggingLevel, ...]] = get_args(LoggingLevel)
@@ -75,7 +76,9 @@ class ClientLog:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def __call__(self, line: str) -> None:
-        """Write ``line`` to stderr and send it to each client whose level lets it through."""
+        """Write ``line`` to stderr and send it to each client whose level lets it through
+        (a database password in it masked, whatever exception it quotes)."""
+        line = hide_passwords(line)
         self.stderr(line)
         level, text = level_of(line)
         with self._lock:

@@ -53,6 +53,8 @@ class ServerState:
         embedder: EmbedderChoice = "auto",
         watch: bool = True,
         log: Callable[[str], None] | None = None,
+        database_url: str | None = None,
+        namespace: str | None = None,
     ) -> None:
         if vault_path is not None and not os.fspath(vault_path).strip():
             # Path("") is ".": an empty --vault must not quietly serve the current folder
@@ -63,6 +65,10 @@ class ServerState:
         self._state_dir = state_dir
         self._embedder = embedder
         self._watch = watch
+        # where the vault's store is (None: $VROM_DATABASE_URL, else the state dir); the URL
+        # may hold a password, so it is never logged: the store shows itself masked
+        self._database_url = database_url
+        self._namespace = namespace
         self.log = ClientLog(log)
         """Where the server's parts log: stderr, and the clients that set a log level."""
         # One SQLite connection serves every tool call; calls run in worker threads, so they
@@ -99,13 +105,24 @@ class ServerState:
         with self.lock:
             if self._vault is not None:
                 return self._vault
-            vault = Vault.open(root, self._state_dir, embedder=self._embedder)
+            vault = Vault.open(
+                root,
+                self._state_dir,
+                embedder=self._embedder,
+                database_url=self._database_url,
+                namespace=self._namespace,
+            )
             self._index(vault, force=False)
             self._vault = vault
             embedder = vault.embedder
             if embedder is not None:
                 self.embedding = BackgroundEmbedding(
-                    vault.root, self._state_dir, embedder, self.log
+                    vault.root,
+                    self._state_dir,
+                    embedder,
+                    self.log,
+                    database_url=self._database_url,
+                    namespace=vault.namespace,
                 )
                 self.embedding.start()
             if self._watch:

@@ -39,7 +39,7 @@ from vrom.store.roles import (
     VectorSource,
     VectorStore,
 )
-from vrom.store.urls import mask_url
+from vrom.store.urls import is_server_url, is_url, mask_url
 
 __all__ = [
     "CONDITION_OPS",
@@ -72,6 +72,8 @@ __all__ = [
     "VectorStore",
     "Where",
     "database_file",
+    "is_server_url",
+    "is_url",
     "mask_url",
     "open_store",
 ]

@@ -1,17 +1,44 @@
-"""Database URLs as they may be shown: with any password masked, and the server they name.
+"""Store locations given as URLs: which name a database server, how to show one, and the
+server it names.
 
-A ``postgresql://user:secret@host/db`` URL carries its password; anything vrom prints, logs or
-returns as JSON shows ``mask_url(url)`` instead, and errors name the server by `server_of`.
+A location is a file path, a ``sqlite:///`` URL (a file too), or a server's URL
+(``postgresql://USER:PASSWORD@HOST:PORT/DB``), in which a namespace picks one vault's or
+collection's store among many. A URL is never turned into a `pathlib.Path`; anything vrom
+prints, logs or returns as JSON shows ``mask_url(location)`` instead, and errors name the
+server by `server_of`.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
+FILE_SCHEMES = ("sqlite",)
+"""URL schemes that name a file on this machine rather than a server."""
 MASK = "***"
 _PASSWORD_PARAMETER = re.compile(r"(?i)((?:^|[?&;])password=)[^&;#]*")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def url_scheme(location: object) -> str | None:
+    """Return the scheme of a location written as ``scheme://...`` (lower-cased), else None."""
+    if not isinstance(location, str):
+        return None  # a PathLike is a path, whatever its text looks like
+    match = _SCHEME.match(location)
+    return None if match is None else match.group(1).lower()
+
+
+def is_url(location: object) -> bool:
+    """Return True when a location is written as a URL (``sqlite:///...`` included)."""
+    return url_scheme(location) is not None
+
+
+def is_server_url(location: object) -> bool:
+    """Return True when a location is the URL of a database server (not a file's URL)."""
+    scheme = url_scheme(location)
+    return scheme is not None and scheme not in FILE_SCHEMES
 
 
 def is_postgres_url(location: object) -> bool:
@@ -21,11 +48,15 @@ def is_postgres_url(location: object) -> bool:
     return location.split("://", 1)[0] in POSTGRES_SCHEMES
 
 
-def mask_url(url: str) -> str:
-    """Return ``url`` with its password (in the user part or a ``password=`` parameter) masked.
+def mask_url(location: str | os.PathLike[str]) -> str:
+    """Return a location as it may be shown: a URL with its password (in the user part or a
+    ``password=`` parameter) masked; a path as it is.
 
     A URL that does not parse is masked whole after its scheme, so no secret slips through.
     """
+    if not is_url(location):
+        return os.fspath(location)
+    url = os.fspath(location)
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (a malformed port raises here)

@@ -1,0 +1,356 @@
+"""Syncing a vault's store with another store (`Vault.sync_to`, `Vault.sync_from`, the engine
+`vrom.ingest.sync`): everything copied, nothing re-embedded, only what changed, and a sync
+interrupted half way converges when run again.
+
+The other store is a SQLite file, or a namespace of a real PostgreSQL server (the ``shared``
+fixture): the engine speaks only the store roles, so every test runs on both.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from postgres_server import BACKENDS
+
+from vrom import (
+    Embedder,
+    Fingerprint,
+    ModelError,
+    NotFoundError,
+    StorageError,
+    ValidationError,
+    Vault,
+)
+from vrom.collection import Collection
+from vrom.ingest import sync as sync_engine
+from vrom.store import MemoryFilter, Store, open_store
+
+NOTES = {
+    "Projects/Atlas.md": "---\nstatus: active\ntags: [project]\n---\n# Atlas\n\n"
+    "Atlas maps every office network switch. See [[Beacon]].\n\n## Plan\n\n"
+    + "Survey the racks floor by floor. " * 40
+    + "\n",
+    "Projects/Beacon.md": "# Beacon\n\nBeacon sends alerts when a switch fails. #project/alerts\n",
+    "Journal/2024-05-01.md": "# Monday\n\nTalked about [[Atlas]] and gardening.\n",
+    "Journal/2024-05-02.md": "# Tuesday\n\nRepotted the basil. #garden\n",
+    "Journal/2024-05-03.md": "# Wednesday\n\nBeacon paged twice overnight. [[Beacon]]\n",
+    "Reference/Switches.md": "# Switches\n\n| model | ports |\n|---|---|\n| A | 24 |\n",
+    "Reference/Glossary.md": "# Glossary\n\nRack: a frame for servers.\n",
+    "README.md": "# Readme\n\nThe vault's front page links [[Missing Note]].\n",
+}
+META_KEYS = (
+    "chunk_strategy",
+    "embedding_fingerprint",
+    "memory_embedding_fingerprint",
+    "vector_encoding",
+    "last_indexed_unix",
+)
+
+
+def write_notes(root: Path, notes: dict[str, str]) -> Path:
+    for rel, text in notes.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def at(spot: Spot) -> dict[str, Any]:
+    """Return the arguments naming a spot to `Vault.open`, `sync_to` and `sync_from`."""
+    return {"database_url": spot.location, "namespace": spot.namespace}
+
+
+def contents(store: Store) -> dict[str, Any]:
+    """Return everything a store holds that a sync must carry, without its row ids: two stores
+    that hold the same are equal, and a duplicate row shows up as a difference."""
+    docs = store.documents
+    notes: dict[str, Any] = {}
+    for path, state in docs.states().items():
+        doc = docs.get(state.document_id)
+        assert doc is not None
+        chunks = docs.chunks_of(state.document_id)
+        vectors = store.vectors.of([c.chunk_id for c in chunks])
+        notes[path] = {
+            "row": (doc.path_key, doc.name_key, doc.title, dict(doc.frontmatter)),
+            "state": (state.content_hash, state.mtime, state.size, state.chunk_strategy),
+            "relevance": doc.human_relevance_score,
+            "chunks": [
+                (c.position, c.heading_path, c.text, c.char_start, c.char_end, c.content_hash)
+                for c in chunks
+            ],
+            "chained": [(c.prev_id is None, c.next_id is None) for c in chunks],
+            "vectors": [vectors.get(c.chunk_id) for c in chunks],
+            "links": docs.links_of(state.document_id),
+            "tags": sorted(docs.tags_of(state.document_id)),
+            "text": docs.texts([state.document_id]).get(state.document_id),
+        }
+    keys = store.memories.keys_matching(MemoryFilter())
+    memories = store.memories.by_keys(keys)
+    memory_vectors = store.memories.vectors.of(keys)
+    counts = store.counts()
+    return {
+        "notes": notes,
+        "memories": {m.id: (m, memory_vectors.get(key)) for key, m in memories.items()},
+        "meta": {key: store.get_meta(key) for key in META_KEYS},
+        "rows": (counts.documents, counts.chunks, counts.links, counts.vectors, counts.tags),
+    }
+
+
+@dataclass(frozen=True)
+class Spot:
+    """Where another store lives: a SQLite file, or a namespace of the session's PostgreSQL."""
+
+    location: str
+    namespace: str | None
+
+    def open(self, create: bool = False) -> Store:
+        return open_store(self.location, namespace=self.namespace, create=create)
+
+
+@pytest.fixture(params=BACKENDS)
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], Spot]:
+    """Return where another store lives, by name: a SQLite file of its own per name, or a
+    namespace of its own per name (and test) in PostgreSQL."""
+    run = uuid.uuid4().hex[:8]
+    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+    (tmp_path / "shared").mkdir()
+
+    def spot(name: str) -> Spot:
+        if url is None:
+            return Spot(f"sqlite:///{tmp_path / 'shared' / name}.db", None)
+        return Spot(url, f"{name}-{run}")
+
+    return spot
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> Iterator[Vault]:
+    """A vault indexed and embedded (fake model), with two memories, its store local."""
+    root = write_notes(tmp_path / "machine-a" / "notes", NOTES)
+    with Vault.open(root, tmp_path / "state-a", embedder=Embedder.fake(16), local=True) as vault:
+        vault.index()
+        vault.memories.remember("Pager rota", "Beacon pages the on-call engineer.", tags=["ops"])
+        vault.memories.remember("Basil", "Water the basil on Tuesdays.", type="preference")
+        yield vault
+
+
+def test_sync_to_copies_notes_chunks_vectors_and_memories(
+    indexed: Vault, shared: Callable[[str], Spot]
+) -> None:
+    summary = indexed.sync_to(**at(shared("team")))
+    assert (summary.added, summary.changed, summary.removed, summary.unchanged) == (8, 0, 0, 0)
+    assert summary.notes == 8 and summary.memories == 2 and summary.memory_vectors == 2
+    counts = indexed.store.counts()
+    assert summary.vectors == counts.vectors == counts.chunks > 8  # Atlas is several chunks
+    assert summary.source == indexed.store.location
+    assert summary.namespace == shared("team").namespace  # None for a file: it has none
+    target = shared("team").open()
+    try:
+        assert contents(target) == contents(indexed.store)
+        assert target.get_meta("vault_root") == str(indexed.root)
+    finally:
+        target.close()
+
+
+def test_a_synced_store_is_searched_by_meaning_with_the_vectors_it_was_given(
+    indexed: Vault, shared: Callable[[str], Spot], tmp_path: Path
+) -> None:
+    """The copy answers a vector search as the original does, though no model embedded it:
+    the embedder given refuses to embed anything but the query."""
+    indexed.sync_to(**at(shared("team")))
+
+    class QueriesOnly(Embedder):
+        """The fake model, for queries only: embedding a note's chunk fails the test."""
+
+        def __init__(self) -> None:
+            self._inner = Embedder.fake(16)
+
+        @property
+        def fingerprint(self) -> Fingerprint:
+            return self._inner.fingerprint
+
+        def _embed(self, texts: Sequence[str], kind: str) -> Any:
+            assert kind == "query", f"re-embedded {len(texts)} texts"
+            return self._inner.embed_documents(texts)  # the fake embeds both kinds alike
+
+    elsewhere = write_notes(tmp_path / "machine-b" / "notes", NOTES)
+    with Vault.open(elsewhere, **at(shared("team")), embedder=QueriesOnly()) as copy:
+        ours = indexed.search("switch alerts", k=3, mode="vector")
+        theirs = copy.search("switch alerts", k=3, mode="vector")
+    assert [(h.path, h.chunk_id is not None, h.score) for h in theirs] == [
+        (h.path, True, h.score) for h in ours
+    ]
+
+
+def test_a_second_sync_writes_only_what_changed(
+    indexed: Vault, shared: Callable[[str], Spot]
+) -> None:
+    indexed.sync_to(**at(shared("team")))
+    root = indexed.root
+    (root / "Projects" / "Beacon.md").write_text("# Beacon\n\nBeacon now also sends SMS.\n")
+    (root / "Journal" / "2024-05-04.md").write_text("# Thursday\n\nNew rack arrived.\n")
+    (root / "Reference" / "Glossary.md").unlink()
+    indexed.index()
+    summary = indexed.sync_to(**at(shared("team")))
+    assert (summary.added, summary.changed, summary.removed, summary.unchanged) == (1, 1, 1, 6)
+    assert (summary.vectors, summary.memories) == (2, 0)  # one chunk each; memories as they were
+    target = shared("team").open()
+    try:
+        assert contents(target) == contents(indexed.store)
+    finally:
+        target.close()
+    again = indexed.sync_to(**at(shared("team")))
+    assert (again.added, again.changed, again.removed, again.unchanged, again.vectors) == (
+        0,
+        0,
+        0,
+        8,
+        0,
+    )
+
+
+def test_vectors_embedded_after_a_sync_follow_at_the_next(
+    tmp_path: Path, shared: Callable[[str], Spot]
+) -> None:
+    """A vault synced before it was embedded (keyword index only) sends its vectors next time,
+    though no note changed."""
+    root = write_notes(tmp_path / "notes", NOTES)
+    with Vault.open(root, embedder=Embedder.fake(16), local=True) as vault:
+        vault.index(embed=False)
+        first = vault.sync_to(**at(shared("team")))
+        assert first.vectors == 0 and first.added == 8
+        embedded = vault.embed()
+        second = vault.sync_to(**at(shared("team")))
+        assert (second.unchanged, second.vectors) == (8, embedded)
+        target = shared("team").open()
+        try:
+            assert contents(target) == contents(vault.store)
+        finally:
+            target.close()
+
+
+def test_sync_from_gives_a_new_machine_a_local_copy_that_indexes_as_unchanged(
+    indexed: Vault, shared: Callable[[str], Spot], tmp_path: Path
+) -> None:
+    indexed.sync_to(**at(shared("team")))
+    here = tmp_path / "machine-b" / "notes"
+    shutil.copytree(indexed.root, here)
+    with Vault.open(here, tmp_path / "state-b", embedder=Embedder.fake(16), local=True) as copy:
+        summary = copy.sync_from(**at(shared("team")))
+        assert (summary.added, summary.vectors, summary.memories) == (8, indexed.stats().vectors, 2)
+        assert summary.target == copy.store.location
+        assert copy.store.get_meta("vault_root") == str(here)  # this machine's folder
+        ours, theirs = contents(copy.store), contents(indexed.store)
+        assert ours == theirs
+        again = copy.index()
+        assert (again.added, again.changed, again.removed, again.embedded) == (0, 0, 0, 0)
+        assert [m.title for m in copy.memories.list()] == [m.title for m in indexed.memories.list()]
+
+
+@pytest.mark.parametrize("stop_after", [1, 4, 7])
+def test_an_interrupted_sync_run_again_ends_as_an_uninterrupted_one(
+    indexed: Vault,
+    shared: Callable[[str], Spot],
+    monkeypatch: pytest.MonkeyPatch,
+    stop_after: int,
+) -> None:
+    monkeypatch.setattr(sync_engine, "BATCH_NOTES", 3)  # several transactions for 8 notes
+    indexed.sync_to(**at(shared("whole")))
+
+    class Interrupted(Exception):
+        pass
+
+    def stop(done: int, total: int, path: str) -> None:
+        if done == stop_after:
+            raise Interrupted(path)
+
+    with pytest.raises(Interrupted):
+        indexed.sync_to(**at(shared("halves")), progress=stop)
+    target = shared("halves").open()
+    try:
+        committed = len(target.documents.states())
+    finally:
+        target.close()
+    assert committed == stop_after // 3 * 3  # whole batches only: each is one transaction
+    resumed = indexed.sync_to(**at(shared("halves")))
+    assert (resumed.added, resumed.unchanged) == (8 - committed, committed)
+    whole, halves = shared("whole").open(), shared("halves").open()
+    try:
+        assert contents(halves) == contents(whole)
+        assert halves.integrity_problems() == []
+    finally:
+        whole.close()
+        halves.close()
+
+
+def test_stores_of_different_models_are_refused_before_anything_is_written(
+    indexed: Vault, shared: Callable[[str], Spot], tmp_path: Path
+) -> None:
+    other = write_notes(tmp_path / "other" / "notes", {"x.md": "# X\n\nsomething else\n"})
+    with Vault.open(other, **at(shared("team")), embedder=Embedder.fake(8)) as vault:
+        vault.index()
+        before = contents(vault.store)
+    with pytest.raises(ModelError) as refused:
+        indexed.sync_to(**at(shared("team")))
+    message = str(refused.value)
+    assert "fake-hashed-words (16 d)" in message and "fake-hashed-words (8 d)" in message
+    assert "\n" not in message
+    target = shared("team").open()
+    try:
+        assert contents(target) == before
+    finally:
+        target.close()
+
+
+def test_a_vault_and_a_collection_never_share_a_store(
+    indexed: Vault, shared: Callable[[str], Spot]
+) -> None:
+    spot = shared("handbook")
+    name = spot.namespace or "handbook"  # a collection's namespace is its name
+    storage = spot.location if spot.namespace else spot.location.removeprefix("sqlite:///")
+    with Collection.open(name, embedder=None, storage=storage) as docs:
+        docs.add([{"id": "leave", "text": "Annual leave is 25 days."}])
+    with pytest.raises(StorageError, match=f"collection '{name}'"):
+        indexed.sync_to(**at(spot))
+
+
+def test_a_vault_never_syncs_onto_its_own_store(indexed: Vault) -> None:
+    with pytest.raises(ValidationError, match="this vault's own store"):
+        indexed.sync_to(indexed.store.location)
+    with pytest.raises(ValidationError, match="this vault's own store"):
+        indexed.sync_from(f"sqlite:///{indexed.store.location}")
+
+
+def test_sync_from_a_store_without_a_vault_is_not_found(
+    indexed: Vault, shared: Callable[[str], Spot]
+) -> None:
+    shared("empty").open(create=True).close()
+    with pytest.raises(NotFoundError, match="holds no indexed vault"):
+        indexed.sync_from(**at(shared("empty")))
+    with pytest.raises(NotFoundError):
+        indexed.sync_from(**at(shared("missing")))
+
+
+def test_memories_merge_the_newer_version_wins_and_none_is_removed(
+    indexed: Vault, shared: Callable[[str], Spot], tmp_path: Path
+) -> None:
+    indexed.sync_to(**at(shared("team")))
+    rota = next(m for m in indexed.memories.list() if m.title == "Pager rota")
+    basil = next(m for m in indexed.memories.list() if m.title == "Basil")
+    here = write_notes(tmp_path / "machine-b" / "notes", NOTES)
+    with Vault.open(here, **at(shared("team")), embedder=Embedder.fake(16)) as remote:
+        remote.memories.archive(basil.id)  # the shared copy moves on
+        theirs = remote.memories.remember("Rack labels", "Label racks by floor.")
+    indexed.memories.archive(rota.id)  # and so does the local one, another memory
+    summary = indexed.sync_to(**at(shared("team")))
+    assert summary.memories == 1  # the rota's archiving; the basil's newer archiving stays
+    with Vault.open(here, **at(shared("team")), embedder=Embedder.fake(16)) as remote:
+        statuses = {m.title: m.status for m in remote.memories.list(status="any")}
+    assert statuses == {"Pager rota": "archived", "Basil": "archived", "Rack labels": "active"}
+    assert theirs.title == "Rack labels"
