@@ -252,6 +252,29 @@ def test_vectors_follow_their_chunks_and_log_every_change(store: Store) -> None:
     assert store.integrity_problems() == []
 
 
+def test_putting_vectors_returns_how_many_were_written(store: Store) -> None:
+    """`put` counts the vectors it wrote: not the change log's rows (SQLite's ``total_changes``
+    counted those too, twice the vectors), not a chunk or memory gone meanwhile."""
+    doc = store.documents.put(_doc("a.md"), _chunks("one", "two", "three"), [], [])
+    ids = [c.chunk_id for c in store.documents.chunks_of(doc)]
+    assert store.vectors.put([]) == 0
+    assert store.vectors.put([(ids[0], _unit(1, 0, 0)), (ids[1], _unit(0, 1, 0))]) == 2
+    assert store.vectors.put([(ids[1], _unit(0, 0, 1))]) == 1, "a replaced vector is one"
+    assert store.vectors.put([(ids[2], _unit(1, 1, 0)), (999_999, _unit(0, 1, 1))]) == 1
+    assert store.vectors.count() == 3
+    changes = store.vectors.changes(0)
+    assert changes is not None and set(changes.keys) == set(ids), "every write is still logged"
+
+    memories = store.memories
+    for memory_id in ("m1", "m2"):
+        memories.put(MemoryRecord(memory_id, 1.0, 1.0, None, "fact", memory_id, "text"))
+    assert memories.vectors.put([]) == 0
+    assert memories.vectors.put([("m1", _unit(1, 0)), ("m2", _unit(0, 1))]) == 2
+    assert memories.vectors.put([("m1", _unit(1, 1)), ("gone", _unit(1, 0))]) == 1
+    assert memories.vectors.count() == 2
+    assert store.integrity_problems() == []
+
+
 def test_a_store_that_searches_itself_finds_k_filtered_neighbours(
     store_spot: StoreSpot, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -119,7 +119,8 @@ class VectorStore(VectorSource, Protocol):
     """The chunks' vectors: one per chunk, gone with its chunk."""
 
     def put(self, vectors: Sequence[tuple[int, bytes]]) -> int:
-        """Store encoded vectors by chunk id (chunks deleted meanwhile are skipped)."""
+        """Store encoded vectors by chunk id (chunks deleted meanwhile are skipped); return
+        how many were written."""
         ...
 
     def clear(self) -> None:

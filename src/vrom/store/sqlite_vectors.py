@@ -129,13 +129,16 @@ class _VectorTable:
             self._db.conn.execute(f"DELETE FROM {t.changes} WHERE seq <= ?", (horizon,))
 
     def _put(self, sql: str, rows: Sequence[tuple[object, bytes]]) -> int:
+        """Run ``sql`` for each row and return how many vectors it wrote.
+
+        The cursor's row count, not the connection's ``total_changes``: that one also counts
+        the rows the change-log triggers insert, one more per vector.
+        """
         with self._db.guard("writing vectors"), self._db.transaction():
-            before = self._db.conn.total_changes
-            self._db.conn.executemany(sql, rows)
-            written = self._db.conn.total_changes - before
-            if written:
+            written = self._db.conn.executemany(sql, rows).rowcount
+            if written > 0:
                 self._after_write()
-            return written
+            return max(written, 0)
 
     def clear(self) -> None:
         """Remove every vector of this kind."""
