@@ -65,6 +65,8 @@ _UNREACHABLE = (
     "no such file or directory",
     "timeout expired",
     "couldn't get a connection",
+    "failed to resolve host",
+    "could not translate host name",
 )
 
 Connection = psycopg.Connection[Any]
