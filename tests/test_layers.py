@@ -29,6 +29,7 @@ LAYERS = {
     "_vault_files": FACADES,
     "_vault_notes": FACADES,
     "_vault_format": FACADES,
+    "_vault_sync": FACADES,
     "_background_embedding": FACADES,
     "collection": FACADES,
     "documents": FACADES,

@@ -16,6 +16,7 @@ from vrom import settings, state
 from vrom._vault_files import VaultFiles
 from vrom._vault_format import VaultFormat
 from vrom._vault_notes import VaultNotes
+from vrom._vault_sync import VaultSync
 from vrom.corpus import Corpus
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import NotFoundError, ValidationError, shown
@@ -33,7 +34,7 @@ from vrom.ingest.indexer import (
     ProgressCallback,
 )
 from vrom.ingest.parse import is_utf8, shown_path
-from vrom.ingest.sync import SyncProgress, sync_stores
+from vrom.ingest.sync import SyncProgress
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
 from vrom.memories import Memories
 from vrom.results import (
@@ -57,7 +58,7 @@ from vrom.results import (
 )
 from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
 from vrom.search.vector import HNSW_THRESHOLD
-from vrom.store import Location, Store, is_server_url, mask_url, open_store
+from vrom.store import Location, is_server_url, mask_url, open_store
 
 VAULT_ENV = settings.VAULT_ENV
 __all__ = ["AUTO", "VAULT_ENV", "EmbedderChoice", "Vault"]
@@ -90,6 +91,7 @@ class Vault:
             root, self.store, options.max_file_bytes, lambda paths: self.reindex_paths(paths)
         )
         self._format = VaultFormat(root, self._files, options.max_file_bytes)
+        self._sync = VaultSync(self.store, self.root, self.namespace)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -295,31 +297,7 @@ class Vault:
         Stores whose vectors come from different models are refused (`ModelError`).
         ``progress(done, total, path)`` follows the notes. See `vrom.ingest.sync`.
         """
-        namespace = state.checked_namespace(namespace) or self.namespace
-        target = self._other_store(database_url, namespace, create=True)
-        try:
-            summary = sync_stores(self.store, target, progress=progress)
-        finally:
-            target.close()
-        return _with_namespace(summary, database_url, namespace)
-
-    def _other_store(self, location: Location, namespace: str, *, create: bool) -> Store:
-        """Return the store a sync copies to or from, refusing this vault's own."""
-        if location is None or not os.fspath(location).strip():
-            raise ValidationError("give the database (or store file) to sync with")
-        other = state.open_in_namespace(location, namespace, create=create)
-        ours, theirs = self.store.location, other.location
-        if is_server_url(location):
-            same = theirs == ours and namespace == self.namespace
-        else:  # a file, however its path is written
-            same = ours != ":memory:" and os.path.realpath(theirs) == os.path.realpath(ours)
-        if same:
-            other.close()
-            raise ValidationError(
-                f"{state.shown_location(location, namespace)} is this vault's own store:"
-                " sync with another database or namespace"
-            )
-        return other
+        return self._sync.to(database_url, namespace, progress)
 
     def sync_from(
         self,
@@ -335,18 +313,7 @@ class Vault:
         round (``namespace`` by default this vault's `namespace`), the copy recording this
         machine's folder as its vault. The source must hold an indexed vault (`NotFoundError`).
         """
-        namespace = state.checked_namespace(namespace) or self.namespace
-        source = self._other_store(database_url, namespace, create=False)
-        try:
-            if source.get_meta("vault_root") is None:
-                raise NotFoundError(
-                    f"{state.shown_location(database_url, namespace)} holds no indexed vault:"
-                    " run 'vrom sync --to' (or 'vrom index --db') on the machine that has it"
-                )
-            summary = sync_stores(source, self.store, vault_root=str(self.root), progress=progress)
-        finally:
-            source.close()
-        return _with_namespace(summary, database_url, namespace)
+        return self._sync.from_(database_url, namespace, progress)
 
     # -- indexing --------------------------------------------------------------------------
 
@@ -744,8 +711,3 @@ class Vault:
         as written. See `vrom.ingest.okf_enrich` for where each value comes from.
         """
         return self._format.report(path, enrich=True, apply=apply)
-
-
-def _with_namespace(summary: SyncSummary, location: Location, namespace: str) -> SyncSummary:
-    """Return a sync's summary saying which namespace of a database it synced with."""
-    return dataclasses.replace(summary, namespace=namespace if is_server_url(location) else None)
