@@ -455,9 +455,7 @@ class Vault:
         `vrom.search.query` for the keyword query syntax.
         """
         hits = self.corpus.search(query, k, where, mode, per_document=per_note, ef_search=ef_search)
-        if expand_context:
-            hits = expand_hits(self.store, hits, context_window)
-        return self._with_freshness(hits)
+        return self._finished(hits, expand_context, context_window)
 
     def search_report(
         self,
@@ -480,14 +478,15 @@ class Vault:
         report = self.corpus.search_report(
             query, k, where, mode, per_document=per_note, ef_search=ef_search
         )
-        hits = list(report.results)
+        hits = self._finished(list(report.results), expand_context, context_window)
+        return dataclasses.replace(report, results=hits)
+
+    def _finished(self, hits: list[Hit], expand_context: bool, context_window: int) -> list[Hit]:
+        """Return the core's ``hits`` as the vault gives them: joined to their neighbouring
+        chunks when asked, and with ``fresh`` set: whether each note on disk still holds what
+        was indexed (`vrom.ingest.freshness`; checked once per note)."""
         if expand_context:
             hits = expand_hits(self.store, hits, context_window)
-        return dataclasses.replace(report, results=self._with_freshness(hits))
-
-    def _with_freshness(self, hits: list[Hit]) -> list[Hit]:
-        """Return ``hits`` with ``fresh`` set: whether each note on disk still holds what was
-        indexed (`vrom.ingest.freshness`; checked once per note)."""
         fresh = fresh_notes(self.root, self.store, (hit.path for hit in hits))
         return [dataclasses.replace(hit, fresh=fresh[hit.path]) for hit in hits]
 
