@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from postgres_server import StoreSpot
+from store_records import note_record
 
 from vrom.errors import NotFoundError, StorageError
 from vrom.store import (
     ChunkRecord,
     Condition,
-    DocumentRecord,
     KeywordQuery,
     LinkRecord,
     Store,
@@ -23,22 +23,6 @@ from vrom.store.schema import SCHEMA_VERSION
 from vrom.store.sqlite import SQLiteStore
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_query import match_expression
-
-
-def _doc(path: str, title: str = "T", **frontmatter: object) -> DocumentRecord:
-    key = path.lower().removesuffix(".md")
-    return DocumentRecord(
-        path=path,
-        path_key=key,
-        name_key=key.rsplit("/", 1)[-1],
-        title=title,
-        frontmatter=frontmatter,
-        content_hash="h-" + path,
-        mtime=1.0,
-        size=10,
-        human_relevance_score=0.5,
-        chunk_strategy="s1",
-    )
 
 
 def _chunks(*texts: str) -> list[ChunkRecord]:
@@ -70,7 +54,7 @@ def test_new_store_is_migrated_and_in_wal_mode(sqlite_store: SQLiteStore) -> Non
 
 def test_reopening_keeps_data_and_does_not_remigrate(store_spot: StoreSpot) -> None:
     first = store_spot.open()
-    first.documents.put(_doc("a.md"), _chunks("alpha"), [], ["t"])
+    first.documents.put(note_record("a.md"), _chunks("alpha"), [], ["t"])
     created = first.get_meta("created_unix")
     assert created is not None
     first.close()
@@ -114,17 +98,17 @@ def test_an_empty_or_foreign_database_is_refused_untouched(tmp_path: Path) -> No
 def test_put_document_survives_another_writer_adding_or_removing_the_note(
     store: Store,
 ) -> None:
-    first = store.documents.put(_doc("a.md"), _chunks("one"), [], [])
+    first = store.documents.put(note_record("a.md"), _chunks("one"), [], [])
     # a writer that did not see a.md yet adds it again: the stored note is replaced, not doubled
-    assert store.documents.put(_doc("a.md"), _chunks("two"), [], []) == first
+    assert store.documents.put(note_record("a.md"), _chunks("two"), [], []) == first
     assert [c.text for c in store.documents.chunks_of(first)] == ["two"]
     # a writer that saw a.md updates it after another writer deleted it: it is added anew
     store.documents.delete(first)
-    again = store.documents.put(_doc("a.md"), _chunks("three"), [], [], first)
+    again = store.documents.put(note_record("a.md"), _chunks("three"), [], [], first)
     assert [c.text for c in store.documents.chunks_of(again)] == ["three"]
     # a rename onto a path another note still holds: the path's old note gives way
-    other = store.documents.put(_doc("b.md"), _chunks("bee"), [], [])
-    assert store.documents.put(_doc("b.md"), _chunks("moved"), [], [], again) == again
+    other = store.documents.put(note_record("b.md"), _chunks("bee"), [], [])
+    assert store.documents.put(note_record("b.md"), _chunks("moved"), [], [], again) == again
     assert store.documents.get(other) is None
     assert list(store.documents.states()) == ["b.md"]
     assert store.integrity_problems() == []
@@ -153,7 +137,7 @@ def test_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_put_links_chunks_and_replacing_removes_old_rows(store: Store) -> None:
     doc_id = store.documents.put(
-        _doc("a.md"),
+        note_record("a.md"),
         _chunks("one", "two", "three"),
         [LinkRecord("wikilink", "B", "b", None, None, 3)],
         ["x", "y"],
@@ -164,7 +148,7 @@ def test_put_links_chunks_and_replacing_removes_old_rows(store: Store) -> None:
     assert [c.next_id for c in chunks] == [chunks[1].chunk_id, chunks[2].chunk_id, None]
     old_ids = {c.chunk_id for c in chunks}
 
-    assert store.documents.put(_doc("a.md"), _chunks("four"), [], ["z"], doc_id) == doc_id
+    assert store.documents.put(note_record("a.md"), _chunks("four"), [], ["z"], doc_id) == doc_id
     new = store.documents.chunks_of(doc_id)
     assert [c.text for c in new] == ["four"]
     assert not old_ids & {c.chunk_id for c in new}, "chunk ids are never reused"
@@ -176,7 +160,7 @@ def test_put_links_chunks_and_replacing_removes_old_rows(store: Store) -> None:
 
 
 def test_delete_removes_everything_derived(store: Store) -> None:
-    doc_id = store.documents.put(_doc("a.md"), _chunks("alpha beta"), [], ["t"])
+    doc_id = store.documents.put(note_record("a.md"), _chunks("alpha beta"), [], ["t"])
     store.documents.delete(doc_id)
     assert store.documents.states() == {}
     assert store.documents.keyword_search(KeywordQuery(terms=("alpha",)), 10) == []
@@ -187,14 +171,14 @@ def test_delete_removes_everything_derived(store: Store) -> None:
 
 def test_a_failed_transaction_writes_nothing(store: Store) -> None:
     with pytest.raises(RuntimeError), store.transaction():
-        store.documents.put(_doc("a.md"), _chunks("alpha"), [], [])
+        store.documents.put(note_record("a.md"), _chunks("alpha"), [], [])
         raise RuntimeError("crash in the middle")
     assert store.documents.states() == {}
     assert store.integrity_problems() == []
 
 
 def test_integrity_problems_detects_damage(sqlite_store: SQLiteStore) -> None:
-    doc_id = sqlite_store.documents.put(_doc("a.md"), _chunks("one", "two"), [], [])
+    doc_id = sqlite_store.documents.put(note_record("a.md"), _chunks("one", "two"), [], [])
     assert sqlite_store.path is not None
     with sqlite3.connect(sqlite_store.path) as conn:
         conn.execute("DELETE FROM chunks WHERE document_id = ? AND position = 1", (doc_id,))
@@ -204,9 +188,9 @@ def test_integrity_problems_detects_damage(sqlite_store: SQLiteStore) -> None:
 
 
 def test_find_documents_prefers_exact_path_then_shortest(store: Store) -> None:
-    store.documents.put(_doc("deep/folder/note.md"), [], [], [])
-    store.documents.put(_doc("folder/note.md"), [], [], [])
-    store.documents.put(_doc("note.md"), [], [], [])
+    store.documents.put(note_record("deep/folder/note.md"), [], [], [])
+    store.documents.put(note_record("folder/note.md"), [], [], [])
+    store.documents.put(note_record("note.md"), [], [], [])
     assert [d.path for d in store.documents.find("note")] == [
         "note.md",
         "folder/note.md",
@@ -222,7 +206,9 @@ def test_find_documents_prefers_exact_path_then_shortest(store: Store) -> None:
 def test_where_filters_apply_inside_the_query(store: Store) -> None:
     for i in range(30):
         store.documents.put(
-            _doc(f"f{i % 3}/n{i}.md", status="done" if i % 2 else "open", aliases=[f"al{i}"]),
+            note_record(
+                f"f{i % 3}/n{i}.md", status="done" if i % 2 else "open", aliases=[f"al{i}"]
+            ),
             _chunks(f"common word {i}"),
             [],
             ["project/atlas" if i % 5 == 0 else "other"],

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from postgres_server import StoreSpot
+from store_records import note_record
 
 from vrom.errors import ValidationError
 from vrom.store import (
     ChunkRecord,
     Condition,
-    DocumentRecord,
     KeywordQuery,
     LinkRecord,
     MemoryFilter,
@@ -33,25 +33,6 @@ def store(store_spot: StoreSpot) -> Iterator[Store]:
     s.close()
 
 
-def _doc(
-    path: str, title: str = "T", text: str | None = None, **frontmatter: object
-) -> DocumentRecord:
-    key = path.lower().removesuffix(".md")
-    return DocumentRecord(
-        path=path,
-        path_key=key,
-        name_key=key.rsplit("/", 1)[-1],
-        title=title,
-        frontmatter=frontmatter,
-        content_hash="h-" + path,
-        mtime=1.0,
-        size=10,
-        human_relevance_score=0.5,
-        chunk_strategy="s1",
-        text=text,
-    )
-
-
 def _chunks(*texts: str, heading: str = "H") -> list[ChunkRecord]:
     return [ChunkRecord(i, heading, t, 0, len(t), f"c-{t}") for i, t in enumerate(texts)]
 
@@ -66,9 +47,9 @@ def _unit(*values: float) -> bytes:
 
 
 def test_keyword_syntax_words_phrases_prefixes_and_exclusions(store: Store) -> None:
-    store.documents.put(_doc("a.md"), _chunks("the cloud backup runs nightly"), [], [])
-    store.documents.put(_doc("b.md"), _chunks("backup to a disk, running weekly"), [], [])
-    store.documents.put(_doc("c.md"), _chunks("nothing relevant: a cloudy sky"), [], [])
+    store.documents.put(note_record("a.md"), _chunks("the cloud backup runs nightly"), [], [])
+    store.documents.put(note_record("b.md"), _chunks("backup to a disk, running weekly"), [], [])
+    store.documents.put(note_record("c.md"), _chunks("nothing relevant: a cloudy sky"), [], [])
 
     def paths(**query: tuple[str, ...]) -> list[str]:
         return sorted(_paths(store, store.documents.keyword_search(KeywordQuery(**query), 10)))
@@ -87,11 +68,11 @@ def test_keyword_syntax_words_phrases_prefixes_and_exclusions(store: Store) -> N
 
 
 def test_title_beats_heading_beats_body(store: Store) -> None:
-    store.documents.put(_doc("title.md", title="Gardening"), _chunks("plain words"), [], [])
+    store.documents.put(note_record("title.md", title="Gardening"), _chunks("plain words"), [], [])
     store.documents.put(
-        _doc("heading.md", title="X"), _chunks("plain words", heading="Gardening"), [], []
+        note_record("heading.md", title="X"), _chunks("plain words", heading="Gardening"), [], []
     )
-    store.documents.put(_doc("body.md", title="Y"), _chunks("plain words gardening"), [], [])
+    store.documents.put(note_record("body.md", title="Y"), _chunks("plain words gardening"), [], [])
     rows = store.documents.keyword_search(KeywordQuery(terms=("gardening",)), 10)
     assert _paths(store, rows) == ["title.md", "heading.md", "body.md"]
     assert rows[0].bm25 > rows[1].bm25 > rows[2].bm25 > 0, "higher is better"
@@ -99,9 +80,11 @@ def test_title_beats_heading_beats_body(store: Store) -> None:
 
 def test_cjk_words_are_found_inside_sentences(store: Store) -> None:
     store.documents.put(
-        _doc("tokyo.md"), _chunks("東京タワーに行きました。京都も楽しかった。"), [], []
+        note_record("tokyo.md"), _chunks("東京タワーに行きました。京都も楽しかった。"), [], []
     )
-    store.documents.put(_doc("seoul.md"), _chunks("서울에서 맛있는 음식을 먹었습니다."), [], [])
+    store.documents.put(
+        note_record("seoul.md"), _chunks("서울에서 맛있는 음식을 먹었습니다."), [], []
+    )
 
     def paths(term: str) -> list[str]:
         return _paths(store, store.documents.keyword_search(KeywordQuery(terms=(term,)), 10))
@@ -114,14 +97,14 @@ def test_cjk_words_are_found_inside_sentences(store: Store) -> None:
 
 
 def test_diacritics_are_folded(store: Store) -> None:
-    store.documents.put(_doc("cafe.md"), _chunks("un café crème, naïve"), [], [])
+    store.documents.put(note_record("cafe.md"), _chunks("un café crème, naïve"), [], [])
     for term in ("cafe", "café", "naive"):
         assert len(store.documents.keyword_search(KeywordQuery(terms=(term,)), 5)) == 1, term
 
 
 def test_where_reaches_nested_fields_lists_and_dates(store: Store) -> None:
     store.documents.put(
-        _doc(
+        note_record(
             "a.md",
             generated={"by": "tool", "at": "2026-03-01T12:00:00+02:00"},
             sources=[{"resource": "r1"}, {"resource": "r2"}],
@@ -135,7 +118,9 @@ def test_where_reaches_nested_fields_lists_and_dates(store: Store) -> None:
         [],
     )
     store.documents.put(
-        _doc("b.md", generated={"by": "person", "at": "2026-03-01"}, n=3.5, flag=False, big=2**62),
+        note_record(
+            "b.md", generated={"by": "person", "at": "2026-03-01"}, n=3.5, flag=False, big=2**62
+        ),
         _chunks("common"),
         [],
         [],
@@ -178,7 +163,7 @@ def test_where_reaches_nested_fields_lists_and_dates(store: Store) -> None:
 def test_listings_links_and_tags(store: Store) -> None:
     docs = store.documents
     a = docs.put(
-        _doc("notes/a.md"),
+        note_record("notes/a.md"),
         _chunks("x"),
         [
             LinkRecord("wikilink", "b", "b", None, None, 0),
@@ -187,9 +172,9 @@ def test_listings_links_and_tags(store: Store) -> None:
         ],
         ["project/atlas", "x"],
     )
-    b = docs.put(_doc("notes/b.md"), _chunks("y"), [], ["project", "x"])
-    docs.put(_doc("notes/deep/c.md"), _chunks("z"), [], [])
-    top = docs.put(_doc("top.md"), _chunks("w"), [], ["x"])
+    b = docs.put(note_record("notes/b.md"), _chunks("y"), [], ["project", "x"])
+    docs.put(note_record("notes/deep/c.md"), _chunks("z"), [], [])
+    top = docs.put(note_record("top.md"), _chunks("w"), [], ["x"])
     assert [d.path for d in docs.in_folder("notes")] == ["notes/a.md", "notes/b.md"]
     assert [d.path for d in docs.in_folder("")] == ["top.md"]
     assert [d.path for d in docs.after_path("notes/b.md", 5)] == ["notes/deep/c.md", "top.md"]
@@ -214,7 +199,7 @@ def test_a_document_text_is_kept_once_and_chunks_read_their_slices(store: Store)
         ChunkRecord(1, "", text[20:], 20, len(text), "h1"),
         ChunkRecord(2, "", "not a slice", 0, 5, "h2"),
     ]
-    doc_id = store.documents.put(_doc("c.md", text=text), chunks, [], [])
+    doc_id = store.documents.put(note_record("c.md", text=text), chunks, [], [])
     assert [c.text for c in store.documents.chunks_of(doc_id)] == [
         text[:30],
         text[20:],
@@ -225,7 +210,7 @@ def test_a_document_text_is_kept_once_and_chunks_read_their_slices(store: Store)
 
 
 def test_vectors_follow_their_chunks_and_log_every_change(store: Store) -> None:
-    doc = store.documents.put(_doc("a.md"), _chunks("one", "two"), [], [])
+    doc = store.documents.put(note_record("a.md"), _chunks("one", "two"), [], [])
     first, second = (c.chunk_id for c in store.documents.chunks_of(doc))
     store.vectors.put([(first, _unit(1, 0, 0)), (999_999, _unit(0, 1, 0))])
     assert store.vectors.count() == 1 and store.vectors.has_any(), "a gone chunk is skipped"
@@ -238,7 +223,7 @@ def test_vectors_follow_their_chunks_and_log_every_change(store: Store) -> None:
     assert changes is not None and set(changes.keys) == {first, second}
     generation = store.vectors.generation()
     # rewriting the note keeps the vector of unchanged text, under the new chunk's id
-    store.documents.put(_doc("a.md"), _chunks("one", "three"), [], [], doc)
+    store.documents.put(note_record("a.md"), _chunks("one", "three"), [], [], doc)
     new_first, new_third = (c.chunk_id for c in store.documents.chunks_of(doc))
     assert store.vectors.of([new_first, new_third, first]) == {new_first: _unit(1, 0, 0)}
     assert store.vectors.generation() != generation
@@ -255,7 +240,7 @@ def test_vectors_follow_their_chunks_and_log_every_change(store: Store) -> None:
 def test_putting_vectors_returns_how_many_were_written(store: Store) -> None:
     """`put` counts the vectors it wrote: not the change log's rows (SQLite's ``total_changes``
     counted those too, twice the vectors), not a chunk or memory gone meanwhile."""
-    doc = store.documents.put(_doc("a.md"), _chunks("one", "two", "three"), [], [])
+    doc = store.documents.put(note_record("a.md"), _chunks("one", "two", "three"), [], [])
     ids = [c.chunk_id for c in store.documents.chunks_of(doc)]
     assert store.vectors.put([]) == 0
     assert store.vectors.put([(ids[0], _unit(1, 0, 0)), (ids[1], _unit(0, 1, 0))]) == 2
@@ -292,7 +277,10 @@ def test_a_store_that_searches_itself_finds_k_filtered_neighbours(
         matrix = rng.standard_normal((300, 8)).astype(np.float32)
         matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
         doc = store.documents.put(
-            _doc("m.md"), [ChunkRecord(i, "", f"t{i}", 0, 1, f"h{i}") for i in range(300)], [], []
+            note_record("m.md"),
+            [ChunkRecord(i, "", f"t{i}", 0, 1, f"h{i}") for i in range(300)],
+            [],
+            [],
         )
         ids = [c.chunk_id for c in store.documents.chunks_of(doc)]
         store.vectors.put(
