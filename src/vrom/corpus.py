@@ -33,7 +33,7 @@ from vrom.ingest.embedding import (
 )
 from vrom.results import Hit, SearchReport, VectorInfo
 from vrom.search.fusion import first_k, first_pool, reciprocal_rank_fusion, widen
-from vrom.search.keyword import check_k, make_hit, prior_factor, rank_keyword
+from vrom.search.keyword import KeywordRanker, check_k, make_hit, prior_factor, rank_keyword
 from vrom.search.query import as_filter, check_query, parse_query, query_words
 from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
 from vrom.store import KeywordQuery, MemoryFilter, MemoryRecord, Store, StoredChunk, Where
@@ -84,6 +84,7 @@ class Corpus:
         self._memory_index = VectorIndex(
             store.memories.vectors, store.sidecar(MEMORY_GRAPH_SUFFIX), **options
         )
+        self.keyword = KeywordRanker(store.documents)
 
     # -- the model -------------------------------------------------------------------------
 
@@ -262,7 +263,9 @@ class Corpus:
         if mode == "rerank":
             from vrom.search.rerank import rerank_search  # numpy: only with vectors
 
-            return rerank_search(self.store, vector, parsed, k, where_filter, per_document)
+            return rerank_search(
+                self.store, vector, parsed, k, where_filter, per_document, self.keyword.search
+            )
         allowed = (
             None if where_filter is None else self.store.documents.chunk_ids_matching(where_filter)
         )
@@ -310,7 +313,7 @@ class Corpus:
         self, parsed: KeywordQuery, k: int, where: Where | None, per_document: bool
     ) -> list[Hit]:
         with self.store.snapshot():  # the chunks read last are the ones ranked first
-            ranked = rank_keyword(self.store, parsed, k, where, per_document=per_document)
+            ranked = rank_keyword(self.keyword.search, parsed, k, where, per_document=per_document)
             # whole chunks are read only for the hits returned
             chunks = self._chunks([row.chunk_id for _, row in ranked])
         words = query_words(parsed)
@@ -373,7 +376,7 @@ class Corpus:
         allowed_set = None if allowed is None else set(allowed)
 
         def rank(pool: int) -> tuple[list[tuple[float, int, Parts, int]], bool]:
-            keyword_rows = self.store.documents.keyword_search(parsed, pool, where)
+            keyword_rows = self.keyword.search(parsed, pool, where)
             ef = None if ef_search is None else max(ef_search, pool)
             nearest = self.index.nearest(vector, pool, allowed, ef)
             keyword_ranks = {row.chunk_id: rank for rank, row in enumerate(keyword_rows, 1)}

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from vrom.index.codec import decode
 from vrom.results import Hit
 from vrom.search.fusion import first_k, first_pool, widen
-from vrom.search.keyword import make_hit
+from vrom.search.keyword import KeywordSearch, make_hit
 from vrom.search.query import query_words
 from vrom.store import KeywordQuery, KeywordRow, Store, StoredChunk, Where
 
@@ -52,18 +52,21 @@ def rerank_search(
     k: int,
     where: Where | None,
     per_document: bool = False,
+    keyword_search: KeywordSearch | None = None,
 ) -> list[Hit]:
     """Return the ``k`` best keyword candidates after reranking them (see the module docstring).
 
     ``per_document`` keeps each document's best candidate only, widening the candidate pool
-    while a few documents' chunks leave fewer than ``k`` documents.
+    while a few documents' chunks leave fewer than ``k`` documents. ``keyword_search`` finds
+    the candidates (the store's own by default; the search core passes its `KeywordRanker`).
     """
+    search = keyword_search or store.documents.keyword_search
     started = time.perf_counter()
     chunks: dict[int, StoredChunk] = {}
 
     def rank(pool: int) -> tuple[list[_Scored], bool]:
         with store.snapshot():  # the chunks and vectors of the rows ranked, as they were
-            rows = store.documents.keyword_search(query, pool, where)
+            rows = search(query, pool, where)
             unread = [row.chunk_id for row in rows if row.chunk_id not in chunks]
             chunks.update((c.chunk_id, c) for c in store.documents.get_chunks(unread))
             stored = store.vectors.of([row.chunk_id for row in rows])

@@ -15,6 +15,7 @@ from vrom.store.records import (
     Condition,
     DocumentRecord,
     DocumentState,
+    KeywordPostings,
     KeywordQuery,
     KeywordRow,
     LinkRecord,
@@ -32,6 +33,7 @@ from vrom.store.records import (
 )
 from vrom.store.roles import (
     DocumentStore,
+    KeywordPostingsSource,
     MemoryStore,
     MemoryVectors,
     NearestVectors,
@@ -50,6 +52,8 @@ __all__ = [
     "DocumentRecord",
     "DocumentState",
     "DocumentStore",
+    "KeywordPostings",
+    "KeywordPostingsSource",
     "KeywordQuery",
     "KeywordRow",
     "LinkRecord",

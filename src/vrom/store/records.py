@@ -185,6 +185,31 @@ class KeywordRow:
 
 
 @dataclass(frozen=True)
+class KeywordPostings:
+    """A keyword index read whole, for ranking in memory exactly as the index ranks.
+
+    ``version`` changes whenever the index does. ``rows`` and ``tokens`` are the index's totals
+    (its average chunk length is ``tokens / rows``). ``terms[t]``'s postings are the pairs
+    ``term_starts[t]`` to ``term_starts[t + 1]``: ``pair_chunks`` (chunk ids, ascending) and
+    ``pair_frequencies`` (the term's occurrences, weighted by column). Per chunk, by ascending
+    ``chunk_ids``: ``document_ids``, ``human_relevance`` and ``chunk_lengths`` (tokens). The
+    arrays are numpy arrays.
+    """
+
+    version: bytes
+    rows: int
+    tokens: int
+    terms: list[str]
+    term_starts: Any
+    pair_chunks: Any
+    pair_frequencies: Any
+    chunk_ids: Any
+    document_ids: Any
+    human_relevance: Any
+    chunk_lengths: Any
+
+
+@dataclass(frozen=True)
 class VectorChanges:
     """The keys (chunk ids, memory keys) whose vector was added, replaced or removed after some
     change number.

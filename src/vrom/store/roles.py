@@ -20,6 +20,7 @@ from vrom.store.records import (
     ChunkRecord,
     DocumentRecord,
     DocumentState,
+    KeywordPostings,
     KeywordQuery,
     KeywordRow,
     LinkRecord,
@@ -112,6 +113,29 @@ class NearestVectors(Protocol):
         Scores are as an exact index gives them: cosine similarity for ``cosine`` and ``dot``
         (vectors are unit length), minus the euclidean distance for ``euclidean``.
         """
+        ...
+
+
+@runtime_checkable
+class KeywordPostingsSource(Protocol):
+    """A document store whose keyword index can be read whole (SQLite's FTS5).
+
+    An optional capability of a backend's document role: the search core keeps an in-memory
+    copy of the index (`vrom.index.keyword`) that ranks plain-term queries exactly as the
+    store's `DocumentStore.keyword_search` would, and asks the store whenever it cannot (a
+    phrase, a prefix, an exclusion, or an index changed since the copy).
+    """
+
+    def keyword_version(self) -> bytes:
+        """Return a value that changes whenever the keyword index changes (a cheap read)."""
+        ...
+
+    def keyword_postings(self) -> KeywordPostings:
+        """Return the whole keyword index, read in the caller's snapshot."""
+        ...
+
+    def keyword_tokens(self, text: str) -> tuple[str, ...]:
+        """Return the index tokens ``text`` becomes as a quoted query string, in order."""
         ...
 
 

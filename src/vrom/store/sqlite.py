@@ -103,6 +103,7 @@ class SQLiteStore:
 
     def close(self) -> None:
         """Close the connection; later calls raise `StorageError`."""
+        self._documents.close_tokenizer()
         self._db.close()
 
     def sidecar(self, suffix: str) -> Sidecar | None:

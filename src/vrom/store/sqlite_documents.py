@@ -16,11 +16,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from vrom.store import sqlite_keyword
 from vrom.store.fts_text import segment
 from vrom.store.records import (
     ChunkRecord,
     DocumentRecord,
     DocumentState,
+    KeywordPostings,
     KeywordQuery,
     KeywordRow,
     LinkRecord,
@@ -29,6 +31,7 @@ from vrom.store.records import (
     Where,
 )
 from vrom.store.sqlite_database import Database
+from vrom.store.sqlite_keyword import BM25_WEIGHTS, QueryTokenizer
 from vrom.store.sqlite_query import escape_like, match_expression, where_sql
 from vrom.store.sqlite_rows import (
     DOCUMENT_COLUMNS,
@@ -38,8 +41,6 @@ from vrom.store.sqlite_rows import (
 )
 from vrom.store.sqlite_vectors import SQLiteChunkVectors
 
-# title, heading_path, body: a match in the title or a heading says more than one in the body
-BM25_WEIGHTS = (4.0, 2.0, 1.0)
 _DOCUMENT_WRITE_COLUMNS = """
     path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
     human_relevance_score, chunk_strategy, chunk_count, indexed_at
@@ -55,6 +56,7 @@ class SQLiteDocuments:
         version = db.stored_version()
         self._chunk_columns = chunk_columns(version)
         self._has_texts = version >= 8  # a pack opened read-only may be older
+        self._tokenizer: QueryTokenizer | None = None
 
     # -- writing notes ---------------------------------------------------------------------
 
@@ -410,6 +412,28 @@ class SQLiteDocuments:
             return [found[i] for i in chunk_ids if i in found]
 
     # -- search ----------------------------------------------------------------------------
+
+    def keyword_version(self) -> bytes:
+        """Return a value that changes whenever the keyword index changes."""
+        with self._db.guard("reading the keyword index"):
+            return sqlite_keyword.version(self._db)
+
+    def keyword_postings(self) -> KeywordPostings:
+        """Return the whole keyword index (`vrom.store.KeywordPostingsSource`)."""
+        with self._db.guard("reading the keyword index"), self._db.read_snapshot():
+            return sqlite_keyword.postings(self._db)
+
+    def keyword_tokens(self, text: str) -> tuple[str, ...]:
+        """Return the index tokens ``text`` becomes as a quoted query string, in order."""
+        if self._tokenizer is None:
+            self._tokenizer = QueryTokenizer(self._db.driver)
+        return self._tokenizer.tokens(text)
+
+    def close_tokenizer(self) -> None:
+        """Close the query tokenizer's private database, if it was opened."""
+        if self._tokenizer is not None:
+            self._tokenizer.close()
+            self._tokenizer = None
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: Where | None = None

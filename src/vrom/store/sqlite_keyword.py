@@ -1,0 +1,191 @@
+"""What an in-memory keyword index needs from SQLite's FTS5 index, read exactly as FTS5 has it.
+
+FTS5 stays the durable keyword index (and the one that answers phrases, prefixes and exclusions);
+`vrom.index.keyword` ranks plain terms in memory from the postings read here, with the numbers
+FTS5's own ``bm25()`` uses, so both give the same scores:
+
+* `postings`: every (term, chunk) pair with the term's weighted frequency in the chunk (title,
+  heading path and body counted with `BM25_WEIGHTS`), each chunk's length in tokens, and the
+  row and token totals FTS5 keeps in its "averages" record (rows without a token count too);
+* `version`: the FTS5 structure and averages records, which change with every write that
+  touches the index (each write adds a segment and bumps the structure's write counter), so an
+  index built from older postings knows it is stale;
+* `QueryTokenizer`: a query term turned into index tokens by FTS5's own tokenizer, in a private
+  in-memory database, so stemming and case folding match the index exactly.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import OrderedDict
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from vrom.store.records import KeywordPostings
+from vrom.store.schema import FTS_TOKENIZER
+
+if TYPE_CHECKING:
+    from vrom.store.sqlite_database import Database
+
+BM25_WEIGHTS = (4.0, 2.0, 1.0)
+"""title, heading_path, body: a match in the title or a heading says more than one in the body."""
+_AVERAGES_ROWID, _STRUCTURE_ROWID = 1, 10  # FTS5's fixed rows in its ``_data`` table
+_VOCABULARY = "temp.vrom_chunks_fts_instances"
+_TOKENS_CACHED = 4096
+_BATCH_CHARACTERS = 4_000_000
+"""Characters of ``chunk*4+column`` lists parsed at a time (~500k tokens, ~30 MB of arrays)."""
+
+
+def version(db: Database) -> bytes:
+    """Return the keyword index's version: its structure and averages records, joined."""
+    rows = db.conn.execute(
+        "SELECT block FROM chunks_fts_data WHERE id IN (?, ?) ORDER BY id",
+        (_AVERAGES_ROWID, _STRUCTURE_ROWID),
+    ).fetchall()
+    return b"\0".join(bytes(row[0]) for row in rows)
+
+
+def postings(db: Database) -> KeywordPostings:
+    """Return the keyword index's postings, read in one snapshot (the caller's transaction).
+
+    ``fts5vocab`` lists every token of every row in term order; grouping per term in SQL and
+    parsing each term's ``chunk*4+column`` list with numpy keeps Python out of the per-token
+    work (about 0.5 s for a million tokens). Terms are read in batches of about
+    `_BATCH_INSTANCES` tokens, so the working memory beyond the postings stays bounded.
+    """
+    import numpy as np  # only an in-memory keyword index needs it
+
+    db.conn.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCABULARY}"
+        " USING fts5vocab(main, 'chunks_fts', 'instance')"
+    )
+    rows_total, tokens_total = _averages(db)
+    largest = int(db.scalar("SELECT coalesce(max(rowid), 0) FROM chunks_fts"))
+    lengths_by_id = np.zeros(largest + 1, dtype=np.int64)  # tokens per chunk id
+    weights = np.asarray(BM25_WEIGHTS, dtype=np.float64)
+    terms: list[str] = []
+    pairs_per_term: list[Any] = []
+    pair_chunks: list[Any] = []
+    pair_frequencies: list[Any] = []
+
+    def flush(batch: list[str]) -> None:
+        lists = [np.array(instances.split(","), dtype=np.int64) for instances in batch]
+        counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        instances = np.concatenate(lists)
+        term_of = np.repeat(np.arange(len(lists), dtype=np.int32), counts)
+        chunk_of = instances >> 2
+        lengths_by_id[:] += np.bincount(chunk_of, minlength=largest + 1)
+        # instances come by term, then chunk: a (term, chunk) pair starts where either changes
+        starts = np.flatnonzero(
+            np.concatenate(
+                ([True], (term_of[1:] != term_of[:-1]) | (chunk_of[1:] != chunk_of[:-1]))
+            )
+        )
+        pair_chunks.append(chunk_of[starts].astype(np.int32))
+        pair_frequencies.append(np.add.reduceat(weights[instances & 3], starts))
+        pairs_per_term.append(np.bincount(term_of[starts], minlength=len(lists)))
+
+    batch: list[str] = []
+    size = 0
+    cursor = db.conn.execute(
+        f"SELECT term, group_concat(doc * 4 + (CASE col WHEN 'title' THEN 0"
+        f" WHEN 'heading_path' THEN 1 ELSE 2 END), ',') FROM {_VOCABULARY} GROUP BY term"
+    )
+    for term, instances in cursor:
+        terms.append(term)
+        batch.append(instances)
+        size += len(instances)
+        if size >= _BATCH_CHARACTERS:
+            flush(batch)
+            batch, size = [], 0
+    if batch:
+        flush(batch)
+    chunks = db.conn.execute(
+        "SELECT c.id, c.document_id, d.human_relevance_score FROM chunks c"
+        " JOIN documents d ON d.id = c.document_id ORDER BY c.id"
+    ).fetchall()
+    chunk_ids = np.fromiter((row[0] for row in chunks), dtype=np.int64, count=len(chunks))
+    per_term = np.concatenate(pairs_per_term) if pairs_per_term else np.zeros(0, dtype=np.int64)
+    return KeywordPostings(
+        version=version(db),
+        rows=rows_total,
+        tokens=tokens_total,
+        terms=terms,
+        term_starts=np.concatenate(([0], np.cumsum(per_term))),
+        pair_chunks=np.concatenate(pair_chunks) if pair_chunks else np.zeros(0, dtype=np.int32),
+        pair_frequencies=(np.concatenate(pair_frequencies) if pair_frequencies else np.zeros(0)),
+        chunk_ids=chunk_ids,
+        document_ids=np.fromiter((row[1] for row in chunks), dtype=np.int64, count=len(chunks)),
+        human_relevance=np.fromiter(
+            (row[2] for row in chunks), dtype=np.float64, count=len(chunks)
+        ),
+        # a chunk's length is its number of tokens (FTS5's column sizes, summed)
+        chunk_lengths=lengths_by_id[np.minimum(chunk_ids, largest)].astype(np.float64)
+        * (chunk_ids <= largest),
+    )
+
+
+def _averages(db: Database) -> tuple[int, int]:
+    """Return (rows, tokens) from FTS5's averages record: its row count, then one token total
+    per column, as SQLite varints."""
+    row = db.conn.execute(
+        "SELECT block FROM chunks_fts_data WHERE id = ?", (_AVERAGES_ROWID,)
+    ).fetchone()
+    numbers = _varints(bytes(row[0])) if row is not None else []
+    return (numbers[0], sum(numbers[1:])) if numbers else (0, 0)
+
+
+def _varints(data: bytes) -> list[int]:
+    """Return the SQLite varints in ``data``: big-endian 7-bit groups, a set high bit meaning
+    more follow, the ninth byte holding a whole 8 bits."""
+    numbers, value, length = [], 0, 0
+    for byte in data:
+        length += 1
+        if length == 9:
+            numbers.append((value << 8) | byte)
+            value, length = 0, 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            numbers.append((value << 7) | byte)
+            value, length = 0, 0
+    return numbers
+
+
+class QueryTokenizer:
+    """Query terms as the keyword index's tokens, by FTS5's own tokenizer (in memory)."""
+
+    def __init__(self, driver: ModuleType = sqlite3) -> None:
+        self._conn = driver.connect(":memory:", check_same_thread=False)
+        self._conn.execute(
+            f"CREATE VIRTUAL TABLE terms USING fts5(term, tokenize = '{FTS_TOKENIZER}')"
+        )
+        self._conn.execute("CREATE VIRTUAL TABLE term_tokens USING fts5vocab(terms, instance)")
+        self._known: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._lock = threading.Lock()  # one private connection, shared by the store's threads
+
+    def tokens(self, text: str) -> tuple[str, ...]:
+        """Return the tokens FTS5 makes of ``text``, in order (a phrase when more than one)."""
+        with self._lock:
+            return self._tokens(text)
+
+    def _tokens(self, text: str) -> tuple[str, ...]:
+        known = self._known.get(text)
+        if known is not None:
+            self._known.move_to_end(text)
+            return known
+        with self._conn:
+            self._conn.execute("DELETE FROM terms")
+            self._conn.execute("INSERT INTO terms(rowid, term) VALUES (1, ?)", (text,))
+            found = tuple(
+                row[0] for row in self._conn.execute("SELECT term FROM term_tokens ORDER BY offset")
+            )
+        self._known[text] = found
+        if len(self._known) > _TOKENS_CACHED:
+            self._known.popitem(last=False)
+        return found
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
