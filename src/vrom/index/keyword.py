@@ -148,10 +148,10 @@ class KeywordIndex:
             scores[rows[0]] = parts[0]
             return scores
         # bincount adds each chunk's parts in the order given: query order
-        summed: npt.NDArray[np.float64] = np.bincount(
+        summed = np.bincount(
             np.concatenate(rows), np.concatenate(parts), minlength=len(self._chunk_ids)
         )
-        return summed
+        return summed.astype(np.float64, copy=False)  # weighted counts are float64 already
 
     def _allowed_rows(self, allowed: Sequence[int]) -> npt.NDArray[np.bool_]:
         """Return a mask of the chunk rows whose ids are in ``allowed``."""
