@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from vrom_cli import run_vrom
 
-from vrom import Collection, Vault
+from vrom import Collection, Embedder, Vault
 from vrom.index.keyword import KeywordIndex
 from vrom.search import keyword as keyword_module
 from vrom.search.keyword import KeywordRanker
@@ -254,6 +254,8 @@ def test_searches_stay_exact_while_another_process_changes_the_store(
 def test_a_collection_searches_alike_with_and_without_the_copy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Keyword, hybrid and rerank searches (whose vector-only candidates take their document
+    and prior from the copy when it is current) give the same hits either way."""
     rng = random.Random(17)
     documents = [
         {
@@ -263,21 +265,25 @@ def test_a_collection_searches_alike_with_and_without_the_copy(
         }
         for n in range(300)
     ]
-    queries = _queries(random.Random(2), 40)
+    queries = _queries(random.Random(2), 30)
     results = {}
     for price in (1e6, 0.0):  # never copied, then copied at once
         monkeypatch.setattr(keyword_module, "COPY_SECONDS_PER_CHUNK", price)
         storage = tmp_path / str(price)
-        with Collection.open("docs", embedder=None, storage=storage) as docs:
+        with Collection.open("docs", embedder=Embedder.fake(), storage=storage) as docs:
             docs.add(documents)
             results[price] = [
                 [
-                    (hit.id, hit.chunk_id, hit.score, hit.excerpt)
-                    for hit in docs.search(query, k=10, where=where)
+                    (hit.id, hit.chunk_id, hit.score, hit.scores, hit.excerpt)
+                    for hit in docs.search(query, k=k, where=where, mode=mode)
                 ]
                 for query in queries
                 for where in (None, {"bucket": 2})
+                for mode in ("keyword", "hybrid", "rerank")
+                for k in (3, 25)
             ]
+            copied = docs._corpus.keyword.index
+            assert (copied is None) == (price == 1e6)
     assert results[0.0] == results[1e6]
 
 

@@ -85,6 +85,7 @@ class Corpus:
             store.memories.vectors, store.sidecar(MEMORY_GRAPH_SUFFIX), **options
         )
         self.keyword = KeywordRanker(store.documents)
+        self._counted: tuple[tuple[int, bytes], tuple[int, int]] | None = None  # see `_counts`
 
     # -- the model -------------------------------------------------------------------------
 
@@ -305,8 +306,7 @@ class Corpus:
                 if state in ("no-model", "no-vectors"):
                     ran, fallback = "keyword", self._why_not(state, ran)
         hits = self.search(query, k, where, ran, per_document=per_document, ef_search=ef_search)
-        with self.store.snapshot():
-            vectors, chunks = self.store.vectors.count(), self.store.documents.chunk_count()
+        vectors, chunks = self._counts()
         return SearchReport(hits, ran, fallback, vectors, chunks)
 
     def _keyword(
@@ -371,8 +371,8 @@ class Corpus:
     ) -> list[Hit]:
         chunks: dict[int, StoredChunk] = {}
         # while embedding runs, the vector ranking sees only the chunks that have vectors
-        total = self.store.documents.chunk_count()
-        share = min(1.0, self.store.vectors.count() / total) if total else 1.0
+        vectors, total = self._counts()
+        share = min(1.0, vectors / total) if total else 1.0
         allowed_set = None if allowed is None else set(allowed)
 
         def rank(pool: int) -> tuple[list[tuple[float, int, Parts, int]], bool]:
@@ -396,12 +396,19 @@ class Corpus:
             )
             priors = {row.chunk_id: row.human_relevance_score for row in keyword_rows}
             documents = {row.chunk_id: row.document_id for row in keyword_rows}
-            # vector-only candidates: their chunk tells their document's prior
-            chunks.update(self._chunks([i for i in fused if i not in priors and i not in chunks]))
-            for chunk_id in fused:
-                if chunk_id not in priors and chunk_id in chunks:
-                    priors[chunk_id] = chunks[chunk_id].human_relevance_score
-                    documents[chunk_id] = chunks[chunk_id].document_id
+            # vector-only candidates: their document and its prior, from the keyword copy's
+            # arrays when it is current, else from their chunks
+            vector_only = [i for i in fused if i not in priors]
+            owners = self.keyword.owners(vector_only)
+            if owners is None:
+                chunks.update(self._chunks([i for i in vector_only if i not in chunks]))
+                owners = {
+                    i: (chunks[i].document_id, chunks[i].human_relevance_score)
+                    for i in vector_only
+                    if i in chunks
+                }
+            for chunk_id, (document_id, prior) in owners.items():
+                priors[chunk_id], documents[chunk_id] = prior, document_id
             scored = []
             for chunk_id, parts in fused.items():
                 if chunk_id not in priors:
@@ -421,6 +428,23 @@ class Corpus:
             for score, i, parts, _ in scored
             if i in chunks
         ]
+
+    def _counts(self) -> tuple[int, int]:
+        """Return (chunk vectors, chunks) in the store.
+
+        Counting reads every row of both tables (vectors are wide: ~7 ms on 11k chunks), so the
+        counts are kept until the vector generation or the keyword index's version moves: every
+        write of a chunk changes the one, of a vector the other. A store without a keyword
+        version (PostgreSQL) is counted every time.
+        """
+        with self.store.snapshot():
+            version = self.keyword.version()
+            key = None if version is None else (self.store.vectors.generation(), version)
+            if key is not None and self._counted is not None and self._counted[0] == key:
+                return self._counted[1]
+            counts = (self.store.vectors.count(), self.store.documents.chunk_count())
+        self._counted = None if key is None else (key, counts)
+        return counts
 
     def _chunks(self, chunk_ids: list[int]) -> dict[int, StoredChunk]:
         return {c.chunk_id: c for c in self.store.documents.get_chunks(chunk_ids)}

@@ -125,6 +125,17 @@ class KeywordIndex:
             )
         )
 
+    def owners(self, chunk_ids: Sequence[int]) -> dict[int, tuple[int, float]]:
+        """Return chunk id → (document id, human relevance) for the ids the index holds."""
+        wanted = np.asarray(chunk_ids, dtype=np.int64)
+        if not len(wanted) or not len(self._chunk_ids):
+            return {}
+        at = np.minimum(np.searchsorted(self._chunk_ids, wanted), len(self._chunk_ids) - 1)
+        found = self._chunk_ids[at] == wanted
+        at = at[found]
+        documents, priors = self._document_ids[at].tolist(), self._human_relevance[at].tolist()
+        return dict(zip(wanted[found].tolist(), zip(documents, priors, strict=True), strict=True))
+
     def _scores(self, tokens: Sequence[str]) -> npt.NDArray[np.float64] | None:
         """Return every chunk's BM25 for the query (0 where no token is held), or None.
 

@@ -132,6 +132,20 @@ class KeywordRanker:
         allowed = None if where is None else self._documents.chunk_ids_matching(where)
         return index.rank(tokens, limit, allowed)
 
+    def version(self) -> bytes | None:
+        """Return the store's keyword index version (None: the store has none to read)."""
+        return None if self._source is None else self._source.keyword_version()
+
+    def owners(self, chunk_ids: list[int]) -> dict[int, tuple[int, float]] | None:
+        """Return chunk id → (document id, human relevance) from a current copy, or None
+        when there is none (read the chunks instead). Chunks not held are left out."""
+        index = self._index
+        if index is None or self._source is None:
+            return None
+        if index.version != self._source.keyword_version():
+            return None
+        return index.owners(chunk_ids)
+
     def copy_index(self) -> KeywordIndex | None:
         """Copy the store's keyword index into memory now (None if the store has none)."""
         if self._source is None:
