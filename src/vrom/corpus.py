@@ -343,20 +343,28 @@ class Corpus:
         def rank(pool: int) -> tuple[list[tuple[int, float, int]], bool]:
             ef = None if ef_search is None else max(ef_search, pool)
             nearest = self.index.nearest(vector, pool, allowed, ef)
-            chunks.update(self._chunks([i for i, _ in nearest if i not in chunks]))
+            # each candidate's document: from the keyword copy's arrays when it is current,
+            # else from its chunk (read once; the hits need it anyway)
+            owners = self.keyword.owners([i for i, _ in nearest])
+            if owners is None:
+                chunks.update(self._chunks([i for i, _ in nearest if i not in chunks]))
+                owners = {i: (chunk.document_id, 0.0) for i, chunk in chunks.items()}
             kept = first_k(
-                ((i, score, chunks[i].document_id) for i, score in nearest if i in chunks),
+                ((i, score, owners[i][0]) for i, score in nearest if i in owners),
                 k,
                 itemgetter(2) if per_document else None,
             )
             return kept, len(nearest) == pool
 
-        kept = widen(rank, k, 2 * k if per_document else k)
+        with self.store.snapshot():  # the chunks read are the ones ranked
+            kept = widen(rank, k, 2 * k if per_document else k)
+            chunks.update(self._chunks([i for i, _, _ in kept if i not in chunks]))
         words = query_words(parsed)
         # the score is the metric's similarity: cosine, dot, or minus the euclidean distance
         return [
             make_hit(chunks[i], score, {"vector": score}, words, kind=self._metric)
             for i, score, _ in kept
+            if i in chunks
         ]
 
     def _hybrid(
