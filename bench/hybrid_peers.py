@@ -88,6 +88,7 @@ from vrom.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "hybrid_peers.json"
+PLOT = REPO / "docs" / "hybrid_peers.png"
 CACHE = REPO / "bench" / "results" / "cache"
 K = 10
 BUCKETS = 100
@@ -742,6 +743,46 @@ def _filter_table(entry: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def draw_plot(results: Mapping[str, Any], path: Path) -> bool:
+    """Draw p50 latency against nDCG@10 for every store and mode, one panel per dataset: a
+    filled marker at k=10, a hollow one at depth 100. False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    datasets = results["datasets"]
+    figure, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.4), squeeze=False)
+    colours = {"vrom": "tab:red", "lancedb": "tab:blue", "chroma": "tab:green"}
+    shapes = {"hybrid": "o", "vector": "s", "keyword": "^", "fts": "^"}
+    for axis, dataset in zip(axes[0], datasets, strict=True):
+        for name, run in dataset["runs"].items():
+            store, mode = name.split(" ", 1)
+            style = {"color": colours.get(store, "grey"), "marker": shapes.get(mode, "D")}
+            ndcg = run[f"ndcg_at_{K}"]
+            axis.plot(run["latency_p50_k10_ms"], ndcg, linestyle="", **style, markersize=8)
+            axis.plot(run["latency_p50_ms"], ndcg, linestyle="", **style, fillstyle="none")
+            axis.annotate(
+                name,
+                (run["latency_p50_k10_ms"], ndcg),
+                fontsize=7,
+                xytext=(4, 3),
+                textcoords="offset points",
+            )
+        axis.set_xscale("log")
+        axis.set_xlabel("p50 single-query latency, ms (filled: k=10, hollow: depth 100)")
+        axis.set_ylabel(f"nDCG@{K}")
+        axis.set_title(f"{dataset['dataset']} ({dataset['documents']:,} documents)")
+        axis.grid(True, which="both", alpha=0.3)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_dataset_arguments(parser)
@@ -755,6 +796,7 @@ def main() -> None:
     )
     parser.add_argument("--cache", type=Path, default=CACHE, help="folder of cached vectors")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--plot", type=Path, default=PLOT, help="latency vs nDCG@10 figure")
     args = parser.parse_args()
     started = time.perf_counter()
     results = run(
@@ -782,6 +824,8 @@ def main() -> None:
         print(f"{name} is not installed: its rows are left out (to compare: {PEERS_INSTALL})")
     print(_table(results))
     print(f"\nwrote {args.out} ({results['wall_s']:.0f} s)")
+    if draw_plot(results, args.plot):
+        print(f"wrote {args.plot}")
 
 
 if __name__ == "__main__":

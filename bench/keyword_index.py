@@ -1,16 +1,18 @@
 """Measure the in-memory keyword index against FTS5 on one store: size, copy time, query speed.
 
-    python bench/keyword_index.py [--chunks N] [--queries N] [--out FILE]
+    python bench/keyword_index.py [DATASET_DIR ...] [--split SPLIT ...] [--chunks N]
+        [--queries N] [--out FILE]
 
 Builds a keyword-only `Collection` (no embedder) of about ``--chunks`` chunks (default 100,000)
-from the SciFact and NFCorpus corpora under ``shared/data/beir``, repeated under new ids until
-the count is reached (so the vocabulary is these corpora's: a store of 100k distinct documents
+from the datasets' corpora (default: SciFact and NFCorpus under ``shared/data/beir``), repeated
+under new ids until the count is reached (so the vocabulary is these corpora's: a store of 100k distinct documents
 holds more terms, ~100 bytes each in the vocabulary), then reports:
 
 - the copy: its time (`KeywordRanker.copy_index`), postings, terms, array bytes
   (`KeywordIndex.nbytes`) and the process's RSS growth while it was made;
 - ranking only, 100 rows per query (the search core's pool for k=25): p50 of the store's own
-  FTS5 ``keyword_search`` and of the copy's `KeywordIndex.rank`, on SciFact's train queries,
+  FTS5 ``keyword_search`` and of the copy's `KeywordIndex.rank`, on the first dataset's queries
+  (SciFact train),
   and whether every query got the same rows in the same order from both;
 - whole searches through the collection (`Collection.search`, keyword mode, hits with excerpts
   and provenance) at k=10 and k=100, with the copy and with FTS5 alone.
@@ -31,7 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from beir_datasets import BEIR
+from beir_datasets import add_dataset_arguments, chosen_datasets
 
 from vrom import Collection, __version__
 from vrom.documents import MAX_TEXT_CHARS
@@ -44,11 +46,13 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "keyword_index.json"
 
 
-def _documents(limit_chunks: int, chunk_chars: int) -> Iterator[dict[str, str]]:
+def _documents(
+    folders: list[Path], limit_chunks: int, chunk_chars: int
+) -> Iterator[dict[str, str]]:
     """Yield BEIR documents, repeated under new ids, until about ``limit_chunks`` chunks."""
     texts = []
-    for name in ("scifact", "nfcorpus"):
-        with (BEIR / name / "corpus.jsonl").open(encoding="utf-8") as lines:
+    for folder in folders:
+        with (folder / "corpus.jsonl").open(encoding="utf-8") as lines:
             for line in lines:
                 record = json.loads(line)
                 texts.append(f"{record['title']}\n\n{record['text']}"[:MAX_TEXT_CHARS])
@@ -78,18 +82,21 @@ def _rss_mb() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_dataset_arguments(parser)
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    queries = [text for _, text in load_beir(BEIR / "scifact", "train").queries][: args.queries]
-    with tempfile.TemporaryDirectory() as folder:
+    datasets = chosen_datasets(args.datasets, args.split)
+    folder, split = datasets[0]
+    queries = [text for _, text in load_beir(folder, split).queries][: args.queries]
+    with tempfile.TemporaryDirectory() as storage:
         # no copy until asked: the FTS5 numbers are FTS5's alone
         keyword_module.COPY_SECONDS_PER_CHUNK = float("inf")
-        with Collection.open("keyword", embedder=None, storage=folder) as docs:
+        with Collection.open("keyword", embedder=None, storage=storage) as docs:
             started = time.perf_counter()
             batch: list[dict[str, str]] = []
-            for document in _documents(args.chunks, 1000):
+            for document in _documents([f for f, _ in datasets], args.chunks, 1000):
                 batch.append(document)
                 if len(batch) == 1000:
                     docs.add(batch)

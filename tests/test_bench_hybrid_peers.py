@@ -42,10 +42,13 @@ def _tiny_beir(folder: Path) -> Path:
 def _run(prefix: list[str], data: Path, tmp_path: Path) -> dict[str, Any]:
     out = tmp_path / "hybrid.json"
     command = [*prefix, str(data), "--split", "test", "--embedder", "fake"]
-    command += ["--cache", str(tmp_path / "cache"), "--out", str(out)]
+    plot = tmp_path / "hybrid.png"
+    command += ["--cache", str(tmp_path / "cache"), "--out", str(out), "--plot", str(plot)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "nDCG@10" in result.stdout and "filtered search on tiny" in result.stdout
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert plot.stat().st_size > 0 and f"wrote {plot}" in result.stdout
     numbers: dict[str, Any] = json.loads(out.read_text())
     return numbers
 
