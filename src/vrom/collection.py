@@ -16,7 +16,6 @@ runs them in worker threads for asyncio code.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
 import json
@@ -30,6 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from vrom import settings
+from vrom._async import in_thread
 from vrom.corpus import Corpus
 from vrom.documents import (
     MAX_ID_BYTES,
@@ -402,7 +402,7 @@ class AsyncCollection:
     @classmethod
     async def open(cls, name: str, *args: Any, **options: Any) -> AsyncCollection:
         """Return the collection `Collection.open` would, opened in a worker thread."""
-        return cls(await asyncio.to_thread(Collection.open, name, *args, **options))
+        return cls(await in_thread(Collection.open, name, *args, **options))
 
     @property
     def name(self) -> str:
@@ -411,7 +411,7 @@ class AsyncCollection:
 
     async def add(self, documents: Iterable[Document | Mapping[str, Any]]) -> int:
         """See `Collection.add`."""
-        return await asyncio.to_thread(self.sync.add, list(documents))
+        return await in_thread(self.sync.add, list(documents))
 
     async def search(
         self,
@@ -422,23 +422,23 @@ class AsyncCollection:
         ef_search: int | None = None,
     ) -> list[Hit]:
         """See `Collection.search`."""
-        return await asyncio.to_thread(self.sync.search, query, k, where, mode, ef_search)
+        return await in_thread(self.sync.search, query, k, where, mode, ef_search)
 
     async def remove(self, id: str) -> bool:
         """See `Collection.remove`."""
-        return await asyncio.to_thread(self.sync.remove, id)
+        return await in_thread(self.sync.remove, id)
 
     async def count(self) -> int:
         """See `Collection.count`."""
-        return await asyncio.to_thread(self.sync.count)
+        return await in_thread(self.sync.count)
 
     async def reload(self) -> int:
         """See `Collection.reload`."""
-        return await asyncio.to_thread(self.sync.reload)
+        return await in_thread(self.sync.reload)
 
     async def close(self) -> bool:
         """See `Collection.close`."""
-        return await asyncio.to_thread(self.sync.close)
+        return await in_thread(self.sync.close)
 
     def as_tool(self, name: str, description: str) -> SearchTool:
         """See `Collection.as_tool` (the tool's ``acall`` suits async agent loops)."""

@@ -18,7 +18,6 @@ The MCP adapter imports the ``mcp`` package only when called; importing this mod
 # `register_mcp` defines, and they name objects local to that function, so they must be real
 # objects rather than strings the SDK would try to resolve in this module's globals.
 
-import asyncio
 import json
 import math
 import re
@@ -26,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
+from vrom._async import in_thread
 from vrom.errors import ValidationError, VromError
 from vrom.results import Hit, to_jsonable
 
@@ -152,7 +152,7 @@ class SearchTool:
 
     async def acall(self, arguments: Mapping[str, Any] | str) -> ToolResult:
         """Return `call`'s result, run in a worker thread so the event loop keeps running."""
-        return await asyncio.to_thread(self.call, arguments)
+        return await in_thread(self.call, arguments)
 
     def openai_schema(self) -> dict[str, Any]:
         """Return the tool in the OpenAI Chat Completions format (an item of ``tools=``)."""
