@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -316,3 +317,39 @@ def test_a_store_without_postings_keeps_its_own_ranking() -> None:
     ranker = KeywordRanker(Documents())  # type: ignore[arg-type]
     assert ranker.search(parse_query("river"), 5, None) == [KeywordRow(1, 1, 0.5, 2.0)]
     assert ranker.copy_index() is None and ranker.index is None
+
+
+def test_a_keyword_row_without_its_chunk_counts_for_idf_and_is_never_returned(
+    indexed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """FTS5 counts every row it holds in a term's IDF; the SQL joins chunks, so a row whose
+    chunk is gone (a broken store: `integrity_problems` names it) is never returned. The copy
+    does both alike. (Compared with every match returned: the store's SQL cuts its limit
+    before the join, so there it returns one row fewer when the orphan ranks within it.)"""
+    _, db = indexed
+    broken = tmp_path / "broken.db"
+    source = SQLiteStore(db)
+    try:
+        source.compact_copy(broken)
+    finally:
+        source.close()
+    connection = sqlite3.connect(broken)
+    with connection:
+        connection.execute(
+            "INSERT INTO chunks_fts(rowid, title, heading_path, body)"
+            " VALUES (99999999, 'river', 'river', 'river harbour lantern')"
+        )
+    connection.close()
+    store = SQLiteStore(broken)
+    try:
+        index = KeywordIndex(store.documents.keyword_postings())
+        ranker = KeywordRanker(store.documents)
+        for query in ("river", "river harbour", "lantern glacier"):
+            parsed = parse_query(query)
+            tokens = ranker._plain_tokens(parsed)
+            assert tokens is not None
+            copied = index.rank(tokens, 1000)
+            _same(copied, store.documents.keyword_search(parsed, 1000, None), query)
+            assert 99999999 not in {row.chunk_id for row in copied}
+    finally:
+        store.close()

@@ -29,12 +29,18 @@ from vrom.store import KeywordPostings, KeywordRow
 
 K1, B = 1.2, 0.75
 """FTS5's bm25() constants."""
+_BLOCK = 1 << 20
+"""Postings turned into index rows at a time (~30 MB of temporaries)."""
 MIN_IDF = 1e-6
 """FTS5's IDF for a term in at least half the rows (where the formula is not positive)."""
 
 
 class KeywordIndex:
-    """A store's keyword index in memory, as of `version`; see the module docstring."""
+    """A store's keyword index in memory, as of `version`; see the module docstring.
+
+    It takes over the arrays of the `KeywordPostings` it is made from (rewriting them in
+    place): that record is spent once the index exists.
+    """
 
     def __init__(self, postings: KeywordPostings) -> None:
         self.version = postings.version
@@ -45,34 +51,39 @@ class KeywordIndex:
         self._rows_total = postings.rows
         self._average_length = postings.tokens / postings.rows if postings.rows else 0.0
         starts = np.asarray(postings.term_starts, dtype=np.int64)
-        pair_chunks = np.asarray(postings.pair_chunks)
-        # a posting whose chunk is gone from the chunks table still counts for its term's
-        # document frequency (FTS5 counts it), but is never returned
-        at = np.searchsorted(self._chunk_ids, pair_chunks)
-        np.minimum(at, max(len(self._chunk_ids) - 1, 0), out=at)
-        kept = (
-            self._chunk_ids[at] == pair_chunks
-            if len(self._chunk_ids)
-            else np.zeros(len(pair_chunks), dtype=bool)
-        )
         self._hits = np.diff(starts)  # rows holding each term, orphans included
-        self._starts = np.concatenate(([0], np.cumsum(kept)))[starts]
-        self._rows: npt.NDArray[np.int32] = at[kept].astype(np.int32)
-        del at, pair_chunks
+        # The pair arrays become the index's own, in place and a block at a time, so a copy
+        # needs little memory beyond them: chunk ids turn into chunk rows, frequencies into
         # each posting's term-frequency part, FTS5's expression operation by operation (it
-        # depends on the chunk and the totals only); a query multiplies it by its term's IDF.
-        # In place, to keep the peak low: a + b and a * b are the same doubles as b + a, b * a.
-        frequency = np.asarray(postings.pair_frequencies, dtype=np.float64)[kept]
-        del kept
-        saturation = self._lengths[self._rows]
-        saturation *= B
-        saturation /= self._average_length
-        saturation += 1 - B
-        saturation *= K1
-        saturation += frequency
-        frequency *= K1 + 1.0
-        frequency /= saturation
-        self._term_frequencies = frequency
+        # depends on the chunk and the totals only; a query multiplies it by its term's IDF;
+        # a + b and a * b are the same doubles as b + a and b * a).
+        rows = np.asarray(postings.pair_chunks, dtype=np.int32)
+        parts = np.asarray(postings.pair_frequencies, dtype=np.float64)
+        kept = np.ones(len(rows), dtype=bool)
+        last = max(len(self._chunk_ids) - 1, 0)
+        for start in range(0, len(rows), _BLOCK):
+            block = slice(start, start + _BLOCK)
+            at = np.minimum(np.searchsorted(self._chunk_ids, rows[block]), last)
+            if len(self._chunk_ids):
+                # a posting whose chunk is gone from the chunks table still counts for its
+                # term's document frequency (FTS5 counts it), but is never returned
+                kept[block] = self._chunk_ids[at] == rows[block]
+            else:
+                kept[block] = False
+            rows[block] = at
+            saturation = self._lengths[at]
+            saturation *= B
+            saturation /= self._average_length or 1.0
+            saturation += 1 - B
+            saturation *= K1
+            saturation += parts[block]
+            parts[block] *= K1 + 1.0
+            parts[block] /= saturation
+        if not kept.all():
+            rows, parts = rows[kept], parts[kept]
+        self._starts = np.concatenate(([0], np.cumsum(kept)))[starts]
+        self._rows: npt.NDArray[np.int32] = rows
+        self._term_frequencies: npt.NDArray[np.float64] = parts
         self._terms = {term: number for number, term in enumerate(postings.terms)}
 
     def __len__(self) -> int:

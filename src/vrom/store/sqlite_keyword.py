@@ -22,6 +22,7 @@ from collections import OrderedDict
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from vrom.errors import StorageError
 from vrom.store.records import KeywordPostings
 from vrom.store.schema import FTS_TOKENIZER
 
@@ -32,6 +33,7 @@ BM25_WEIGHTS = (4.0, 2.0, 1.0)
 """title, heading_path, body: a match in the title or a heading says more than one in the body."""
 _AVERAGES_ROWID, _STRUCTURE_ROWID = 1, 10  # FTS5's fixed rows in its ``_data`` table
 _VOCABULARY = "temp.vrom_chunks_fts_instances"
+_TERM_ROWS = "temp.vrom_chunks_fts_terms"
 _TOKENS_CACHED = 4096
 _BATCH_CHARACTERS = 4_000_000
 """Characters of ``chunk*4+column`` lists parsed at a time (~500k tokens, ~30 MB of arrays)."""
@@ -51,25 +53,30 @@ def postings(db: Database) -> KeywordPostings:
 
     ``fts5vocab`` lists every token of every row in term order; grouping per term in SQL and
     parsing each term's ``chunk*4+column`` list with numpy keeps Python out of the per-token
-    work (about 0.5 s for a million tokens). Terms are read in batches of about
-    `_BATCH_INSTANCES` tokens, so the working memory beyond the postings stays bounded.
+    work (about 0.5 s for a million tokens). The pair arrays are sized first (the ``row``
+    vocabulary counts them) and filled as terms are read in batches of about
+    `_BATCH_CHARACTERS`, so the memory beyond them stays bounded.
     """
     import numpy as np  # only an in-memory keyword index needs it
 
-    db.conn.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCABULARY}"
-        " USING fts5vocab(main, 'chunks_fts', 'instance')"
-    )
+    for table, kind in ((_VOCABULARY, "instance"), (_TERM_ROWS, "row")):
+        db.conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {table}"
+            f" USING fts5vocab(main, 'chunks_fts', '{kind}')"
+        )
     rows_total, tokens_total = _averages(db)
     largest = int(db.scalar("SELECT coalesce(max(rowid), 0) FROM chunks_fts"))
+    pairs = int(db.scalar(f"SELECT coalesce(sum(doc), 0) FROM {_TERM_ROWS}"))
     lengths_by_id = np.zeros(largest + 1, dtype=np.int64)  # tokens per chunk id
     weights = np.asarray(BM25_WEIGHTS, dtype=np.float64)
     terms: list[str] = []
     pairs_per_term: list[Any] = []
-    pair_chunks: list[Any] = []
-    pair_frequencies: list[Any] = []
+    pair_chunks = np.empty(pairs, dtype=np.int32)
+    pair_frequencies = np.empty(pairs, dtype=np.float64)
+    filled = 0
 
     def flush(batch: list[str]) -> None:
+        nonlocal filled
         lists = [np.array(instances.split(","), dtype=np.int64) for instances in batch]
         counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
         instances = np.concatenate(lists)
@@ -82,9 +89,11 @@ def postings(db: Database) -> KeywordPostings:
                 ([True], (term_of[1:] != term_of[:-1]) | (chunk_of[1:] != chunk_of[:-1]))
             )
         )
-        pair_chunks.append(chunk_of[starts].astype(np.int32))
-        pair_frequencies.append(np.add.reduceat(weights[instances & 3], starts))
+        end = filled + len(starts)
+        pair_chunks[filled:end] = chunk_of[starts]
+        pair_frequencies[filled:end] = np.add.reduceat(weights[instances & 3], starts)
         pairs_per_term.append(np.bincount(term_of[starts], minlength=len(lists)))
+        filled = end
 
     batch: list[str] = []
     size = 0
@@ -107,14 +116,16 @@ def postings(db: Database) -> KeywordPostings:
     ).fetchall()
     chunk_ids = np.fromiter((row[0] for row in chunks), dtype=np.int64, count=len(chunks))
     per_term = np.concatenate(pairs_per_term) if pairs_per_term else np.zeros(0, dtype=np.int64)
+    if filled != pairs:  # the two vocabularies are read in one snapshot: they agree
+        raise StorageError(f"the keyword index read {filled:,} postings where it counted {pairs:,}")
     return KeywordPostings(
         version=version(db),
         rows=rows_total,
         tokens=tokens_total,
         terms=terms,
         term_starts=np.concatenate(([0], np.cumsum(per_term))),
-        pair_chunks=np.concatenate(pair_chunks) if pair_chunks else np.zeros(0, dtype=np.int32),
-        pair_frequencies=(np.concatenate(pair_frequencies) if pair_frequencies else np.zeros(0)),
+        pair_chunks=pair_chunks,
+        pair_frequencies=pair_frequencies,
         chunk_ids=chunk_ids,
         document_ids=np.fromiter((row[1] for row in chunks), dtype=np.int64, count=len(chunks)),
         human_relevance=np.fromiter(
