@@ -29,8 +29,8 @@ from vrom.store import KeywordPostings, KeywordRow
 
 K1, B = 1.2, 0.75
 """FTS5's bm25() constants."""
-_BLOCK = 1 << 20
-"""Postings turned into index rows at a time (~30 MB of temporaries)."""
+_BLOCK = 1 << 18
+"""Postings turned into index rows at a time (~6 MB of temporaries)."""
 MIN_IDF = 1e-6
 """FTS5's IDF for a term in at least half the rows (where the formula is not positive)."""
 

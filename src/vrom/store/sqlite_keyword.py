@@ -35,8 +35,8 @@ _AVERAGES_ROWID, _STRUCTURE_ROWID = 1, 10  # FTS5's fixed rows in its ``_data`` 
 _VOCABULARY = "temp.vrom_chunks_fts_instances"
 _TERM_ROWS = "temp.vrom_chunks_fts_terms"
 _TOKENS_CACHED = 4096
-_BATCH_CHARACTERS = 4_000_000
-"""Characters of ``chunk*4+column`` lists parsed at a time (~500k tokens, ~30 MB of arrays)."""
+_BATCH_CHARACTERS = 1_000_000
+"""Characters of ``chunk*4+column`` lists parsed at a time (~125k tokens, ~10 MB of lists and arrays)."""
 
 
 def version(db: Database) -> bytes:
