@@ -32,13 +32,18 @@ INDEX_KINDS = ("auto", "flat", "hnsw")
 
 
 class VectorIndex:
-    """The index over one vector source: loaded on first use, its kind chosen by size."""
+    """The index over one vector source: loaded on first use, its kind chosen by size.
+
+    ``cache`` is where the HNSW graph is cached and ``matrix_cache`` where the exact index's
+    matrix is (None: not cached; see `vrom.store.Store.sidecar`).
+    """
 
     def __init__(
         self,
         vectors: VectorSource,
         cache: Sidecar | None = None,
         *,
+        matrix_cache: Sidecar | None = None,
         metric: str = "cosine",
         kind: str = "auto",
         hnsw_threshold: int = HNSW_THRESHOLD,
@@ -50,6 +55,7 @@ class VectorIndex:
             )
         self._vectors = vectors
         self._cache = cache
+        self._matrix_cache = matrix_cache
         self._metric = metric
         self._kind = kind
         self._hnsw_threshold = hnsw_threshold
@@ -77,11 +83,12 @@ class VectorIndex:
         """
         generation = self._vectors.generation()
         if self._index is None or generation != self._chosen_at:
-            # heavy imports: only vector search needs them
+            # heavy imports: only vector search needs them, and usearch only the graph
             from vrom.index.exact import ExactIndex
-            from vrom.index.hnsw import EXPANSION_SEARCH, HnswIndex
 
             if self._uses_hnsw():
+                from vrom.index.hnsw import EXPANSION_SEARCH, HnswIndex
+
                 if not isinstance(self._index, HnswIndex):
                     self.close()
                     self._index = HnswIndex(
@@ -92,7 +99,7 @@ class VectorIndex:
                     )
             elif not isinstance(self._index, ExactIndex):
                 self.close()
-                self._index = ExactIndex(self._vectors, self._metric)
+                self._index = ExactIndex(self._vectors, self._metric, cache=self._matrix_cache)
             self._chosen_at = generation
         return self._index
 
@@ -105,9 +112,15 @@ class VectorIndex:
             if self._native_choice is None or self._native_choice[0] != generation:
                 self._native_choice = (generation, self._vectors.count() >= self._hnsw_threshold)
             return self._native_choice[1]
-        from vrom.index.hnsw import cached_vector_count  # usearch: only when vectors are used
+        # Counting a store's vectors reads the whole table (~80 ms at 100k): a cache file
+        # that reflects the store's latest change knows the count.
+        from vrom.index.matrix_file import current_count  # numpy: only when vectors are used
 
-        count = cached_vector_count(self._vectors, self._cache)
+        count = current_count(self._vectors, self._matrix_cache)
+        if count is None:
+            from vrom.index.hnsw import cached_vector_count  # usearch: only when needed
+
+            count = cached_vector_count(self._vectors, self._cache)
         if count is None:
             count = self._vectors.count()
         return count >= self._hnsw_threshold

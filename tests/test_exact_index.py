@@ -1,0 +1,285 @@
+"""The exact index's matrix file beside the store: it answers exactly as the store's own
+vectors do, catches up with other processes' writes, and is rebuilt, never trusted, when it is
+damaged or another store's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matrix_writer import CHUNKS_PER_NOTE, NOTES, add_note, chunk_ids, fill, unit_vectors
+
+from vrom import Embedder
+from vrom.corpus import Corpus
+from vrom.embed import EmbedderBinding
+from vrom.index import exact
+from vrom.index.cache_files import STALE_TEMPORARY_SECONDS
+from vrom.index.exact import ExactIndex, best_rows
+from vrom.index.matrix_file import read_matrix
+from vrom.ingest.embedding import FINGERPRINT_META_KEY
+from vrom.store.sqlite import SQLiteStore
+
+WRITER = Path(__file__).with_name("matrix_writer.py")
+TOTAL = NOTES * CHUNKS_PER_NOTE
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "state" / "store.db"
+    store = SQLiteStore(path)
+    fill(store)
+    store.close()
+    return path
+
+
+@pytest.fixture
+def store(db: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(db, create=False)
+    yield s
+    s.close()
+
+
+def _matrix_file(db: Path) -> Path:
+    return db.with_name(db.name + ".matrix")
+
+
+def _queries(count: int = 20) -> list[np.ndarray]:
+    return list(unit_vectors(count, seed=99))
+
+
+def _same_answers(fast: ExactIndex, durable: ExactIndex, allowed: list[int] | None = None) -> None:
+    """The two indexes give the same ids in the same order, with scores equal to 1e-6."""
+    for query in _queries():
+        for k in (1, 10, 50):
+            got, expected = fast.search(query, k, allowed), durable.search(query, k, allowed)
+            assert [i for i, _ in got] == [i for i, _ in expected]
+            assert [s for _, s in got] == pytest.approx([s for _, s in expected], abs=1e-6)
+
+
+def _reads_of_the_store(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the index's reads of every vector in the store (``rows``) from now on."""
+    reads: list[int] = []
+    real = store.vectors.rows
+
+    def counted() -> list[tuple[int, bytes]]:
+        reads.append(1)
+        return real()
+
+    monkeypatch.setattr(store.vectors, "rows", counted)
+    return reads
+
+
+def test_the_matrix_file_answers_as_the_store_does(
+    db: Path, store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db.chmod(0o640)
+    first = ExactIndex.for_chunks(store)
+    assert len(first) == TOTAL
+    matrix = _matrix_file(db)
+    assert matrix.is_file() and matrix.stat().st_mode == db.stat().st_mode, "as private as it"
+    assert not [p for p in db.parent.iterdir() if p.name.endswith(".tmp")]
+    durable = ExactIndex(store.vectors)  # no file: every vector decoded from the store
+    _same_answers(first, durable)
+
+    reads = _reads_of_the_store(store, monkeypatch)
+    opened = ExactIndex.for_chunks(store)
+    _same_answers(opened, durable)
+    ids = [i for i, _ in store.vectors.rows()]
+    _same_answers(opened, durable, allowed=[*ids[100:150], 10**9])  # an id without a vector
+    _same_answers(opened, durable, allowed=ids[: TOTAL - 300])
+    assert opened.search(_queries(1)[0], 10, []) == []
+    assert reads == [1], "the file was opened, not the store read (but for the line above)"
+
+
+def test_other_processes_writes_are_replayed(
+    db: Path, store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader = ExactIndex.for_chunks(store)
+    assert len(reader) == TOTAL
+    deleted = chunk_ids(store, "n/3")
+    rewritten = chunk_ids(store, "n/5")
+    reads = _reads_of_the_store(store, monkeypatch)
+    subprocess.run([sys.executable, str(WRITER), str(db)], check=True, timeout=120)
+
+    durable = ExactIndex(store.vectors)
+    _same_answers(reader, durable)
+    assert reads == [1], "the reader replayed the changes; only the durable index read all"
+    assert len(reader) == TOTAL - 100 + 60 - 100 + 40
+    gone = set(deleted) | set(rewritten)
+    for query in [*unit_vectors(100, seed=1)[300:320], *unit_vectors(100, seed=1)[500:520]]:
+        assert not {i for i, _ in reader.search(query, 10)} & gone, "removed, never answered"
+    edited = chunk_ids(store, "n/4")[0]
+    assert reader.search(unit_vectors(25, 102)[0], 1)[0][0] == edited, "by its new vector"
+    _same_answers(reader, durable, allowed=chunk_ids(store, "n/4") + chunk_ids(store, "n/5"))
+
+    fresh = ExactIndex.for_chunks(SQLiteStore(db, create=False))  # opens the file, replays
+    _same_answers(fresh, durable)
+    reader.close()  # the replayed changes are written to the file
+    stored = read_matrix(_matrix_file(db))
+    assert stored is not None and stored.changes == store.vectors.change_number()
+    assert len(stored.ids) == len(durable)
+
+
+def test_many_changes_are_merged_into_the_file(db: Path, store: SQLiteStore) -> None:
+    index = ExactIndex.for_chunks(store)
+    assert len(index) == TOTAL
+    for n in range(11, 22):  # 1,100 vectors replaced: more than `COMPACT_CHANGES`
+        ids = chunk_ids(store, f"n/{n}")
+        store.vectors.put(
+            [(i, v.tobytes()) for i, v in zip(ids, unit_vectors(100, n), strict=True)]
+        )
+        _same_answers(index, ExactIndex(store.vectors))
+        if n == 20:  # 1,000 replayed: merged and written
+            merged_at = store.vectors.change_number()
+    stored = read_matrix(_matrix_file(db))
+    assert stored is not None and stored.changes == merged_at
+    index.close()  # the last 100 are written on close
+    stored = read_matrix(_matrix_file(db))
+    assert stored is not None and stored.changes == store.vectors.change_number()
+
+
+DAMAGE = [
+    "truncated",
+    "a flipped bit in a vector",
+    "a flipped bit in an id",
+    "a header that is not JSON",
+    "another magic",
+    "empty",
+    "another store's file",
+    "newer than the store",
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_or_foreign_file_is_rebuilt(
+    db: Path, store: SQLiteStore, damage: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    len(ExactIndex.for_chunks(store))
+    matrix = _matrix_file(db)
+    data = bytearray(matrix.read_bytes())
+    start = data.index(b"}") + 1  # the header's end: the data follows the padding
+    start += -start % 64
+    if damage == "truncated":
+        del data[len(data) // 2 :]
+    elif damage == "a flipped bit in a vector":
+        data[start + TOTAL * 8 + 12_345] ^= 0x10
+    elif damage == "a flipped bit in an id":
+        data[start + 8 * 17] ^= 0x01
+    elif damage == "a header that is not JSON":
+        data[20] = ord("{")
+    elif damage == "another magic":
+        data[:8] = b"NOTVROM\x00"
+    elif damage == "empty":
+        data.clear()
+    elif damage == "another store's file":  # the same notes and vectors, another store
+        other = SQLiteStore(tmp_path / "other.db")
+        fill(other)
+        len(ExactIndex.for_chunks(other))
+        other.close()
+        data = bytearray((tmp_path / "other.db.matrix").read_bytes())
+    elif damage == "newer than the store":  # the store is a backup restored over a newer one
+        newer = tmp_path / "newer.db"
+        shutil.copy(db, newer)
+        grown = SQLiteStore(newer, create=False)
+        add_note(grown, "new/later.md", unit_vectors(5, seed=7))
+        len(ExactIndex.for_chunks(grown))
+        grown.close()
+        data = bytearray((tmp_path / "newer.db.matrix").read_bytes())
+    matrix.write_bytes(bytes(data))
+
+    reads = _reads_of_the_store(store, monkeypatch)
+    again = ExactIndex.for_chunks(store)
+    _same_answers(again, ExactIndex(store.vectors))
+    assert len(reads) == 2, "the file was refused: the store was read (and by the durable one)"
+    repaired = read_matrix(matrix)
+    assert repaired is not None and len(repaired.ids) == TOTAL, "and written again"
+    assert repaired.changes == store.vectors.change_number()
+
+
+def test_a_small_store_keeps_no_file_and_a_store_in_memory_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small = SQLiteStore(tmp_path / "small.db")
+    add_note(small, "a.md", unit_vectors(50, seed=1))
+    assert len(ExactIndex.for_chunks(small)) == 50
+    assert not _matrix_file(tmp_path / "small.db").exists(), "read from the store: a few ms"
+    small.close()
+
+    monkeypatch.setattr(exact, "MATRIX_FILE_MIN", 10)
+    shrinking = SQLiteStore(tmp_path / "shrinking.db")
+    add_note(shrinking, "a.md", unit_vectors(5, seed=1))
+    add_note(shrinking, "b.md", unit_vectors(15, seed=2))
+    index = ExactIndex.for_chunks(shrinking)
+    assert len(index) == 20 and _matrix_file(tmp_path / "shrinking.db").exists()
+    shrinking.documents.delete(shrinking.documents.find("b")[0].document_id)
+    assert len(index) == 5
+    index.close()
+    assert not _matrix_file(tmp_path / "shrinking.db").exists(), "too few: removed"
+    shrinking.close()
+
+    memory = SQLiteStore(None)
+    add_note(memory, "a.md", unit_vectors(20, seed=1))
+    in_memory = ExactIndex.for_chunks(memory)
+    assert len(in_memory) == 20
+    assert in_memory.search(unit_vectors(20, seed=1)[3], 1)[0][1] == pytest.approx(1.0)
+    memory.close()
+
+
+def test_a_current_file_counts_the_vectors_for_the_choice_of_index(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.set_meta(FINGERPRINT_META_KEY, Embedder.fake(32).fingerprint.to_json())
+    model = EmbedderBinding.of(Embedder.fake(32))
+    assert len(Corpus(store, model).index.current) == TOTAL  # reads the store, writes the file
+
+    def counted() -> int:
+        raise AssertionError("the store's vectors were counted")
+
+    monkeypatch.setattr(store.vectors, "count", counted)
+    assert isinstance(Corpus(store, model).index.current, ExactIndex)
+    add_note(store, "new.md", unit_vectors(1, seed=5))
+    with pytest.raises(AssertionError, match="counted"):  # the file is a change behind now
+        len(Corpus(store, model).index.current)
+
+
+def test_an_unwritable_file_only_warns(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object) -> None:
+        raise OSError("read-only file system")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    index = ExactIndex.for_chunks(store)
+    with pytest.warns(RuntimeWarning, match="cannot save the vector matrix cache"):
+        assert len(index) == TOTAL
+    assert len(index.search(_queries(1)[0], 10)) == 10
+    assert not list(store.path.parent.glob("*.matrix*")), "no file and no temporary left"
+
+
+def test_temporaries_a_killed_save_left_are_removed_when_the_file_opens(
+    db: Path, store: SQLiteStore
+) -> None:
+    matrix = _matrix_file(db)
+    stale = matrix.with_name(matrix.name + ".k1ll3d.tmp")
+    in_progress = matrix.with_name(matrix.name + ".s4v1ng.tmp")  # another process's, right now
+    for leftover in (stale, in_progress):
+        leftover.write_bytes(b"\0" * 1024)
+    long_ago = time.time() - 2 * STALE_TEMPORARY_SECONDS
+    os.utime(stale, (long_ago, long_ago))
+    assert len(ExactIndex.for_chunks(store)) == TOTAL
+    assert not stale.exists() and in_progress.exists()
+
+
+def test_equal_scores_go_by_id_whatever_order_they_come_in() -> None:
+    ids = np.array([40, 10, 30, 20, 50, 60], dtype=np.int64)
+    scores = np.array([0.5, 0.9, 0.5, 0.5, 0.1, 0.5], dtype=np.float32)
+    for order in (np.arange(6), np.array([5, 4, 3, 2, 1, 0]), np.array([2, 0, 5, 1, 3, 4])):
+        best = best_rows(ids[order], scores[order], 3)
+        assert ids[order][best].tolist() == [10, 20, 30], "the tie at the cut goes by id too"
+    assert ids[best_rows(ids, scores, 10)].tolist() == [10, 20, 30, 40, 60, 50]
+    assert best_rows(ids, scores, 0).tolist() == []
