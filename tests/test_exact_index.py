@@ -1,6 +1,6 @@
 """The exact index's matrix file beside the store: it answers exactly as the store's own
 vectors do, catches up with other processes' writes, and is rebuilt, never trusted, when it is
-damaged or another store's."""
+damaged or another store's; BLAS runs on one thread while it scores."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from vrom.corpus import Corpus
 from vrom.embed import EmbedderBinding
 from vrom.index import exact
 from vrom.index.cache_files import STALE_TEMPORARY_SECONDS
-from vrom.index.exact import ExactIndex, best_rows
+from vrom.index.exact import ExactIndex, best_rows, one_blas_thread
 from vrom.index.matrix_file import read_matrix
 from vrom.ingest.embedding import FINGERPRINT_META_KEY
 from vrom.store.sqlite import SQLiteStore
@@ -283,3 +283,24 @@ def test_equal_scores_go_by_id_whatever_order_they_come_in() -> None:
         assert ids[order][best].tolist() == [10, 20, 30], "the tie at the cut goes by id too"
     assert ids[best_rows(ids, scores, 10)].tolist() == [10, 20, 30, 40, 60, 50]
     assert best_rows(ids, scores, 0).tolist() == []
+
+
+def test_blas_runs_on_one_thread_while_scoring_and_is_restored() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def numpy_blas_threads() -> list[int]:
+        info = threadpoolctl.threadpool_info()
+        return [lib["num_threads"] for lib in info if "numpy" in lib["filepath"]]
+
+    if not numpy_blas_threads():
+        pytest.skip("numpy's BLAS is not one threadpoolctl can limit here")
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        before = numpy_blas_threads()
+        first, second = one_blas_thread(), one_blas_thread()
+        first.__enter__()
+        assert numpy_blas_threads() == [1]
+        second.__enter__()  # another thread's search, overlapping the first
+        first.__exit__(None, None, None)
+        assert numpy_blas_threads() == [1], "still one while the second scores"
+        second.__exit__(None, None, None)
+        assert numpy_blas_threads() == before, "restored once both are done"
