@@ -63,22 +63,7 @@ def _same_answers(fast: ExactIndex, durable: ExactIndex, allowed: list[int] | No
             assert [s for _, s in got] == pytest.approx([s for _, s in expected], abs=1e-6)
 
 
-def _reads_of_the_store(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the index's reads of every vector in the store (``rows``) from now on."""
-    reads: list[int] = []
-    real = store.vectors.rows
-
-    def counted() -> list[tuple[int, bytes]]:
-        reads.append(1)
-        return real()
-
-    monkeypatch.setattr(store.vectors, "rows", counted)
-    return reads
-
-
-def test_the_matrix_file_answers_as_the_store_does(
-    db: Path, store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_matrix_file_answers_as_the_store_does(db: Path, store: SQLiteStore) -> None:
     db.chmod(0o640)
     first = ExactIndex.for_chunks(store)
     assert len(first) == TOTAL
@@ -88,29 +73,26 @@ def test_the_matrix_file_answers_as_the_store_does(
     durable = ExactIndex(store.vectors)  # no file: every vector decoded from the store
     _same_answers(first, durable)
 
-    reads = _reads_of_the_store(store, monkeypatch)
+    assert first.load_count == 1, "read from the store once, and the file written"
     opened = ExactIndex.for_chunks(store)
     _same_answers(opened, durable)
     ids = [i for i, _ in store.vectors.rows()]
     _same_answers(opened, durable, allowed=[*ids[100:150], 10**9])  # an id without a vector
     _same_answers(opened, durable, allowed=ids[: TOTAL - 300])
     assert opened.search(_queries(1)[0], 10, []) == []
-    assert reads == [1], "the file was opened, not the store read (but for the line above)"
+    assert opened.load_count == 0, "the file was opened, not the store read"
 
 
-def test_other_processes_writes_are_replayed(
-    db: Path, store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_other_processes_writes_are_replayed(db: Path, store: SQLiteStore) -> None:
     reader = ExactIndex.for_chunks(store)
     assert len(reader) == TOTAL
     deleted = chunk_ids(store, "n/3")
     rewritten = chunk_ids(store, "n/5")
-    reads = _reads_of_the_store(store, monkeypatch)
     subprocess.run([sys.executable, str(WRITER), str(db)], check=True, timeout=120)
 
     durable = ExactIndex(store.vectors)
     _same_answers(reader, durable)
-    assert reads == [1], "the reader replayed the changes; only the durable index read all"
+    assert reader.load_count == 1, "the changes were replayed, the store not read again"
     assert len(reader) == TOTAL - 100 + 60 - 100 + 40
     gone = set(deleted) | set(rewritten)
     for query in [*unit_vectors(100, seed=1)[300:320], *unit_vectors(100, seed=1)[500:520]]:
@@ -119,8 +101,9 @@ def test_other_processes_writes_are_replayed(
     assert reader.search(unit_vectors(25, 102)[0], 1)[0][0] == edited, "by its new vector"
     _same_answers(reader, durable, allowed=chunk_ids(store, "n/4") + chunk_ids(store, "n/5"))
 
-    fresh = ExactIndex.for_chunks(SQLiteStore(db, create=False))  # opens the file, replays
+    fresh = ExactIndex.for_chunks(SQLiteStore(db, create=False))
     _same_answers(fresh, durable)
+    assert fresh.load_count == 0, "the file opened and caught up"
     reader.close()  # the replayed changes are written to the file
     stored = read_matrix(_matrix_file(db))
     assert stored is not None and stored.changes == store.vectors.change_number()
@@ -159,7 +142,7 @@ DAMAGE = [
 
 @pytest.mark.parametrize("damage", DAMAGE)
 def test_a_damaged_or_foreign_file_is_rebuilt(
-    db: Path, store: SQLiteStore, damage: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    db: Path, store: SQLiteStore, damage: str, tmp_path: Path
 ) -> None:
     len(ExactIndex.for_chunks(store))
     matrix = _matrix_file(db)
@@ -194,10 +177,9 @@ def test_a_damaged_or_foreign_file_is_rebuilt(
         data = bytearray((tmp_path / "newer.db.matrix").read_bytes())
     matrix.write_bytes(bytes(data))
 
-    reads = _reads_of_the_store(store, monkeypatch)
     again = ExactIndex.for_chunks(store)
     _same_answers(again, ExactIndex(store.vectors))
-    assert len(reads) == 2, "the file was refused: the store was read (and by the durable one)"
+    assert again.load_count == 1, "the file was refused: the store was read"
     repaired = read_matrix(matrix)
     assert repaired is not None and len(repaired.ids) == TOTAL, "and written again"
     assert repaired.changes == store.vectors.change_number()

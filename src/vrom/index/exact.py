@@ -91,7 +91,11 @@ class _State:
 
 class ExactIndex:
     """All vectors of a source, each scored per query; scores are cosine/dot similarity or
-    -distance (higher is better). ``cache`` is where the matrix file lives (None: memory only)."""
+    -distance (higher is better).
+
+    ``cache`` is where the matrix file lives (None: in memory only). ``load_count`` counts the
+    times this object read every vector from the store rather than open the file.
+    """
 
     def __init__(
         self, vectors: VectorSource, metric: str = "cosine", *, cache: Sidecar | None = None
@@ -106,6 +110,7 @@ class ExactIndex:
         self._state = _State.of(_Rows.empty())
         self._unsaved = 0  # changes replayed since the base rows were read or written
         self._swept = False  # the stale temporaries beside the cache file were removed
+        self.load_count = 0
 
     @classmethod
     def for_chunks(cls, store: Store, metric: str = "cosine") -> ExactIndex:
@@ -235,6 +240,7 @@ class ExactIndex:
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         matrix = decode([row[1] for row in rows], self._vectors.encoding())
         del rows
+        self.load_count += 1
         self._state = _State.of(_Rows(ids, matrix))
         self._change_number = change_number
         self._unsaved = 0
