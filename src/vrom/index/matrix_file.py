@@ -13,6 +13,11 @@ the data's 64-bit words, wrapping around. `read_matrix` checks every part, so a 
 overwritten or foreign file is refused, never searched. Summing costs about 5 ms at 100k
 vectors of 384 dimensions (a memory-speed pass over 154 MB, which also brings the pages in for
 the first search); a CRC-32 of the same bytes took 40 ms.
+
+The vectors stay float32. Float16 would halve the file, and it kept recall@10 at 0.9996 against
+float32 (19,594 real all-MiniLM-L6-v2 chunk vectors of SciFact and NFCorpus, 807 SciFact
+queries; 3 of them lost one hit), but numpy has no half-precision BLAS: scoring 100k float16
+vectors took 70-190 ms a query (converted in blocks or at once) where float32 took 12-15 ms.
 """
 
 from __future__ import annotations
