@@ -231,6 +231,26 @@ def test_a_current_file_counts_the_vectors_for_the_choice_of_index(
         len(Corpus(store, model).index.current)
 
 
+def test_changes_far_from_the_threshold_are_not_counted_again(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.set_meta(FINGERPRINT_META_KEY, Embedder.fake(32).fingerprint.to_json())
+    model = EmbedderBinding.of(Embedder.fake(32))
+    far, near = Corpus(store, model), Corpus(store, model, hnsw_threshold=TOTAL + 20)
+    assert len(far.index.current) == TOTAL  # counted (as the file was not there yet)
+    counts: list[int] = []
+    real = store.vectors.count
+    monkeypatch.setattr(store.vectors, "count", lambda: counts.append(1) or real())
+
+    add_note(store, "new/a.md", unit_vectors(10, seed=5))  # the file is 10 changes behind
+    assert isinstance(near.index.current, ExactIndex) and counts == [1], "3,010 < 3,020"
+    add_note(store, "new/b.md", unit_vectors(10, seed=6))
+    assert isinstance(far.index.current, ExactIndex)
+    assert counts == [1], "3,020 at most: far below the default threshold, not counted"
+    assert not isinstance(near.index.current, ExactIndex), "3,010 + 10 may reach it: counted"
+    assert counts == [1, 1]
+
+
 def test_an_unwritable_file_only_warns(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object) -> None:
         raise OSError("read-only file system")

@@ -64,6 +64,7 @@ class VectorIndex:
         self._chosen_at = -1  # the vector generation the index kind was chosen for
         self._native = vectors if isinstance(vectors, NearestVectors) else None
         self._native_choice: tuple[int, bool] | None = None  # (generation, uses its HNSW)
+        self._counted: tuple[int, int] | None = None  # (change number, vectors then)
 
     @classmethod
     def opened(cls, index: HnswIndex, vectors: VectorSource) -> VectorIndex:
@@ -112,18 +113,37 @@ class VectorIndex:
             if self._native_choice is None or self._native_choice[0] != generation:
                 self._native_choice = (generation, self._vectors.count() >= self._hnsw_threshold)
             return self._native_choice[1]
-        # Counting a store's vectors reads the whole table (~80 ms at 100k): a cache file
-        # that reflects the store's latest change knows the count.
+        return self._holds_at_least(self._hnsw_threshold)
+
+    def _holds_at_least(self, threshold: int) -> bool:
+        """True when the source holds at least ``threshold`` vectors.
+
+        Counting a store's vectors reads its whole table (~80 ms at 100k), and the choice is
+        made again after every change. So a count is kept with the change it was made at: each
+        key changed since added or removed at most one vector, and while that bound stays on
+        one side of ``threshold`` nothing is counted again. A cache file that reflects the
+        store's latest change knows the count too.
+        """
+        if self._counted is not None:
+            counted_at, count = self._counted
+            changes = self._vectors.changes(counted_at)
+            if changes is not None:
+                if count + len(changes.keys) < threshold:
+                    return False
+                if count - len(changes.keys) >= threshold:
+                    return True
+        # read before counting: a change in between is counted, and bounded again later
+        change_number = self._vectors.change_number()
         from vrom.index.matrix_file import current_count  # numpy: only when vectors are used
 
-        count = current_count(self._vectors, self._matrix_cache)
-        if count is None:
+        found = current_count(self._vectors, self._matrix_cache)
+        if found is None:
             from vrom.index.hnsw import cached_vector_count  # usearch: only when needed
 
-            count = cached_vector_count(self._vectors, self._cache)
-        if count is None:
-            count = self._vectors.count()
-        return count >= self._hnsw_threshold
+            found = cached_vector_count(self._vectors, self._cache)
+        count = self._vectors.count() if found is None else found
+        self._counted = (change_number, count)
+        return count >= threshold
 
     def mode(self) -> str:
         """Return how a search by meaning runs on the vectors held now, loading nothing:
