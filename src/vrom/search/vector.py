@@ -22,11 +22,15 @@ if TYPE_CHECKING:
     from vrom.index.exact import ExactIndex
     from vrom.index.hnsw import HnswIndex
 
-HNSW_THRESHOLD = 50_000
+HNSW_THRESHOLD = 20_000
 """Sources with at least this many vectors are searched with an HNSW graph, smaller ones exactly.
 
-Exact numpy search answers in a few ms up to ~50k vectors of 384 dims on two cores, is exact and
-needs no build; past that its latency grows linearly while the graph's barely moves."""
+bench/vector_engines.py on real all-MiniLM-L6-v2 vectors (384 d, two busy cores): exact search
+took 0.4 ms at 10k vectors, 2.1 ms at 20k, 10 ms at 50k and 17 ms at 100k; the graph, at the
+default ef_search of 64, 0.18-0.31 ms with recall@10 0.987-0.990 against exact. Below 20k exact
+answers within about 2 ms, misses nothing and needs no build; from 20k the graph is 10-50 times
+faster for about 1% of recall. Its build (~7 s at 20k on that machine, against ~22 s at 50k)
+happens once, when a source first reaches the threshold: later changes are replayed into it."""
 MODES = ("hybrid", "keyword", "vector", "rerank")
 INDEX_KINDS = ("auto", "flat", "hnsw")
 
