@@ -4,6 +4,7 @@ damaged or another store's; BLAS runs on one thread while it scores."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -22,8 +23,9 @@ from vrom.embed import EmbedderBinding
 from vrom.index import exact
 from vrom.index.cache_files import STALE_TEMPORARY_SECONDS
 from vrom.index.exact import ExactIndex, best_rows, one_blas_thread
-from vrom.index.matrix_file import read_matrix
+from vrom.index.matrix_file import MatrixHeader, read_matrix, write_matrix
 from vrom.ingest.embedding import FINGERPRINT_META_KEY
+from vrom.store import Sidecar
 from vrom.store.sqlite import SQLiteStore
 
 WRITER = Path(__file__).with_name("matrix_writer.py")
@@ -106,7 +108,7 @@ def test_other_processes_writes_are_replayed(db: Path, store: SQLiteStore) -> No
     assert fresh.load_count == 0, "the file opened and caught up"
     reader.close()  # the replayed changes are written to the file
     stored = read_matrix(_matrix_file(db))
-    assert stored is not None and stored.changes == store.vectors.change_number()
+    assert stored is not None and stored.header.changes == store.vectors.change_number()
     assert len(stored.ids) == len(durable)
 
 
@@ -122,10 +124,10 @@ def test_many_changes_are_merged_into_the_file(db: Path, store: SQLiteStore) -> 
         if n == 20:  # 1,000 replayed: merged and written
             merged_at = store.vectors.change_number()
     stored = read_matrix(_matrix_file(db))
-    assert stored is not None and stored.changes == merged_at
+    assert stored is not None and stored.header.changes == merged_at
     index.close()  # the last 100 are written on close
     stored = read_matrix(_matrix_file(db))
-    assert stored is not None and stored.changes == store.vectors.change_number()
+    assert stored is not None and stored.header.changes == store.vectors.change_number()
 
 
 DAMAGE = [
@@ -182,7 +184,27 @@ def test_a_damaged_or_foreign_file_is_rebuilt(
     assert again.load_count == 1, "the file was refused: the store was read"
     repaired = read_matrix(matrix)
     assert repaired is not None and len(repaired.ids) == TOTAL, "and written again"
-    assert repaired.changes == store.vectors.change_number()
+    assert repaired.header.changes == store.vectors.change_number()
+
+
+def test_a_matrix_file_written_in_uneven_blocks_reads_back_whole(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    ids = np.sort(rng.choice(10**6, size=45, replace=False)).astype(np.int64)
+    matrix = rng.standard_normal((45, 7)).astype(np.float32)  # 7 floats: rows end mid-word
+    cache = Sidecar(tmp_path / "odd.matrix", 0o600)
+    header = MatrixHeader("store-1", 12, "int8")
+    bounds = [0, 3, 8, 9, 30, 45]
+    write_matrix(cache, header, ids, (matrix[a:b] for a, b in itertools.pairwise(bounds)))
+    stored = read_matrix(cache.path)
+    assert stored is not None and stored.header == header
+    assert np.array_equal(stored.ids, ids) and np.array_equal(stored.matrix, matrix)
+    with pytest.raises(ValueError, match="rows written"):
+        write_matrix(cache, header, ids, [matrix[:44]])
+    assert read_matrix(cache.path) is not None, "a failed write leaves the file it replaces"
+    data = bytearray(cache.path.read_bytes())
+    data[-5] ^= 0x01  # the last float's last byte
+    cache.path.write_bytes(bytes(data))
+    assert read_matrix(cache.path) is None
 
 
 def test_a_small_store_keeps_no_file_and_a_store_in_memory_none(

@@ -33,7 +33,7 @@ from vrom.errors import ValidationError
 from vrom.index import MATRIX_SUFFIX, METRICS, replay_limit
 from vrom.index.cache_files import remove_stale_temporaries
 from vrom.index.codec import decode
-from vrom.index.matrix_file import StoredMatrix, read_matrix, write_matrix
+from vrom.index.matrix_file import MatrixHeader, read_matrix, write_matrix
 from vrom.store import Sidecar, Store, VectorChanges, VectorSource
 
 MATRIX_FILE_MIN = 1_000
@@ -41,6 +41,8 @@ MATRIX_FILE_MIN = 1_000
 COMPACT_CHANGES = 1_000
 """Replayed changes are merged into the matrix (and its file written) at this many, or a tenth of
 the vectors if more."""
+MERGE_ROWS = 8_192
+"""Rows are merged, decoded and written this many at a time (12 MB at 384 dimensions)."""
 
 
 @dataclass(frozen=True)
@@ -80,13 +82,32 @@ class _State:
         rows = self.added if len(self.base.ids) == self.dropped_count else self.base
         return int(rows.matrix.shape[1])
 
-    def merged(self) -> _Rows:
-        """Return the live rows of ``base`` and ``added`` in one matrix, by key."""
-        base = self.base
-        if self.dropped is not None:
-            keep = ~self.dropped
-            base = _Rows(base.ids[keep], base.matrix[keep])
-        return _union(base, self.added)
+    def merged(self) -> tuple[npt.NDArray[np.int64], Iterator[npt.NDArray[np.float32]]]:
+        """Return the ids of the live rows of ``base`` and ``added``, ascending, and their
+        vectors in that order, `MERGE_ROWS` at a time (the whole matrix is never copied)."""
+        live = None if self.dropped is None else np.flatnonzero(~self.dropped)
+        base_ids = self.base.ids if live is None else self.base.ids[live]
+        ids = np.concatenate([base_ids, self.added.ids])
+        order = np.argsort(ids, kind="stable")
+        return ids[order], self._rows_in(order, live, len(base_ids))
+
+    def _rows_in(
+        self, order: npt.NDArray[np.intp], live: npt.NDArray[np.intp] | None, from_base: int
+    ) -> Iterator[npt.NDArray[np.float32]]:
+        if live is None and not len(self.added.ids):  # the base as it is, in order
+            for start in range(0, len(order), MERGE_ROWS):
+                yield self.base.matrix[start : start + MERGE_ROWS]
+            return
+        for start in range(0, len(order), MERGE_ROWS):
+            part = order[start : start + MERGE_ROWS]
+            based = part < from_base
+            block = np.empty((len(part), self.dims), dtype=np.float32)
+            if based.any():
+                rows = part[based]
+                block[based] = self.base.matrix[rows if live is None else live[rows]]
+            if not based.all():
+                block[~based] = self.added.matrix[part[~based] - from_base]
+            yield block
 
 
 class ExactIndex:
@@ -137,7 +158,7 @@ class ExactIndex:
         """Write replayed changes to the matrix file, and let the vectors go (they load again
         on the next search)."""
         if self._unsaved and self._change_number is not None:
-            self._save(self._state.merged(), self._change_number)
+            self._save(self._state, self._change_number)
         self._generation = -1
         self._change_number = None
         self._state = _State.of(_Rows.empty())
@@ -216,73 +237,72 @@ class ExactIndex:
             self._swept = True
             remove_stale_temporaries(self._cache.path)
         stored = read_matrix(self._cache.path)
-        if stored is None or stored.store != self._vectors.identity():
+        if stored is None or stored.header.store != self._vectors.identity():
             return False
-        if stored.encoding != self._vectors.encoding():
+        if stored.header.encoding != self._vectors.encoding():
             return False
-        changes = self._vectors.changes(stored.changes)
+        changes = self._vectors.changes(stored.header.changes)
         # a file newer than the store's latest change is from another history (a restored
         # backup of the store): it cannot be caught up
-        if changes is None or changes.latest < stored.changes:
+        if changes is None or changes.latest < stored.header.changes:
             return False
         if len(changes.keys) > replay_limit(len(stored.ids)):
             return False
         self._state = _State.of(_Rows(stored.ids, stored.matrix))
-        self._change_number = stored.changes
+        self._change_number = stored.header.changes
         self._unsaved = 0
         return self._replay(changes)
 
-    def _load(self) -> None:
-        """Read every vector from the store, and write the matrix file from them."""
+    def _load(self, *, save: bool = True) -> None:
+        """Read every vector from the store, and write the matrix file from them if ``save``."""
         # the change number is read before the rows: a change in between is replayed later
         change_number = self._vectors.change_number()
         rows = self._vectors.rows()  # by key
-        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-        matrix = decode([row[1] for row in rows], self._vectors.encoding())
-        del rows
         self.load_count += 1
-        self._state = _State.of(_Rows(ids, matrix))
+        self._state = _State.of(_decoded(rows, self._vectors.encoding()))
         self._change_number = change_number
         self._unsaved = 0
-        self._save_and_map(self._state.base, change_number)
+        if save:
+            self._save_and_map(change_number)
 
     def _compact(self) -> None:
         """Merge the replayed changes into the matrix, and write it to the file."""
         assert self._change_number is not None
-        merged = self._state.merged()
-        self._state = _State.of(merged)  # the old mapping goes first: some systems can't replace it
         self._unsaved = 0
-        self._save_and_map(merged, self._change_number)
+        if not self._save_and_map(self._change_number):  # no file: merged in memory
+            ids, blocks = self._state.merged()
+            matrix = np.empty((len(ids), self._state.dims), dtype=np.float32)
+            for start, block in zip(range(0, len(ids), MERGE_ROWS), blocks, strict=True):
+                matrix[start : start + len(block)] = block
+            self._state = _State.of(_Rows(ids, matrix))
 
-    def _save_and_map(self, rows: _Rows, change_number: int) -> None:
-        """Write ``rows`` to the matrix file and search the file's mapping instead of them."""
-        if not self._save(rows, change_number):
-            return
+    def _save_and_map(self, change_number: int) -> bool:
+        """Write the rows held to the matrix file and search its mapping instead; True if the
+        file was written."""
+        count = len(self._state)
+        if not self._save(self._state, change_number):
+            return False
         assert self._cache is not None
+        self._state = _State.of(_Rows.empty())  # let the old rows go first: no two copies held
         stored = read_matrix(self._cache.path)
-        # unless another process saved another state meanwhile
-        if stored is not None and (stored.changes, len(stored.ids)) == (
-            change_number,
-            len(rows.ids),
-        ):
+        if stored is None or (stored.header.changes, len(stored.ids)) != (change_number, count):
+            self._load(save=False)  # unreadable, or another process saved another state meanwhile
+        else:
             self._state = _State.of(_Rows(stored.ids, stored.matrix))
+        return True
 
-    def _save(self, rows: _Rows, change_number: int) -> bool:
-        """Write ``rows`` to the matrix file if there is one to write; True if it was."""
+    def _save(self, state: _State, change_number: int) -> bool:
+        """Write the live rows of ``state`` to the matrix file if there is one to write; True if
+        they were."""
         if self._cache is None:
             return False
-        if len(rows.ids) < MATRIX_FILE_MIN:
+        if len(state) < MATRIX_FILE_MIN:
             self._cache.path.unlink(missing_ok=True)  # a stale file would only be read in vain
             return False
-        stored = StoredMatrix(
-            self._vectors.identity(),
-            change_number,
-            self._vectors.encoding(),
-            rows.ids,
-            rows.matrix,
-        )
+        header = MatrixHeader(self._vectors.identity(), change_number, self._vectors.encoding())
+        ids, blocks = state.merged()
         try:
-            write_matrix(self._cache, stored)
+            write_matrix(self._cache, header, ids, blocks)
         except OSError as exc:
             warnings.warn(
                 f"cannot save the vector matrix cache {self._cache.path}: {exc}; the vectors "
@@ -293,6 +313,23 @@ class ExactIndex:
             return False
         self._unsaved = 0
         return True
+
+
+def _decoded(rows: list[tuple[int, bytes]], encoding: str) -> _Rows:
+    """Return the rows read from a store as ids and a float32 matrix; ``rows`` is emptied as it
+    is decoded, so the bytes and the matrix are not both held whole."""
+    ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    if not rows:
+        return _Rows.empty()
+    matrix: npt.NDArray[np.float32] | None = None
+    for start in range(0, len(ids), MERGE_ROWS):
+        block = decode([row[1] for row in rows[:MERGE_ROWS]], encoding)
+        del rows[:MERGE_ROWS]
+        if matrix is None:
+            matrix = np.empty((len(ids), block.shape[1]), dtype=np.float32)
+        matrix[start : start + len(block)] = block
+    assert matrix is not None
+    return _Rows(ids, matrix)
 
 
 def _with_changes(state: _State, keys: npt.NDArray[np.int64], current: _Rows) -> _State | None:

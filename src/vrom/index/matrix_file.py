@@ -26,6 +26,7 @@ import json
 import mmap
 import os
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,20 +45,26 @@ _LENGTH = struct.Struct("<I")
 _PREAMBLE = len(MAGIC) + _LENGTH.size
 _LARGEST_HEADER = 1 << 16
 _WORDS = 1 << 64
+_WIDEST = _WORDS - 1
 
 
 @dataclass(frozen=True)
-class StoredMatrix:
-    """Vectors by key as a cache file holds them: ``ids`` ascending, ``matrix`` a row each.
-
-    ``store`` is the store's identity, ``changes`` the vector change number the rows reflect,
-    ``encoding`` how the store's vectors were encoded before they were decoded to float32.
-    Arrays read by `read_matrix` are read-only views of the mapped file.
-    """
+class MatrixHeader:
+    """What a matrix file says of its vectors besides their shape: the store's identity, the
+    vector change number they reflect, and how the store encoded them before they were decoded
+    to float32."""
 
     store: str
     changes: int
     encoding: str
+
+
+@dataclass(frozen=True)
+class StoredMatrix:
+    """Vectors by key as a matrix file holds them: ``ids`` ascending, ``matrix`` a row each
+    (read-only views of the mapped file)."""
+
+    header: MatrixHeader
     ids: npt.NDArray[np.int64]
     matrix: npt.NDArray[np.float32]
 
@@ -129,11 +136,9 @@ def _parse(mapping: mmap.mmap) -> StoredMatrix | None:
         return None
     matrix = np.frombuffer(mapping, dtype="<f4", count=count * dims, offset=start + 8 * count)
     return StoredMatrix(
-        store=header["store"],
-        changes=header["changes"],
-        encoding=header["encoding"],
-        ids=ids.astype(np.int64, copy=False),
-        matrix=matrix.astype(np.float32, copy=False).reshape(count, dims),
+        MatrixHeader(header["store"], header["changes"], header["encoding"]),
+        ids.astype(np.int64, copy=False),
+        matrix.astype(np.float32, copy=False).reshape(count, dims),
     )
 
 
@@ -154,49 +159,88 @@ def _header_is_sound(header: dict[str, Any]) -> bool:
     )
 
 
-def write_matrix(cache: Sidecar, stored: StoredMatrix) -> None:
-    """Write ``stored`` to ``cache.path`` through a temporary file renamed over it.
+def write_matrix(
+    cache: Sidecar,
+    header: MatrixHeader,
+    ids: npt.NDArray[np.int64],
+    blocks: Iterable[npt.NDArray[np.float32]],
+) -> None:
+    """Write a matrix file to ``cache.path``, through a temporary file renamed over it: the rows
+    of ``ids`` come in ``blocks`` of rows, in order, so no second copy of the matrix is made.
 
     Raises `OSError` when it cannot be written. No fsync: a file torn by a crash fails
     `read_matrix`'s checks and is rebuilt, like any other damaged cache.
     """
-    ids = np.ascontiguousarray(stored.ids, dtype="<i8")
-    matrix = np.ascontiguousarray(stored.matrix, dtype="<f4")
-    count, dims = matrix.shape
-    header = {
+    ids = np.ascontiguousarray(ids, dtype="<i8")
+    fields: dict[str, Any] = {
         "format": FORMAT_VERSION,
-        "store": stored.store,
-        "changes": stored.changes,
-        "encoding": stored.encoding,
-        "count": count,
-        "dims": dims,
-        "checksum": _checksum(ids, matrix),
+        "store": header.store,
+        "changes": header.changes,
+        "encoding": header.encoding,
+        "count": len(ids),
+        "dims": _WIDEST,  # these two as wide as any: the room kept fits the header written last
+        "checksum": _WIDEST,
     }
-    text = json.dumps(header).encode("utf-8")
-    text += b" " * (-(_PREAMBLE + len(text)) % ALIGNMENT)
+    room = len(_header_text(fields))
+    checksum = _Checksum()
+    checksum.add(ids)
+    rows = dims = 0
     temporaries: list[str] = []
     try:
         name = temporary(cache.path, temporaries, cache)
         with open(name, "wb") as file:
-            file.write(MAGIC + _LENGTH.pack(len(text)) + text)
+            file.write(b"\0" * room)
             ids.tofile(file)
-            matrix.tofile(file)
-            file.write(b"\0" * (_padded(matrix.nbytes) - matrix.nbytes))
+            for block in blocks:
+                data = np.ascontiguousarray(block, dtype="<f4")
+                data.tofile(file)
+                checksum.add(data)
+                rows, dims = rows + len(data), data.shape[1]
+            file.write(b"\0" * (-file.tell() % 8))
+            if rows != len(ids) or not dims:
+                raise ValueError(f"{rows} rows written for {len(ids)} ids")
+            fields.update(dims=dims, checksum=checksum.value())
+            file.seek(0)
+            file.write(_header_text(fields, room))
         os.replace(name, cache.path)
     finally:
         for leftover in temporaries:
             Path(leftover).unlink(missing_ok=True)
 
 
-def _checksum(ids: npt.NDArray[np.int64], matrix: npt.NDArray[np.float32]) -> int:
-    """Return the wrapping sum of the 64-bit words the data takes in the file (see `_parse`)."""
-    halves = matrix.reshape(-1).view("<u4")
-    even = len(halves) - len(halves) % 2
-    total = int(np.add.reduce(ids.view("<u8"), dtype=np.uint64))
-    total += int(np.add.reduce(halves[:even].view("<u8"), dtype=np.uint64))
-    if even < len(halves):  # the last float and four zero bytes make the last word
-        total += int(halves[-1])
-    return total % _WORDS
+def _header_text(fields: dict[str, Any], room: int | None = None) -> bytes:
+    """Return the magic, length and JSON header, padded with spaces to ``room`` bytes, or to
+    where the data may start (a multiple of `ALIGNMENT`)."""
+    text = json.dumps(fields).encode("utf-8")
+    size = _PREAMBLE + len(text)
+    size = room if room is not None else size + (-size % ALIGNMENT)
+    if size < _PREAMBLE + len(text):
+        raise ValueError(f"a matrix file header of {len(text)} bytes does not fit in {size}")
+    text += b" " * (size - _PREAMBLE - len(text))
+    return MAGIC + _LENGTH.pack(len(text)) + text
+
+
+class _Checksum:
+    """The wrapping sum of the 64-bit little-endian words of the data, fed in pieces (a piece
+    may end in the middle of a word: float32 rows of an odd dimension)."""
+
+    def __init__(self) -> None:
+        self._total = 0
+        self._low: int | None = None  # the first half of a word a piece ended in
+
+    def add(self, data: npt.NDArray[Any]) -> None:
+        halves = data.reshape(-1).view("<u4")
+        if self._low is not None and len(halves):
+            self._total += self._low + (int(halves[0]) << 32)
+            self._low, halves = None, halves[1:]
+        even = len(halves) - len(halves) % 2
+        self._total += int(np.add.reduce(halves[:even].view("<u8"), dtype=np.uint64))
+        if even < len(halves):
+            self._low = int(halves[-1])
+
+    def value(self) -> int:
+        """Return the sum, the last half word (and the zero bytes after it) included."""
+        return (self._total + (self._low or 0)) % _WORDS
 
 
 def _padded(size: int) -> int:
