@@ -22,7 +22,7 @@ times therefore exclude model time for everyone.
 
 The stores, each in a temporary folder, with their defaults otherwise:
 
-- vrom: `Collection.open` (exact vector index below 50k chunks, FTS5 BM25), documents added in
+- vrom: `Collection.open` (exact vector index below 20k chunks, FTS5 BM25), documents added in
   batches of 256 with metadata ``{"bucket": b}``; modes hybrid (RRF, k=60), vector, keyword;
 - LanceDB: one table (id, text, bucket, vector), no vector index (a flat, exact scan at this
   size), a native FTS index on the text (``create_index("text", config=FTS())``: its default

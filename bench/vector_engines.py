@@ -12,8 +12,10 @@ Without it, vectors are synthetic, no model: unit vectors around 100 seeded Gaus
 centres, and queries drawn the same way (not from the set). Every engine gets the same vectors
 and queries:
 
-- vrom exact and vrom HNSW: a `SQLiteStore` holding the vectors, searched by `ExactIndex` and
-  `HnswIndex` (usearch f16, its graph cached beside the database), as a collection does;
+- vrom exact and vrom HNSW: a `SQLiteStore` holding the vectors, searched by `ExactIndex` (its
+  matrix file beside the database, memory-mapped) and `HnswIndex` (usearch f16, its graph
+  cached beside the database), as a collection does; vrom exact (store) is `ExactIndex` without
+  the file, decoding every vector from the store as it did before the file existed;
 - usearch f16 and f32, hnswlib, faiss (IndexFlatIP, IndexHNSWFlat), sqlite-vec (vec0, brute
   force) and numpy brute force (the baseline recall is measured against).
 
@@ -150,23 +152,41 @@ class VromExact(Engine):
     name, kind = "vrom exact", "exact"
     open_imports = (
         "from vrom.store.sqlite import SQLiteStore\n"
-        "from vrom.index.exact import ExactIndex\n"
+        "from vrom.index.exact import MATRIX_FILE_MIN, ExactIndex\n"
         "from pathlib import Path"
     )
-    open_body = "hits = ExactIndex(SQLiteStore(Path(path), create=False).vectors).search(query, 10)"
+    open_body = (
+        "index = ExactIndex.for_chunks(SQLiteStore(Path(path), create=False))\n"
+        "hits = index.search(query, 10)\n"
+        "assert index.load_count == 0 or len(index) < MATRIX_FILE_MIN, 'the file was refused'"
+    )
 
     def __init__(self, store: SQLiteStore, row_of: dict[int, int]) -> None:
         self.store, self.row_of = store, row_of
 
     def build(self, vectors: Matrix, folder: Path) -> None:
-        self.index = ExactIndex(self.store.vectors)
-        self.index.refresh()  # reads every vector from the store into one matrix
+        self.index = ExactIndex.for_chunks(self.store)
+        self.index.refresh()  # reads every vector from the store, writes the matrix file
 
     def persist(self, folder: Path) -> Path | None:
         return self.store.path
 
     def search(self, query: Matrix, ef: int) -> list[int]:
         return [self.row_of[i] for i, _ in self.index.search(query, K)]
+
+    def files(self, folder: Path) -> list[Path]:
+        return [folder / "vrom.db", folder / "vrom.db.matrix"]
+
+
+class VromExactFromStore(VromExact):
+    """vrom's exact index without its matrix file: every vector decoded from the store."""
+
+    name = "vrom exact (store)"
+    open_body = "hits = ExactIndex(SQLiteStore(Path(path), create=False).vectors).search(query, 10)"
+
+    def build(self, vectors: Matrix, folder: Path) -> None:
+        self.index = ExactIndex(self.store.vectors)
+        self.index.refresh()  # reads every vector from the store into one matrix
 
     def files(self, folder: Path) -> list[Path]:
         return [folder / "vrom.db"]
@@ -584,6 +604,7 @@ def run(
             engines: list[Callable[[], Engine]] = [
                 NumpyExact,
                 functools.partial(VromExact, store, row_of),
+                functools.partial(VromExactFromStore, store, row_of),
                 functools.partial(VromHnsw, store, row_of),
                 *makers,
             ]
@@ -619,7 +640,7 @@ def print_table(results: dict[str, Any]) -> None:
     for note in results["notes"]:
         print(note)
     header = (
-        f"{'size':>8} {'engine':<11} {'build s':>8} {'p50 ms':>8} {'recall':>7} {'import ms':>9} "
+        f"{'size':>8} {'engine':<18} {'build s':>8} {'p50 ms':>8} {'recall':>7} {'import ms':>9} "
         f"{'open ms':>8} {'RSS MB':>7} {'disk MB':>8} {'vrom÷ p50':>9} {'vrom÷ open':>10}"
     )
     print(header)
@@ -639,7 +660,7 @@ def print_table(results: dict[str, Any]) -> None:
         else:
             ratio, opening = float("nan"), f"{'—':>9} {'—':>8} {'—':>7}"
         print(
-            f"{row['size']:>8,} {row['engine']:<11} {row['build_s']:8.2f} {row['p50_ms']:8.3f} "
+            f"{row['size']:>8,} {row['engine']:<18} {row['build_s']:8.2f} {row['p50_ms']:8.3f} "
             f"{row['recall_at_10']:7.3f} {opening} {row['disk_mb']:8.1f} "
             f"{vrom['p50_ms'] / row['p50_ms']:9.2f} {ratio:10.2f}"
         )

@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from vrom.embed import Embedder, EmbedderBinding
 from vrom.errors import NotFoundError, ValidationError
-from vrom.index import ENCODED_BYTES, GRAPH_SUFFIX, MEMORY_GRAPH_SUFFIX
+from vrom.index import (
+    ENCODED_BYTES,
+    GRAPH_SUFFIX,
+    MATRIX_SUFFIX,
+    MEMORY_GRAPH_SUFFIX,
+    MEMORY_MATRIX_SUFFIX,
+)
 from vrom.ingest.embed_job import claimed
 from vrom.ingest.embedding import (
     EmbedProgress,
@@ -79,10 +85,16 @@ class Corpus:
             "ef_search": ef_search,
         }
         self.index = vector_index or VectorIndex(
-            store.vectors, store.sidecar(GRAPH_SUFFIX), **options
+            store.vectors,
+            store.sidecar(GRAPH_SUFFIX),
+            matrix_cache=store.sidecar(MATRIX_SUFFIX),
+            **options,
         )
         self._memory_index = VectorIndex(
-            store.memories.vectors, store.sidecar(MEMORY_GRAPH_SUFFIX), **options
+            store.memories.vectors,
+            store.sidecar(MEMORY_GRAPH_SUFFIX),
+            matrix_cache=store.sidecar(MEMORY_MATRIX_SUFFIX),
+            **options,
         )
         self.keyword = KeywordRanker(store.documents)
         self._counted: tuple[tuple[int, bytes], tuple[int, int]] | None = None  # see `_counts`

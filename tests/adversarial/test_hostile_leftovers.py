@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from vrom import Embedder, Vault
-from vrom.index.hnsw import STALE_TEMPORARY_SECONDS
+from vrom.index.cache_files import STALE_TEMPORARY_SECONDS
 
 TIMEOUT = 120
 SLOW_MODEL = "fake:16:20"

@@ -30,6 +30,10 @@ GRAPH_SUFFIX = ".hnsw.usearch"
 """A store's chunk graph is cached at ``<database file>.hnsw.usearch``."""
 MEMORY_GRAPH_SUFFIX = ".memories.hnsw.usearch"
 """A store's memory graph is cached at ``<database file>.memories.hnsw.usearch``."""
+MATRIX_SUFFIX = ".matrix"
+"""A store's chunk vectors, for exact search, are cached at ``<database file>.matrix``."""
+MEMORY_MATRIX_SUFFIX = ".memories.matrix"
+"""A store's memory vectors, for exact search, are cached at ``<database file>.memories.matrix``."""
 
 
 def replay_limit(size: int) -> int:

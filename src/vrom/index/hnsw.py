@@ -8,7 +8,7 @@ a few changes behind is loaded and caught up by replaying the store's vector cha
 changed chunk is removed and its current vector added back); one too far behind, unreadable or
 missing is rebuilt from ``vector_rows()``. A graph is saved through a temporary file renamed
 over it; the temporaries a killed save left behind are removed when the graph is next opened
-(`STALE_TEMPORARY_SECONDS`). So a deleted or re-embedded chunk is never answered
+(`vrom.index.cache_files`). So a deleted or re-embedded chunk is never answered
 from an old graph, and adding a few documents to a large store costs a few graph insertions, not
 a rebuild. A graph changed in memory is saved again once its unsaved changes reach a tenth of its
 size, and on `HnswIndex.close`.
@@ -21,13 +21,10 @@ ones, falling back to exact search if fewer than ``k`` survive.
 
 from __future__ import annotations
 
-import glob
 import json
 import math
 import mmap
 import os
-import tempfile
-import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +36,7 @@ from usearch.index import Index
 
 from vrom.errors import StorageError, ValidationError
 from vrom.index import GRAPH_SUFFIX, METRICS, replay_limit
+from vrom.index.cache_files import remove_stale_temporaries, temporary
 from vrom.index.codec import decode
 from vrom.index.exact import nearest_rows
 from vrom.store import Sidecar, Store, VectorChanges, VectorSource
@@ -58,9 +56,6 @@ EXACT_FILTER_ROWS = 2_000
 """Filters allowing at most this many rows are always searched exactly (a few ms)."""
 EXACT_FILTER_COST = 2.0
 """Beyond that, exact wins while ``rows² ≤ EXACT_FILTER_COST·OVERSAMPLE·k·total`` (measured)."""
-STALE_TEMPORARY_SECONDS = 600.0
-"""A graph's temporary file unchanged for this long was left by a save that never finished (a
-killed process): a save writes its temporaries within seconds, then renames them."""
 
 # Vectors are L2-normalised (the embedder contract), so cosine is the inner product, as in
 # `ExactIndex`: the graph and the exact path over a filter then score alike.
@@ -388,7 +383,7 @@ class HnswIndex:
             return False
         if not self._swept:
             self._swept = True
-            _remove_stale_temporaries(self.path)
+            remove_stale_temporaries(self.path, _sidecar_path(self.path))
         meta = _read_sidecar(self.path)
         if meta is None or not _sidecar_matches(meta, self._vectors, self._metric):
             return False
@@ -455,7 +450,7 @@ class HnswIndex:
         sidecar = _sidecar_path(self.path)
         temporaries: list[str] = []
         try:
-            graph_tmp = _temporary(self.path, temporaries, self._cache)
+            graph_tmp = temporary(self.path, temporaries, self._cache)
             index.save(graph_tmp)
             with open(graph_tmp, "rb") as file:
                 os.fsync(file.fileno())
@@ -471,7 +466,7 @@ class HnswIndex:
                 "connectivity": CONNECTIVITY,
                 "file": identity,
             }
-            sidecar_tmp = _temporary(sidecar, temporaries, self._cache)
+            sidecar_tmp = temporary(sidecar, temporaries, self._cache)
             Path(sidecar_tmp).write_text(json.dumps(meta, indent=1), encoding="utf-8")
             os.replace(graph_tmp, self.path)
             os.replace(sidecar_tmp, sidecar)
@@ -486,29 +481,6 @@ class HnswIndex:
         finally:
             for leftover in temporaries:
                 Path(leftover).unlink(missing_ok=True)
-
-
-def _temporary(beside: Path, temporaries: list[str], cache: Sidecar | None) -> str:
-    """Return a new temporary file beside ``beside``, as private as the store's database."""
-    fd, name = tempfile.mkstemp(prefix=beside.name + ".", suffix=".tmp", dir=beside.parent)
-    os.close(fd)
-    temporaries.append(name)
-    if cache is not None:  # mkstemp makes it 0600; a shared store shares its cache
-        os.chmod(name, cache.mode)
-    return name
-
-
-def _remove_stale_temporaries(path: Path) -> None:
-    """Remove the temporaries of the graph at ``path`` and its sidecar that a killed save left
-    (older than `STALE_TEMPORARY_SECONDS`; a newer one may be another process's save)."""
-    now = time.time()
-    for beside in (path, _sidecar_path(path)):
-        for leftover in path.parent.glob(glob.escape(beside.name) + ".*.tmp"):
-            try:
-                if now - leftover.stat().st_mtime > STALE_TEMPORARY_SECONDS:
-                    leftover.unlink()
-            except OSError:  # gone meanwhile, or not ours to remove: the next open tries again
-                pass
 
 
 def _prefers_exact(rows: int, total: int, k: int) -> bool:
