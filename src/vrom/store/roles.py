@@ -247,6 +247,11 @@ class DocumentStore(Protocol):
         """Return the chunks with these ids (those that still exist), in the order given."""
         ...
 
+    def chunk_owners(self, chunk_ids: Sequence[int]) -> dict[int, tuple[int, float]]:
+        """Return chunk id → (document id, human-relevance prior) for the chunks that still
+        exist: what ranking needs of a candidate, light (no text, no metadata)."""
+        ...
+
     def texts(self, document_ids: Sequence[int]) -> dict[int, str]:
         """Return id → whole text of those documents stored with one (`DocumentRecord.text`)."""
         ...

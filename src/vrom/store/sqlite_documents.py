@@ -36,7 +36,7 @@ from vrom.store.sqlite_query import escape_like, match_expression, where_sql
 from vrom.store.sqlite_rows import (
     DOCUMENT_COLUMNS,
     chunk_columns,
-    chunk_from_row,
+    chunks_from_rows,
     document_from_row,
 )
 from vrom.store.sqlite_vectors import SQLiteChunkVectors
@@ -297,7 +297,7 @@ class SQLiteDocuments:
                 " WHERE c.document_id = ? ORDER BY c.position",
                 (document_id,),
             )
-            return [chunk_from_row(row) for row in rows]
+            return chunks_from_rows(rows)
 
     def texts(self, document_ids: Sequence[int]) -> dict[int, str]:
         """Return id → whole text of the documents stored with one (a collection's)."""
@@ -402,14 +402,24 @@ class SQLiteDocuments:
             return [row[0] for row in rows]
 
     def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
-        """Return the chunks with these ids (those that still exist), in the order given."""
+        """Return the chunks with these ids (those that still exist), in the order given, from
+        one read (a statement per 500 ids)."""
         with self._db.guard("reading chunks"):
             sql = (
                 f"SELECT {self._chunk_columns} FROM chunks c"
                 " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})"
             )
-            found = {row[0]: chunk_from_row(row) for row in self._db.select_in(sql, chunk_ids)}
+            found = {c.chunk_id: c for c in chunks_from_rows(self._db.select_in(sql, chunk_ids))}
             return [found[i] for i in chunk_ids if i in found]
+
+    def chunk_owners(self, chunk_ids: Sequence[int]) -> dict[int, tuple[int, float]]:
+        """Return chunk id → (note id, human-relevance prior) for the chunks that still exist."""
+        with self._db.guard("reading chunks"):
+            sql = (
+                "SELECT c.id, c.document_id, d.human_relevance_score FROM chunks c"
+                " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})"
+            )
+            return {row[0]: (row[1], row[2]) for row in self._db.select_in(sql, chunk_ids)}
 
     # -- search ----------------------------------------------------------------------------
 
