@@ -130,7 +130,7 @@ def test_where_reaches_nested_fields_lists_and_dates(store: Store) -> None:
     def paths(*conditions: Condition) -> list[str]:
         rows = store.documents.keyword_search(query, 10, Where(conditions=conditions))
         ids = store.documents.chunk_ids_matching(Where(conditions=conditions))
-        assert sorted(r.chunk_id for r in rows) == ids, "keyword search and filter agree"
+        assert sorted(r.chunk_id for r in rows) == list(ids), "keyword search and filter agree"
         return sorted(_paths(store, rows))
 
     assert paths(Condition("generated.by", "eq", "tool")) == ["a.md"]

@@ -298,8 +298,12 @@ class DocumentStore(Protocol):
         """Return up to ``limit`` chunks matching the query and filter, best BM25 first."""
         ...
 
-    def chunk_ids_matching(self, where: Where) -> list[int]:
-        """Return the ids of the chunks whose document passes the filter, by id."""
+    def chunk_ids_matching(self, where: Where) -> Sequence[int]:
+        """Return the ids of the chunks whose document passes the filter, by id.
+
+        The sequence may be shared with later calls (a backend may keep it while the store is
+        unchanged): read it, never change it.
+        """
         ...
 
 
