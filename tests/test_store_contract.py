@@ -232,6 +232,13 @@ def test_chunks_are_read_whole_or_light_with_their_document(store: Store) -> Non
         other: (second, 0.5),
     }
     assert store.documents.chunk_owners([]) == {}
+    # the states of some documents, in one read (a vault's hits ask whether their notes changed)
+    assert store.documents.states(["b.md", "missing.md", "a.md"]) == {
+        "a.md": store.documents.state("a.md"),
+        "b.md": store.documents.state("b.md"),
+    }
+    assert store.documents.states([]) == {}
+    assert set(store.documents.states()) == {"a.md", "b.md"}
 
 
 def test_vectors_follow_their_chunks_and_log_every_change(store: Store) -> None:

@@ -58,11 +58,14 @@ class PgDocuments:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def states(self) -> dict[str, DocumentState]:
-        """Return path → state for every stored document."""
+    def states(self, paths: Sequence[str] | None = None) -> dict[str, DocumentState]:
+        """Return path → state for every stored document, or for those at ``paths``."""
+        sql = "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
         with self._db.guard("reading note states"), self._db.connection() as conn:
-            rows = conn.execute(
-                "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
+            rows = (
+                conn.execute(sql)
+                if paths is None
+                else conn.execute(sql + " WHERE path = ANY(%s)", (list(paths),))
             )
             return {row[0]: DocumentState(*row[1:]) for row in rows}
 

@@ -187,8 +187,8 @@ class MemoryVectors(VectorSource, Protocol):
 class DocumentStore(Protocol):
     """Documents (notes), their chunks, links and tags, keyword search and filters."""
 
-    def states(self) -> dict[str, DocumentState]:
-        """Return path → state for every stored document."""
+    def states(self, paths: Sequence[str] | None = None) -> dict[str, DocumentState]:
+        """Return path → state for every stored document, or for those at ``paths``."""
         ...
 
     def state(self, path: str) -> DocumentState | None:

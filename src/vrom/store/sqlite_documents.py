@@ -77,11 +77,14 @@ class SQLiteDocuments:
 
     # -- writing notes ---------------------------------------------------------------------
 
-    def states(self) -> dict[str, DocumentState]:
-        """Return path → state for every stored note."""
+    def states(self, paths: Sequence[str] | None = None) -> dict[str, DocumentState]:
+        """Return path → state for every stored note, or for those at ``paths`` (one read)."""
+        sql = "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
         with self._db.guard("reading note states"):
-            rows = self._db.conn.execute(
-                "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
+            rows = (
+                self._db.conn.execute(sql)
+                if paths is None
+                else self._db.select_in(sql + " WHERE path IN ({marks})", paths)
             )
             return {row[0]: DocumentState(*row[1:]) for row in rows}
 
