@@ -42,26 +42,25 @@ def excerpt(text: str, words: Sequence[str], width: int = EXCERPT_CHARS) -> str:
     if len(flat) <= width:
         return flat
     lowered = flat.lower()
-    hits: list[tuple[int, int]] = []  # (position, word index)
-    found = 0  # distinct words found: no window can hold more
     stems = _stems(tuple(words))
-    find, add = lowered.find, hits.append  # looked up once: they run for every word
-    for index, stem in enumerate(stems):
-        start = find(stem)
-        if start == -1:
-            continue
-        found += 1
-        add((start, index))
-        for _ in range(MATCHES_PER_WORD - 1):
-            start = find(stem, start + 1)
-            if start == -1:
-                break
-            add((start, index))
-    best_start, best_count = 0, 0
-    if found == 1:  # one word: the window starting at its first occurrence
-        best_start, best_count = hits[0][0], 1
-    elif found:
+    find = lowered.find  # looked up once: it runs for every word
+    firsts = [(at, index) for index, stem in enumerate(stems) if (at := find(stem)) != -1]
+    best_start, best_count = 0, len(firsts)
+    if firsts:
+        best_start = min(firsts)[0]
+    if len(firsts) > 1 and max(firsts)[0] >= best_start + width:
+        # the words found do not all fit the window at the first: find the densest one
+        hits: list[tuple[int, int]] = []  # (position, word index)
+        add = hits.append
+        for at, index in firsts:
+            add((at, index))
+            for _ in range(MATCHES_PER_WORD - 1):
+                at = find(stems[index], at + 1)
+                if at == -1:
+                    break
+                add((at, index))
         hits.sort()
+        best_count = 0
         inside = [0] * len(stems)  # word index -> its hits in [position, position + width)
         distinct, right, total = 0, 0, len(hits)
         for position, word in hits:
@@ -72,7 +71,7 @@ def excerpt(text: str, words: Sequence[str], width: int = EXCERPT_CHARS) -> str:
                 right += 1
             if distinct > best_count:
                 best_start, best_count = position, distinct
-            if best_count == found or right == total:
+            if best_count == len(firsts) or right == total:
                 break  # no later window holds more words: all are in, or windows only shrink
             inside[word] -= 1
             if not inside[word]:
