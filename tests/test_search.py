@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vrom import ValidationError, Vault
+from vrom.results import changed_hit
 from vrom.search.excerpt import EXCERPT_CHARS, excerpt
 from vrom.search.query import parse_query, parse_where
 from vrom.store import Condition, StoredChunk
@@ -204,6 +206,15 @@ def test_keyword_search_reads_whole_chunks_only_for_the_hits(vault: Vault) -> No
     vault.store.documents.get_chunks = counting  # type: ignore[method-assign]
     hits = vault.corpus.search("maps gardening shared word", k=2, mode="keyword")
     assert len(hits) == 2 and sorted(asked) == sorted(h.chunk_id for h in hits)
+
+
+def test_a_changed_hit_is_what_dataclasses_replace_gives(vault: Vault) -> None:
+    (hit,) = vault.search("needle", k=1)
+    changes = {"text": "whole", "chunk_text": hit.text, "fresh": False, "stale": True}
+    assert changed_hit(hit, **changes) == dataclasses.replace(hit, **changes) != hit
+    assert changed_hit(hit) == hit
+    with pytest.raises(TypeError):
+        changed_hit(hit, no_such_field=1)
 
 
 def test_parse_where_shapes() -> None:

@@ -130,7 +130,7 @@ def test_where_reaches_nested_fields_lists_and_dates(store: Store) -> None:
     def paths(*conditions: Condition) -> list[str]:
         rows = store.documents.keyword_search(query, 10, Where(conditions=conditions))
         ids = store.documents.chunk_ids_matching(Where(conditions=conditions))
-        assert sorted(r.chunk_id for r in rows) == ids, "keyword search and filter agree"
+        assert sorted(r.chunk_id for r in rows) == list(ids), "keyword search and filter agree"
         return sorted(_paths(store, rows))
 
     assert paths(Condition("generated.by", "eq", "tool")) == ["a.md"]
@@ -207,6 +207,38 @@ def test_a_document_text_is_kept_once_and_chunks_read_their_slices(store: Store)
     ]
     assert store.documents.texts([doc_id, 999]) == {doc_id: text}
     assert store.integrity_problems() == []
+
+
+def test_chunks_are_read_whole_or_light_with_their_document(store: Store) -> None:
+    first = store.documents.put(
+        note_record("a.md", n=1, tags=["x"]), _chunks("a1", "a2", "a3"), [], []
+    )
+    second = store.documents.put(note_record("b.md", n=2), _chunks("b1"), [], [])
+    ids = [c.chunk_id for c in store.documents.chunks_of(first)]
+    (other,) = [c.chunk_id for c in store.documents.chunks_of(second)]
+    wanted = [ids[2], other, 10**9, ids[0], ids[1]]  # one that does not exist
+    chunks = store.documents.get_chunks(wanted)
+    assert [c.chunk_id for c in chunks] == [ids[2], other, ids[0], ids[1]]
+    assert [dict(c.metadata) for c in chunks] == [{"n": 1, "tags": ["x"]}, {"n": 2}] + [
+        {"n": 1, "tags": ["x"]}
+    ] * 2
+    # a document's metadata is parsed once, however many of its chunks are read
+    assert chunks[0].metadata is chunks[2].metadata is chunks[3].metadata
+    light = store.documents.chunk_owners(wanted)
+    assert light == {
+        ids[0]: (first, 0.5),
+        ids[1]: (first, 0.5),
+        ids[2]: (first, 0.5),
+        other: (second, 0.5),
+    }
+    assert store.documents.chunk_owners([]) == {}
+    # the states of some documents, in one read (a vault's hits ask whether their notes changed)
+    assert store.documents.states(["b.md", "missing.md", "a.md"]) == {
+        "a.md": store.documents.state("a.md"),
+        "b.md": store.documents.state("b.md"),
+    }
+    assert store.documents.states([]) == {}
+    assert set(store.documents.states()) == {"a.md", "b.md"}
 
 
 def test_vectors_follow_their_chunks_and_log_every_change(store: Store) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from vrom import Embedder, ModelError, NotFoundError, ValidationError, Vault, to_jsonable
 from vrom.index.codec import decode, encode
 from vrom.search.rerank import text_quality
+from vrom.store import StoredChunk
 
 NOTES = {
     "Cats.md": "# Cats\nThe cat sleeps on the warm windowsill all afternoon.\n",
@@ -104,6 +106,24 @@ def test_filters_apply_inside_vector_and_hybrid_search(vault: Vault) -> None:
         assert {h.path for h in hits} == {"Taxes.md", "Budget.md"}, mode
         hits = vault.search("cat", mode=mode, k=5, where={"path": "work/"})
         assert [h.path for h in hits] == ["work/Standup.md"], mode
+
+
+@pytest.mark.parametrize("per_note", [False, True])
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+def test_whole_chunks_are_read_once_and_only_for_the_hits(
+    vault: Vault, mode: str, per_note: bool
+) -> None:
+    asked: list[list[int]] = []
+    get_chunks = vault.store.documents.get_chunks
+
+    def counting(ids: Sequence[int]) -> list[StoredChunk]:
+        asked.append(list(ids))
+        return get_chunks(ids)
+
+    vault.store.documents.get_chunks = counting  # type: ignore[method-assign]
+    hits = vault.search("the morning meeting", k=2, mode=mode, per_note=per_note)
+    assert len(hits) == 2 and len(asked) == 1
+    assert sorted(asked[0]) == sorted(h.chunk_id for h in hits)
 
 
 def test_deleted_and_updated_chunks_never_come_back(vault: Vault) -> None:

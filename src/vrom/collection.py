@@ -16,7 +16,6 @@ runs them in worker threads for asyncio code.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -43,7 +42,7 @@ from vrom.errors import ModelError, StorageError, ValidationError, VromError, sh
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
 from vrom.ingest.embedding import bind_embedder
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
-from vrom.results import Hit
+from vrom.results import Hit, changed_hit
 from vrom.search.keyword import check_k
 from vrom.search.query import check_query, parse_metadata_where
 from vrom.search.vector import INDEX_KINDS, check_ef_search, check_mode
@@ -463,7 +462,7 @@ def _whole_document(hit: Hit, text: str | None) -> Hit:
     the search read its chunk (the chunk is no longer its slice), keeps the chunk as its text.
     """
     whole = text if text is not None and text[hit.char_start : hit.char_end] == hit.text else None
-    return dataclasses.replace(hit, text=hit.text if whole is None else whole, chunk_text=hit.text)
+    return changed_hit(hit, text=hit.text if whole is None else whole, chunk_text=hit.text)
 
 
 # -- storage ---------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -346,21 +346,26 @@ class Corpus:
         parsed: KeywordQuery,
         vector: npt.NDArray[np.float32],
         k: int,
-        allowed: list[int] | None,
+        allowed: Sequence[int] | None,
         ef_search: int | None,
         per_document: bool,
     ) -> list[Hit]:
         chunks: dict[int, StoredChunk] = {}
+        owners: dict[int, tuple[int, float]] = {}  # candidate -> (document, prior)
 
         def rank(pool: int) -> tuple[list[tuple[int, float, int]], bool]:
             ef = None if ef_search is None else max(ef_search, pool)
             nearest = self.index.nearest(vector, pool, allowed, ef)
-            # each candidate's document: from the keyword copy's arrays when it is current,
-            # else from its chunk (read once; the hits need it anyway)
-            owners = self.keyword.owners([i for i, _ in nearest])
-            if owners is None:
-                chunks.update(self._chunks([i for i, _ in nearest if i not in chunks]))
-                owners = {i: (chunk.document_id, 0.0) for i, chunk in chunks.items()}
+            unseen = [i for i, _ in nearest if i not in owners]
+            if per_document:  # a wider pool than the hits: only each candidate's document
+                owners.update(self._owners(unseen))
+            else:  # the first k candidates that exist are the hits: read them whole
+                chunks.update(self._chunks(unseen))
+                owners.update(
+                    (i, (chunks[i].document_id, chunks[i].human_relevance_score))
+                    for i in unseen
+                    if i in chunks
+                )
             kept = first_k(
                 ((i, score, owners[i][0]) for i, score in nearest if i in owners),
                 k,
@@ -370,7 +375,9 @@ class Corpus:
 
         with self.store.snapshot():  # the chunks read are the ones ranked
             kept = widen(rank, k, 2 * k if per_document else k)
-            chunks.update(self._chunks([i for i, _, _ in kept if i not in chunks]))
+            unread = [i for i, _, _ in kept if i not in chunks]
+            if unread:
+                chunks.update(self._chunks(unread))
         words = query_words(parsed)
         # the score is the metric's similarity: cosine, dot, or minus the euclidean distance
         return [
@@ -385,15 +392,14 @@ class Corpus:
         vector: npt.NDArray[np.float32],
         k: int,
         where: Where | None,
-        allowed: list[int] | None,
+        allowed: Sequence[int] | None,
         ef_search: int | None,
         per_document: bool,
     ) -> list[Hit]:
-        chunks: dict[int, StoredChunk] = {}
+        owners: dict[int, tuple[int, float]] = {}  # candidate -> (document, prior)
         # while embedding runs, the vector ranking sees only the chunks that have vectors
         vectors, total = self._counts()
         share = min(1.0, vectors / total) if total else 1.0
-        allowed_set = None if allowed is None else set(allowed)
 
         def rank(pool: int) -> tuple[list[tuple[float, int, Parts, int]], bool]:
             keyword_rows = self.keyword.search(parsed, pool, where)
@@ -402,7 +408,10 @@ class Corpus:
             keyword_ranks = {row.chunk_id: rank for rank, row in enumerate(keyword_rows, 1)}
             unseen = {}
             if share < 1:  # a keyword hit without a vector yet stands in with its keyword rank
-                seeable = [i for i in keyword_ranks if allowed_set is None or i in allowed_set]
+                seeable = list(keyword_ranks)
+                if allowed is not None:
+                    passing = set(allowed)
+                    seeable = [i for i in seeable if i in passing]
                 have = (
                     {i for i, _ in self.index.nearest(vector, len(seeable), seeable, None)}
                     if seeable
@@ -414,34 +423,25 @@ class Corpus:
                 coverage={"vector": share},
                 unseen=unseen,
             )
-            priors = {row.chunk_id: row.human_relevance_score for row in keyword_rows}
-            documents = {row.chunk_id: row.document_id for row in keyword_rows}
-            # vector-only candidates: their document and its prior, from the keyword copy's
-            # arrays when it is current, else from their chunks
-            vector_only = [i for i in fused if i not in priors]
-            owners = self.keyword.owners(vector_only)
-            if owners is None:
-                chunks.update(self._chunks([i for i in vector_only if i not in chunks]))
-                owners = {
-                    i: (chunks[i].document_id, chunks[i].human_relevance_score)
-                    for i in vector_only
-                    if i in chunks
-                }
-            for chunk_id, (document_id, prior) in owners.items():
-                priors[chunk_id], documents[chunk_id] = prior, document_id
+            owners.update(
+                (row.chunk_id, (row.document_id, row.human_relevance_score)) for row in keyword_rows
+            )
+            # vector-only candidates: their document and its prior
+            owners.update(self._owners([i for i in fused if i not in owners]))
             scored = []
             for chunk_id, parts in fused.items():
-                if chunk_id not in priors:
+                if chunk_id not in owners:
                     continue  # deleted between the two retrievals
-                parts["prior"] = prior_factor(priors[chunk_id])
-                scored.append((parts["rrf"] * parts["prior"], chunk_id, parts, documents[chunk_id]))
+                document_id, prior = owners[chunk_id]
+                parts["prior"] = prior_factor(prior)
+                scored.append((parts["rrf"] * parts["prior"], chunk_id, parts, document_id))
             scored.sort(key=lambda item: (-item[0], item[1]))
             kept = first_k(scored, k, itemgetter(3) if per_document else None)
             return kept, len(keyword_rows) == pool or len(nearest) == pool
 
         with self.store.snapshot():  # chunks are read from the state the ranks came from
             scored = widen(rank, k, first_pool(k))
-            chunks.update(self._chunks([i for _, i, _, _ in scored if i not in chunks]))
+            chunks = self._chunks([i for _, i, _, _ in scored])
         words = query_words(parsed)
         return [
             make_hit(chunks[i], score, parts, words, kind="rrf")
@@ -467,7 +467,16 @@ class Corpus:
         return counts
 
     def _chunks(self, chunk_ids: list[int]) -> dict[int, StoredChunk]:
+        """Return the whole chunks of the hits returned, by id, from one read."""
         return {c.chunk_id: c for c in self.store.documents.get_chunks(chunk_ids)}
+
+    def _owners(self, chunk_ids: list[int]) -> dict[int, tuple[int, float]]:
+        """Return ranked candidates' (document id, prior), those gone left out: from the
+        keyword copy's arrays when it is current, else read light (no text, no metadata)."""
+        if not chunk_ids:
+            return {}
+        owners = self.keyword.owners(chunk_ids)
+        return self.store.documents.chunk_owners(chunk_ids) if owners is None else owners
 
     # -- memories --------------------------------------------------------------------------
 

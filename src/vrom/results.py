@@ -575,6 +575,12 @@ class FormatReport:
     okf_version: str
 
 
+def changed_hit(hit: Hit, **changes: Any) -> Hit:
+    """Return ``hit`` with ``changes``: `dataclasses.replace` at half the cost, for the steps
+    that finish every hit a search returns (a collection's whole text, a note's freshness)."""
+    return Hit(**{**vars(hit), **changes})
+
+
 def to_jsonable(value: Any, *, omit_empty: bool = False) -> Any:
     """Return ``value`` (a result dataclass, or lists/dicts of them) as JSON-ready data.
 

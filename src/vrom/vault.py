@@ -55,6 +55,7 @@ from vrom.results import (
     VaultStats,
     VectorInfo,
     WriteResult,
+    changed_hit,
 )
 from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
 from vrom.search.vector import HNSW_THRESHOLD
@@ -488,7 +489,7 @@ class Vault:
         if expand_context:
             hits = expand_hits(self.store, hits, context_window)
         fresh = fresh_notes(self.root, self.store, (hit.path for hit in hits))
-        return [dataclasses.replace(hit, fresh=fresh[hit.path]) for hit in hits]
+        return [changed_hit(hit, fresh=fresh[hit.path]) for hit in hits]
 
     def context(
         self,

@@ -291,7 +291,7 @@ class HnswIndex:
         query = np.asarray(query, dtype=np.float32)
         if allowed is None:
             return self._approximate(index, query, k, ef)
-        keys = _unique(np.fromiter(allowed, dtype=np.uint64, count=len(allowed)))
+        keys = _unique(np.asarray(allowed, dtype=np.uint64))  # a list, or ids numpy reads as is
         keys = keys[index.contains(keys)] if len(keys) else keys
         if not len(keys):
             return []

@@ -23,8 +23,11 @@ from vrom.store import DocumentState, Store
 
 def fresh_notes(root: Path, store: Store, paths: Iterable[str]) -> dict[str, bool]:
     """Return, for each distinct vault-relative note path, whether the file still holds what
-    the store indexed (see the module docstring): one stored state and one ``stat`` a note."""
-    return {path: note_is_fresh(root, path, store.documents.state(path)) for path in set(paths)}
+    the store indexed (see the module docstring): the stored states in one read, one ``stat`` a
+    note."""
+    wanted = list(dict.fromkeys(paths))
+    states = store.documents.states(wanted)
+    return {path: note_is_fresh(root, path, states.get(path)) for path in wanted}
 
 
 def note_is_fresh(root: Path, path: str, indexed: DocumentState | None) -> bool:

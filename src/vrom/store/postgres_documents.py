@@ -27,7 +27,7 @@ from vrom.store.postgres_query import (
 from vrom.store.postgres_rows import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
-    chunk_from_row,
+    chunks_from_rows,
     document_from_row,
 )
 from vrom.store.postgres_vectors import PgChunkVectors
@@ -58,11 +58,14 @@ class PgDocuments:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def states(self) -> dict[str, DocumentState]:
-        """Return path → state for every stored document."""
+    def states(self, paths: Sequence[str] | None = None) -> dict[str, DocumentState]:
+        """Return path → state for every stored document, or for those at ``paths``."""
+        sql = "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
         with self._db.guard("reading note states"), self._db.connection() as conn:
-            rows = conn.execute(
-                "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
+            rows = (
+                conn.execute(sql)
+                if paths is None
+                else conn.execute(sql + " WHERE path = ANY(%s)", (list(paths),))
             )
             return {row[0]: DocumentState(*row[1:]) for row in rows}
 
@@ -307,7 +310,7 @@ class PgDocuments:
                 " WHERE c.document_id = %s ORDER BY c.position",
                 (document_id,),
             )
-            return [chunk_from_row(row) for row in rows]
+            return chunks_from_rows(rows)
 
     def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
         """Return the chunks with these ids (those that still exist), in the order given."""
@@ -319,8 +322,21 @@ class PgDocuments:
                 " WHERE c.id = ANY(%s)",
                 (list(chunk_ids),),
             )
-            found = {row[0]: chunk_from_row(row) for row in rows}
+            found = {chunk.chunk_id: chunk for chunk in chunks_from_rows(rows)}
             return [found[i] for i in chunk_ids if i in found]
+
+    def chunk_owners(self, chunk_ids: Sequence[int]) -> dict[int, tuple[int, float]]:
+        """Return chunk id → (document id, human-relevance prior) for the chunks that still
+        exist."""
+        if not chunk_ids:
+            return {}
+        with self._db.guard("reading chunks"), self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT c.id, c.document_id, d.human_relevance_score FROM chunks c"
+                " JOIN documents d ON d.id = c.document_id WHERE c.id = ANY(%s)",
+                ([int(i) for i in chunk_ids],),
+            )
+            return {row[0]: (row[1], row[2]) for row in rows}
 
     def texts(self, document_ids: Sequence[int]) -> dict[int, str]:
         """Return id → whole text of the documents stored with one (a collection's)."""

@@ -4,7 +4,7 @@ record (the same records the SQLite store returns)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from vrom.store.records import MemoryRecord, StoredChunk, StoredDocument
@@ -29,11 +29,20 @@ MEMORY_COLUMNS = (
 """A memory ``m``."""
 
 
-def chunk_from_row(row: Sequence[Any]) -> StoredChunk:
-    """Return the chunk a `CHUNK_COLUMNS` row holds."""
-    values = list(row)
-    values[-1] = json.loads(values[-1])  # the document's frontmatter
-    return StoredChunk(*values)
+def chunks_from_rows(rows: Iterable[Sequence[Any]]) -> list[StoredChunk]:
+    """Return the chunks `CHUNK_COLUMNS` rows hold, in order; a document's metadata JSON is
+    parsed once, and its chunks share the mapping (as the SQLite store's do)."""
+    metadata: dict[int, Any] = {}
+    chunks = []
+    for row in rows:
+        values = list(row)
+        document_id = values[1]
+        parsed = metadata.get(document_id)
+        if parsed is None:
+            parsed = metadata[document_id] = json.loads(values[-1])
+        values[-1] = parsed
+        chunks.append(StoredChunk(*values))
+    return chunks
 
 
 def document_from_row(row: Sequence[Any]) -> StoredDocument:

@@ -27,7 +27,12 @@ from psycopg import sql
 
 from vrom.errors import StorageError, ValidationError
 from vrom.store.postgres_database import Connection, PgDatabase
-from vrom.store.postgres_rows import CHUNK_COLUMNS, MEMORY_COLUMNS, chunk_from_row, memory_from_row
+from vrom.store.postgres_rows import (
+    CHUNK_COLUMNS,
+    MEMORY_COLUMNS,
+    chunks_from_rows,
+    memory_from_row,
+)
 from vrom.store.postgres_schema import (
     HNSW_EF_CONSTRUCTION,
     HNSW_EF_SEARCH,
@@ -379,7 +384,7 @@ class PgChunkVectors(_PgVectorTable):
                 " ORDER BY c.id LIMIT %s",
                 (after, limit),
             )
-            return [chunk_from_row(row) for row in rows]
+            return chunks_from_rows(rows)
 
     def for_hashes(self, content_hashes: Sequence[str]) -> dict[str, bytes]:
         """Return a stored vector for each of these chunk text hashes that has one."""

@@ -187,8 +187,8 @@ class MemoryVectors(VectorSource, Protocol):
 class DocumentStore(Protocol):
     """Documents (notes), their chunks, links and tags, keyword search and filters."""
 
-    def states(self) -> dict[str, DocumentState]:
-        """Return path → state for every stored document."""
+    def states(self, paths: Sequence[str] | None = None) -> dict[str, DocumentState]:
+        """Return path → state for every stored document, or for those at ``paths``."""
         ...
 
     def state(self, path: str) -> DocumentState | None:
@@ -247,6 +247,11 @@ class DocumentStore(Protocol):
         """Return the chunks with these ids (those that still exist), in the order given."""
         ...
 
+    def chunk_owners(self, chunk_ids: Sequence[int]) -> dict[int, tuple[int, float]]:
+        """Return chunk id → (document id, human-relevance prior) for the chunks that still
+        exist: what ranking needs of a candidate, light (no text, no metadata)."""
+        ...
+
     def texts(self, document_ids: Sequence[int]) -> dict[int, str]:
         """Return id → whole text of those documents stored with one (`DocumentRecord.text`)."""
         ...
@@ -293,8 +298,12 @@ class DocumentStore(Protocol):
         """Return up to ``limit`` chunks matching the query and filter, best BM25 first."""
         ...
 
-    def chunk_ids_matching(self, where: Where) -> list[int]:
-        """Return the ids of the chunks whose document passes the filter, by id."""
+    def chunk_ids_matching(self, where: Where) -> Sequence[int]:
+        """Return the ids of the chunks whose document passes the filter, by id.
+
+        The sequence may be shared with later calls (a backend may keep it while the store is
+        unchanged): read it, never change it.
+        """
         ...
 
 

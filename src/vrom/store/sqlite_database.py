@@ -257,6 +257,11 @@ class Database:
             self.conn.rollback()
             raise self.error("committing", exc) from exc
 
+    @property
+    def writing(self) -> bool:
+        """True inside `transaction` (its writes may still roll back)."""
+        return self._depth > 0
+
     @contextmanager
     def guard(self, action: str) -> Iterator[None]:
         """Convert sqlite3 errors raised inside the block into `StorageError`."""

@@ -7,12 +7,20 @@ links and backlinks, tags, folders, filters, and keyword search (FTS5 BM25).
 A document given with its whole text (a collection's) keeps it in ``document_texts``, and its
 chunks that are exact slices of it store no text of their own: they are read back as slices, so
 the text is stored once, not once more per overlapping chunk.
+
+Every write of a document counts one more document generation in ``meta``, in the writer's
+transaction, so every process sees it move with the write it counts: the chunk ids of the last
+few filters are kept by (filter, generation), and a filtered search reads them once per change
+of the store instead of once per query.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
+from array import array
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +44,7 @@ from vrom.store.sqlite_query import escape_like, match_expression, where_sql
 from vrom.store.sqlite_rows import (
     DOCUMENT_COLUMNS,
     chunk_columns,
-    chunk_from_row,
+    chunks_from_rows,
     document_from_row,
 )
 from vrom.store.sqlite_vectors import SQLiteChunkVectors
@@ -45,6 +53,12 @@ _DOCUMENT_WRITE_COLUMNS = """
     path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
     human_relevance_score, chunk_strategy, chunk_count, indexed_at
 """
+DOCUMENT_GENERATION_META_KEY = "document_generation"
+"""The ``meta`` key counting writes of documents (their chunks, links, tags and fields)."""
+KEPT_FILTERS = 8
+"""How many filters' chunk ids are kept (the most recently used): 8 bytes per chunk each, so at
+most 6.4 MB at 100k chunks."""
+FilterKey = tuple[str, tuple[Any, ...]]
 
 
 class SQLiteDocuments:
@@ -57,14 +71,20 @@ class SQLiteDocuments:
         self._chunk_columns = chunk_columns(version)
         self._has_texts = version >= 8  # a pack opened read-only may be older
         self._tokenizer: QueryTokenizer | None = None
+        # filter SQL and parameters -> (document generation, the chunk ids passing it)
+        self._filtered: OrderedDict[FilterKey, tuple[int, Sequence[int]]] = OrderedDict()
+        self._filtered_lock = threading.Lock()  # the store is shared by threads
 
     # -- writing notes ---------------------------------------------------------------------
 
-    def states(self) -> dict[str, DocumentState]:
-        """Return path → state for every stored note."""
+    def states(self, paths: Sequence[str] | None = None) -> dict[str, DocumentState]:
+        """Return path → state for every stored note, or for those at ``paths`` (one read)."""
+        sql = "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
         with self._db.guard("reading note states"):
-            rows = self._db.conn.execute(
-                "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
+            rows = (
+                self._db.conn.execute(sql)
+                if paths is None
+                else self._db.select_in(sql + " WHERE path IN ({marks})", paths)
             )
             return {row[0]: DocumentState(*row[1:]) for row in rows}
 
@@ -140,6 +160,7 @@ class SQLiteDocuments:
                 time.time(),
             )
             with self._db.transaction():
+                self._count_change()
                 document_id = self._claim_path(document.path, document_id)
                 reusable = self._vectors.by_hash_of(document_id)
                 if document_id is None:
@@ -224,6 +245,20 @@ class SQLiteDocuments:
                 )
             return document_id
 
+    def _count_change(self) -> None:
+        """Count one more document generation, first thing in the writer's transaction (so a
+        read inside it, after any of its writes, sees a generation no kept filter has)."""
+        self._db.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key)"
+            " DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+            (DOCUMENT_GENERATION_META_KEY,),
+        )
+
+    def _generation(self) -> int:
+        """Return the document generation: it moves with every write of a document (its chunks,
+        links, tags or fields), by this process or another; a `touch` leaves it."""
+        return int(self._db.meta_value(DOCUMENT_GENERATION_META_KEY) or 0)
+
     def touch(self, document_id: int, mtime: float, size: int) -> None:
         """Record a new mtime and size for a note whose content did not change."""
         with self._db.guard("updating a note's time"), self._db.transaction():
@@ -235,6 +270,7 @@ class SQLiteDocuments:
     def delete(self, document_id: int) -> None:
         """Remove a note and everything derived from it."""
         with self._db.guard("deleting a note"), self._db.transaction():
+            self._count_change()
             self._delete_children(document_id)
             self._db.conn.execute("DELETE FROM documents WHERE id = ?", (document_id,))
 
@@ -297,7 +333,7 @@ class SQLiteDocuments:
                 " WHERE c.document_id = ? ORDER BY c.position",
                 (document_id,),
             )
-            return [chunk_from_row(row) for row in rows]
+            return chunks_from_rows(rows)
 
     def texts(self, document_ids: Sequence[int]) -> dict[int, str]:
         """Return id → whole text of the documents stored with one (a collection's)."""
@@ -390,26 +426,58 @@ class SQLiteDocuments:
             )
             return [document_from_row(row) for row in rows]
 
-    def chunk_ids_matching(self, where: Where) -> list[int]:
-        """Return the ids of the chunks whose note passes the filter."""
+    def chunk_ids_matching(self, where: Where) -> Sequence[int]:
+        """Return the ids of the chunks whose note passes the filter, by id.
+
+        They are a read-only sequence of 64-bit integers (numpy reads it without a copy), kept
+        for the last `KEPT_FILTERS` filters until the store changes (`_generation`): a filtered
+        search asks for the same ids on every query.
+        """
+        filter_sql, params = where_sql(where)
+        # keyed by the SQL that runs, not by `where`: Python's True == 1, a filter's is not
+        key: FilterKey = (filter_sql, tuple(params))
         with self._db.guard("filtering"):
-            filter_sql, params = where_sql(where)
-            rows = self._db.conn.execute(
-                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
-                f" WHERE 1{filter_sql} ORDER BY c.id",
-                params,
-            )
-            return [row[0] for row in rows]
+            generation = self._generation()
+            with self._filtered_lock:
+                kept = self._filtered.get(key)
+                if kept is not None and kept[0] == generation:
+                    self._filtered.move_to_end(key)
+                    return kept[1]
+            with self._db.read_snapshot():  # the generation of the state the ids come from
+                generation = self._generation()
+                rows = self._db.conn.execute(
+                    "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
+                    f" WHERE 1{filter_sql} ORDER BY c.id",
+                    params,
+                )
+                ids = memoryview(array("q", [row[0] for row in rows])).toreadonly()
+            if not self._db.writing:  # a write transaction's state may still roll back
+                with self._filtered_lock:
+                    self._filtered[key] = (generation, ids)
+                    self._filtered.move_to_end(key)
+                    while len(self._filtered) > KEPT_FILTERS:
+                        self._filtered.popitem(last=False)
+            return ids
 
     def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
-        """Return the chunks with these ids (those that still exist), in the order given."""
+        """Return the chunks with these ids (those that still exist), in the order given, from
+        one read (a statement per 500 ids)."""
         with self._db.guard("reading chunks"):
             sql = (
                 f"SELECT {self._chunk_columns} FROM chunks c"
                 " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})"
             )
-            found = {row[0]: chunk_from_row(row) for row in self._db.select_in(sql, chunk_ids)}
+            found = {c.chunk_id: c for c in chunks_from_rows(self._db.select_in(sql, chunk_ids))}
             return [found[i] for i in chunk_ids if i in found]
+
+    def chunk_owners(self, chunk_ids: Sequence[int]) -> dict[int, tuple[int, float]]:
+        """Return chunk id → (note id, human-relevance prior) for the chunks that still exist."""
+        with self._db.guard("reading chunks"):
+            sql = (
+                "SELECT c.id, c.document_id, d.human_relevance_score FROM chunks c"
+                " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})"
+            )
+            return {row[0]: (row[1], row[2]) for row in self._db.select_in(sql, chunk_ids)}
 
     # -- search ----------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from vrom.store.records import MemoryRecord, StoredChunk, StoredDocument
@@ -39,11 +39,23 @@ def chunk_columns(schema_version: int) -> str:
     return CHUNK_COLUMNS if schema_version >= 8 else _CHUNK_COLUMNS_BEFORE_8
 
 
-def chunk_from_row(row: Sequence[Any]) -> StoredChunk:
-    """Return the chunk a `CHUNK_COLUMNS` row holds."""
-    values = list(row)
-    values[-1] = json.loads(values[-1])  # the document's frontmatter
-    return StoredChunk(*values)
+def chunks_from_rows(rows: Iterable[Sequence[Any]]) -> list[StoredChunk]:
+    """Return the chunks `CHUNK_COLUMNS` rows hold, in order.
+
+    A document's metadata JSON is parsed once, however many of its chunks the rows hold: its
+    chunks share one mapping (read-only, like the rest of a `StoredChunk`).
+    """
+    metadata: dict[int, Any] = {}
+    chunks = []
+    for row in rows:
+        values = list(row)
+        document_id = values[1]
+        parsed = metadata.get(document_id)
+        if parsed is None:
+            parsed = metadata[document_id] = json.loads(values[-1])
+        values[-1] = parsed
+        chunks.append(StoredChunk(*values))
+    return chunks
 
 
 def document_from_row(row: Sequence[Any]) -> StoredDocument:

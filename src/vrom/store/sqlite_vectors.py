@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from vrom.store.records import VECTOR_ENCODING_META_KEY, MemoryRecord, StoredChunk, VectorChanges
 from vrom.store.sqlite_database import Database
-from vrom.store.sqlite_rows import MEMORY_COLUMNS, chunk_columns, chunk_from_row, memory_from_row
+from vrom.store.sqlite_rows import MEMORY_COLUMNS, chunk_columns, chunks_from_rows, memory_from_row
 
 VECTOR_CHANGES_KEPT = 10_000
 """A change log keeps at least this many entries (more when there are more vectors)."""
@@ -176,7 +176,7 @@ class SQLiteChunkVectors(_VectorTable):
                 " ORDER BY c.id LIMIT ?",
                 (after, limit),
             )
-            return [chunk_from_row(row) for row in rows]
+            return chunks_from_rows(rows)
 
     def for_hashes(self, content_hashes: Sequence[str]) -> dict[str, bytes]:
         """Return a stored vector for each of these chunk text hashes that has one."""
