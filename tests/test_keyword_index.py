@@ -66,7 +66,13 @@ def _note(rng: random.Random, title: str) -> str:
     sections = []
     for _ in range(rng.randint(1, 4)):
         heading = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 3)))
-        body = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(5, 120)))
+        # a fifth of the words from the named vocabulary, so each is in well under half the
+        # chunks; "everywhere" is in every chunk: at FTS5's floor IDF, left out of the copy
+        words = [
+            rng.choice(vocabulary) if rng.random() < 0.2 else f"w{rng.randrange(3000)}"
+            for _ in range(rng.randint(5, 120))
+        ]
+        body = " ".join(words) + " everywhere"
         sections.append(f"## {heading}\n\n{body}\n")
     return f"# {title}\n\n{tags}\n\n" + "\n".join(sections)
 
@@ -86,6 +92,7 @@ def _write_vault(root: Path, notes: int, seed: int) -> None:
 
 def _queries(rng: random.Random, count: int) -> list[str]:
     vocabulary = WORDS + STEMMED + ACCENTED + CJK + ("absentword", "RIVER", "Harbour", "the")
+    vocabulary += ("everywhere",)
     return [
         " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 4))) for _ in range(count)
     ]
@@ -111,7 +118,7 @@ def _compare(
     for query in queries:
         parsed = parse_query(query)
         tokens = ranker._plain_tokens(parsed)
-        if tokens is None:
+        if tokens is None or not index.answers(tokens):
             continue
         for where in wheres:
             allowed = None if where is None else store.documents.chunk_ids_matching(where)
@@ -163,6 +170,32 @@ def test_equal_scores_come_in_chunk_id_order(indexed: tuple[Path, Path]) -> None
     tied = [row for row in copied if row.bm25 == copied[0].bm25]
     assert len(tied) >= 3, "the three twins tie"
     assert [row.chunk_id for row in tied] == sorted(row.chunk_id for row in tied)
+
+
+def test_a_word_in_half_the_chunks_is_left_to_the_store(indexed: tuple[Path, Path]) -> None:
+    """A term held by half the rows or more gets FTS5's floor IDF and is left out of the copy
+    (the longest posting lists, weighing next to nothing): a query holding it goes to FTS5."""
+    _, db = indexed
+    store = SQLiteStore(db)
+    try:
+        postings = store.documents.keyword_postings()
+        assert "everywher" in postings.floor_terms  # porter's stem of "everywhere"
+        assert "everywher" not in postings.terms
+        index = KeywordIndex(postings)
+        ranker = KeywordRanker(store.documents)
+        ranker._index = index
+        parsed = parse_query("everywhere river")
+        tokens = ranker._plain_tokens(parsed)
+        assert tokens == ["everywher", "river"] and not index.answers(tokens)
+        assert index.answers(["river"])
+        with store.snapshot():
+            _same(
+                ranker.search(parsed, 50, None),
+                store.documents.keyword_search(parsed, 50, None),
+                "a floor term",
+            )
+    finally:
+        store.close()
 
 
 def test_phrases_prefixes_and_exclusions_are_left_to_the_store(
@@ -239,6 +272,9 @@ def test_searches_stay_exact_while_another_process_changes_the_store(
         done = run_vrom(state, "index", str(root), "--quiet")
         assert done.returncode == 0, done.stderr
         assert store.documents.keyword_version() != first.version
+        # the last copy's measured cost, not the price per chunk, now decides when to copy:
+        # priced at nothing, the first stale search makes a new one
+        monkeypatch.setattr(ranker, "_copy_seconds", 0.0)
         for query in queries:
             parsed = parse_query(query)
             with store.snapshot():

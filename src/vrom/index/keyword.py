@@ -85,6 +85,7 @@ class KeywordIndex:
         self._rows: npt.NDArray[np.int32] = rows
         self._term_frequencies: npt.NDArray[np.float64] = parts
         self._terms = {term: number for number, term in enumerate(postings.terms)}
+        self._floor_terms = postings.floor_terms
 
     def __len__(self) -> int:
         return len(self._chunk_ids)
@@ -109,11 +110,17 @@ class KeywordIndex:
         """Return how many distinct terms the index holds."""
         return len(self._terms)
 
+    def answers(self, tokens: Sequence[str]) -> bool:
+        """True when the index holds what ranking ``tokens`` needs: none is a term left out
+        for being held by half the rows or more (`KeywordPostings.floor_terms`)."""
+        return not any(token in self._floor_terms for token in tokens)
+
     def rank(
         self, tokens: Sequence[str], limit: int, allowed: Sequence[int] | None = None
     ) -> list[KeywordRow]:
         """Return up to ``limit`` chunks holding any of ``tokens``, best BM25 first (ties by chunk
-        id), among the ``allowed`` chunk ids if given; one query term per token, in order."""
+        id), among the ``allowed`` chunk ids if given; one query term per token, in order.
+        Only for tokens the index `answers`."""
         scores = self._scores(tokens)
         if scores is None:
             return []

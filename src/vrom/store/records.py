@@ -193,7 +193,8 @@ class KeywordPostings:
     ``term_starts[t]`` to ``term_starts[t + 1]``: ``pair_chunks`` (chunk ids, ascending) and
     ``pair_frequencies`` (the term's occurrences, weighted by column). Per chunk, by ascending
     ``chunk_ids``: ``document_ids``, ``human_relevance`` and ``chunk_lengths`` (tokens). The
-    arrays are numpy arrays.
+    arrays are numpy arrays. ``floor_terms`` are held by half the rows or more and left out of
+    the postings (their IDF is FTS5's floor): a query holding one is the store's to rank.
     """
 
     version: bytes
@@ -207,6 +208,7 @@ class KeywordPostings:
     document_ids: Any
     human_relevance: Any
     chunk_lengths: Any
+    floor_terms: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,15 @@ def postings(db: Database) -> KeywordPostings:
     """Return the keyword index's postings, read in one snapshot (the caller's transaction).
 
     ``fts5vocab`` lists every token of every row in term order; grouping per term in SQL and
-    parsing each term's ``chunk*4+column`` list with numpy keeps Python out of the per-token
-    work (about 0.5 s for a million tokens). The pair arrays are sized first (the ``row``
+    parsing each term's ``chunk*4+column`` list with numpy (``fromstring``: no Python object a
+    token) keeps Python out of the per-token work. The pair arrays are sized first (the ``row``
     vocabulary counts them) and filled as terms are read in batches of about
     `_BATCH_CHARACTERS`, so the memory beyond them stays bounded.
+
+    Terms held by half the rows or more (``the``, ``of``: FTS5 gives them its floor IDF, 1e-6)
+    are left out and named in ``floor_terms``: they are the longest posting lists by far and
+    weigh next to nothing, so a query holding one is left to the store. A chunk's length counts
+    them still: it comes from FTS5's own column sizes (its ``docsize`` table).
     """
     import numpy as np  # only an in-memory keyword index needs it
 
@@ -65,9 +70,17 @@ def postings(db: Database) -> KeywordPostings:
             f" USING fts5vocab(main, 'chunks_fts', '{kind}')"
         )
     rows_total, tokens_total = _averages(db)
-    largest = int(db.scalar("SELECT coalesce(max(rowid), 0) FROM chunks_fts"))
-    pairs = int(db.scalar(f"SELECT coalesce(sum(doc), 0) FROM {_TERM_ROWS}"))
-    lengths_by_id = np.zeros(largest + 1, dtype=np.int64)  # tokens per chunk id
+    floor_terms = frozenset(
+        row[0]
+        for row in db.conn.execute(
+            f"SELECT term FROM {_TERM_ROWS} WHERE 2 * doc >= ?", (rows_total,)
+        )
+    )
+    pairs = int(
+        db.scalar(
+            f"SELECT coalesce(sum(doc), 0) FROM {_TERM_ROWS} WHERE 2 * doc < ?", (rows_total,)
+        )
+    )
     weights = np.asarray(BM25_WEIGHTS, dtype=np.float64)
     terms: list[str] = []
     pairs_per_term: list[Any] = []
@@ -77,12 +90,11 @@ def postings(db: Database) -> KeywordPostings:
 
     def flush(batch: list[str]) -> None:
         nonlocal filled
-        lists = [np.array(instances.split(","), dtype=np.int64) for instances in batch]
+        lists = [np.fromstring(instances, dtype=np.int64, sep=",") for instances in batch]
         counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
         instances = np.concatenate(lists)
         term_of = np.repeat(np.arange(len(lists), dtype=np.int32), counts)
         chunk_of = instances >> 2
-        lengths_by_id[:] += np.bincount(chunk_of, minlength=largest + 1)
         # instances come by term, then chunk: a (term, chunk) pair starts where either changes
         starts = np.flatnonzero(
             np.concatenate(
@@ -99,9 +111,13 @@ def postings(db: Database) -> KeywordPostings:
     size = 0
     cursor = db.conn.execute(
         f"SELECT term, group_concat(doc * 4 + (CASE col WHEN 'title' THEN 0"
-        f" WHEN 'heading_path' THEN 1 ELSE 2 END), ',') FROM {_VOCABULARY} GROUP BY term"
+        f" WHEN 'heading_path' THEN 1 ELSE 2 END), ',') FROM {_VOCABULARY}"
+        f" WHERE term NOT IN (SELECT term FROM {_TERM_ROWS} WHERE 2 * doc >= ?) GROUP BY term",
+        (rows_total,),
     )
     for term, instances in cursor:
+        if term in floor_terms:
+            continue
         terms.append(term)
         batch.append(instances)
         size += len(instances)
@@ -115,6 +131,7 @@ def postings(db: Database) -> KeywordPostings:
         " JOIN documents d ON d.id = c.document_id ORDER BY c.id"
     ).fetchall()
     chunk_ids = np.fromiter((row[0] for row in chunks), dtype=np.int64, count=len(chunks))
+    sizes = dict(db.conn.execute("SELECT id, sz FROM chunks_fts_docsize"))
     per_term = np.concatenate(pairs_per_term) if pairs_per_term else np.zeros(0, dtype=np.int64)
     if filled != pairs:  # the two vocabularies are read in one snapshot: they agree
         raise StorageError(f"the keyword index read {filled:,} postings where it counted {pairs:,}")
@@ -132,8 +149,12 @@ def postings(db: Database) -> KeywordPostings:
             (row[2] for row in chunks), dtype=np.float64, count=len(chunks)
         ),
         # a chunk's length is its number of tokens (FTS5's column sizes, summed)
-        chunk_lengths=lengths_by_id[np.minimum(chunk_ids, largest)].astype(np.float64)
-        * (chunk_ids <= largest),
+        chunk_lengths=np.fromiter(
+            (sum(_varints(bytes(sizes.get(i, b"")))) for i in chunk_ids.tolist()),
+            dtype=np.float64,
+            count=len(chunk_ids),
+        ),
+        floor_terms=floor_terms,
     )
 
 
