@@ -129,6 +129,16 @@ def _compare(
     return answered
 
 
+def _copied(db: Path, target: Path) -> Path:
+    """Return ``target`` holding a compact copy of the store at ``db``."""
+    source = SQLiteStore(db)
+    try:
+        source.compact_copy(target)
+    finally:
+        source.close()
+    return target
+
+
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("vault")
@@ -214,13 +224,7 @@ def test_phrases_prefixes_and_exclusions_are_left_to_the_store(
 
 def test_a_read_only_pack_is_copied_too(indexed: tuple[Path, Path], tmp_path: Path) -> None:
     _, db = indexed
-    copy = tmp_path / "pack.db"
-    source = SQLiteStore(db)
-    try:
-        source.compact_copy(copy)
-    finally:
-        source.close()
-    store = SQLiteStore(copy, create=False, read_only=True)
+    store = SQLiteStore(_copied(db, tmp_path / "pack.db"), create=False, read_only=True)
     try:
         index = KeywordIndex(store.documents.keyword_postings())
         assert _compare(store, index, _queries(random.Random(3), 30), [None]) > 0
@@ -363,12 +367,7 @@ def test_a_keyword_row_without_its_chunk_counts_for_idf_and_is_never_returned(
     does both alike. (Compared with every match returned: the store's SQL cuts its limit
     before the join, so there it returns one row fewer when the orphan ranks within it.)"""
     _, db = indexed
-    broken = tmp_path / "broken.db"
-    source = SQLiteStore(db)
-    try:
-        source.compact_copy(broken)
-    finally:
-        source.close()
+    broken = _copied(db, tmp_path / "broken.db")
     connection = sqlite3.connect(broken)
     with connection:
         connection.execute(

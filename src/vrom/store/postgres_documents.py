@@ -27,7 +27,6 @@ from vrom.store.postgres_query import (
 from vrom.store.postgres_rows import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
-    chunks_from_rows,
     document_from_row,
 )
 from vrom.store.postgres_vectors import PgChunkVectors
@@ -41,6 +40,7 @@ from vrom.store.records import (
     StoredChunk,
     StoredDocument,
     Where,
+    chunks_from_rows,
 )
 
 

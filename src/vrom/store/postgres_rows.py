@@ -4,10 +4,10 @@ record (the same records the SQLite store returns)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from vrom.store.records import MemoryRecord, StoredChunk, StoredDocument
+from vrom.store.records import MemoryRecord, StoredDocument
 
 CHUNK_COLUMNS = """
     c.id, c.document_id, c.position, c.heading_path,
@@ -27,22 +27,6 @@ MEMORY_COLUMNS = (
     " m.related, m.source, m.status, m.superseded_by"
 )
 """A memory ``m``."""
-
-
-def chunks_from_rows(rows: Iterable[Sequence[Any]]) -> list[StoredChunk]:
-    """Return the chunks `CHUNK_COLUMNS` rows hold, in order; a document's metadata JSON is
-    parsed once, and its chunks share the mapping (as the SQLite store's do)."""
-    metadata: dict[int, Any] = {}
-    chunks = []
-    for row in rows:
-        values = list(row)
-        document_id = values[1]
-        parsed = metadata.get(document_id)
-        if parsed is None:
-            parsed = metadata[document_id] = json.loads(values[-1])
-        values[-1] = parsed
-        chunks.append(StoredChunk(*values))
-    return chunks
 
 
 def document_from_row(row: Sequence[Any]) -> StoredDocument:

@@ -30,7 +30,6 @@ from vrom.store.postgres_database import Connection, PgDatabase
 from vrom.store.postgres_rows import (
     CHUNK_COLUMNS,
     MEMORY_COLUMNS,
-    chunks_from_rows,
     memory_from_row,
 )
 from vrom.store.postgres_schema import (
@@ -39,7 +38,13 @@ from vrom.store.postgres_schema import (
     HNSW_M,
     HNSW_MAX_EF_SEARCH,
 )
-from vrom.store.records import VECTOR_ENCODING_META_KEY, MemoryRecord, StoredChunk, VectorChanges
+from vrom.store.records import (
+    VECTOR_ENCODING_META_KEY,
+    MemoryRecord,
+    StoredChunk,
+    VectorChanges,
+    chunks_from_rows,
+)
 
 VECTOR_CHANGES_KEPT = 10_000
 """A change log keeps at least this many entries (more when there are more vectors)."""

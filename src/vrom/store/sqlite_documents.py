@@ -37,6 +37,7 @@ from vrom.store.records import (
     StoredChunk,
     StoredDocument,
     Where,
+    chunks_from_rows,
 )
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_keyword import BM25_WEIGHTS, QueryTokenizer
@@ -44,7 +45,6 @@ from vrom.store.sqlite_query import escape_like, match_expression, where_sql
 from vrom.store.sqlite_rows import (
     DOCUMENT_COLUMNS,
     chunk_columns,
-    chunks_from_rows,
     document_from_row,
 )
 from vrom.store.sqlite_vectors import SQLiteChunkVectors

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from vrom.store.records import MemoryRecord, StoredChunk, StoredDocument
+from vrom.store.records import MemoryRecord, StoredDocument
 
 CHUNK_COLUMNS = """
     c.id, c.document_id, c.position, c.heading_path,
@@ -37,25 +37,6 @@ def chunk_columns(schema_version: int) -> str:
     """Return `CHUNK_COLUMNS` for a store of this schema (a pack opened read-only may be older:
     before 8 there are no document texts, and every chunk has its own)."""
     return CHUNK_COLUMNS if schema_version >= 8 else _CHUNK_COLUMNS_BEFORE_8
-
-
-def chunks_from_rows(rows: Iterable[Sequence[Any]]) -> list[StoredChunk]:
-    """Return the chunks `CHUNK_COLUMNS` rows hold, in order.
-
-    A document's metadata JSON is parsed once, however many of its chunks the rows hold: its
-    chunks share one mapping (read-only, like the rest of a `StoredChunk`).
-    """
-    metadata: dict[int, Any] = {}
-    chunks = []
-    for row in rows:
-        values = list(row)
-        document_id = values[1]
-        parsed = metadata.get(document_id)
-        if parsed is None:
-            parsed = metadata[document_id] = json.loads(values[-1])
-        values[-1] = parsed
-        chunks.append(StoredChunk(*values))
-    return chunks
 
 
 def document_from_row(row: Sequence[Any]) -> StoredDocument:

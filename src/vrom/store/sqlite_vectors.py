@@ -12,9 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vrom.store.records import VECTOR_ENCODING_META_KEY, MemoryRecord, StoredChunk, VectorChanges
+from vrom.store.records import (
+    VECTOR_ENCODING_META_KEY,
+    MemoryRecord,
+    StoredChunk,
+    VectorChanges,
+    chunks_from_rows,
+)
 from vrom.store.sqlite_database import Database
-from vrom.store.sqlite_rows import MEMORY_COLUMNS, chunk_columns, chunks_from_rows, memory_from_row
+from vrom.store.sqlite_rows import MEMORY_COLUMNS, chunk_columns, memory_from_row
 
 VECTOR_CHANGES_KEPT = 10_000
 """A change log keeps at least this many entries (more when there are more vectors)."""
