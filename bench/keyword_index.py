@@ -5,8 +5,8 @@
 
 Builds a keyword-only `Collection` (no embedder) of about ``--chunks`` chunks (default 100,000)
 from the datasets' corpora (default: SciFact and NFCorpus under ``shared/data/beir``), repeated
-under new ids until the count is reached (so the vocabulary is these corpora's: a store of 100k distinct documents
-holds more terms, ~100 bytes each in the vocabulary), then reports:
+under new ids until the count is reached (so the vocabulary is these corpora's: a store of 100k
+distinct documents holds more terms, ~100 bytes each in the vocabulary), then reports:
 
 - the copy: its time (`KeywordRanker.copy_index`), postings, terms, array bytes
   (`KeywordIndex.nbytes`) and the process's RSS growth while it was made;

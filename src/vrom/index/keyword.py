@@ -13,8 +13,9 @@ with ``f`` the term's column-weighted frequency in the chunk, ``N`` the index's 
 rows holding the term, ``avgdl`` its tokens over ``N``; k1 = 1.2, b = 0.75 (FTS5's). Rows come
 best score first, ties by chunk id, as the store's own SQL orders them.
 
-Memory: 12 bytes a posting (a 4-byte chunk row and an 8-byte term-frequency part) and 32 bytes a chunk,
-plus the vocabulary (a dict of its terms); see `KeywordIndex.nbytes`.
+Memory: 12 bytes a posting (a 4-byte chunk row and an 8-byte term-frequency part) and 32 bytes
+a chunk, plus the vocabulary (a dict of its terms); see `KeywordIndex.nbytes`. Terms held by half
+the rows or more are left out (`KeywordPostings.floor_terms`): a query holding one goes to FTS5.
 """
 
 from __future__ import annotations

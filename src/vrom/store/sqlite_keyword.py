@@ -36,7 +36,7 @@ _VOCABULARY = "temp.vrom_chunks_fts_instances"
 _TERM_ROWS = "temp.vrom_chunks_fts_terms"
 _TOKENS_CACHED = 4096
 _BATCH_CHARACTERS = 1_000_000
-"""Characters of ``chunk*4+column`` lists parsed at a time (~125k tokens, ~10 MB of lists and arrays)."""
+"""Characters of ``chunk*4+column`` lists parsed at a time (~125k tokens, ~10 MB of arrays)."""
 
 
 def version(db: Database) -> bytes:
