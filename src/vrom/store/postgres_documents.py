@@ -24,11 +24,6 @@ from vrom.store.postgres_query import (
     weighted_vector_sql,
     where_sql,
 )
-from vrom.store.postgres_rows import (
-    CHUNK_COLUMNS,
-    DOCUMENT_COLUMNS,
-    document_from_row,
-)
 from vrom.store.postgres_vectors import PgChunkVectors
 from vrom.store.records import (
     ChunkRecord,
@@ -40,7 +35,12 @@ from vrom.store.records import (
     StoredChunk,
     StoredDocument,
     Where,
+)
+from vrom.store.rows import (
+    CHUNK_COLUMNS,
+    DOCUMENT_COLUMNS,
     chunks_from_rows,
+    document_from_row,
 )
 
 

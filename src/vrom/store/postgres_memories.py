@@ -20,7 +20,6 @@ from vrom.store.postgres_query import (
     text_search,
     weighted_vector_sql,
 )
-from vrom.store.postgres_rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.postgres_vectors import PgMemoryVectors
 from vrom.store.records import (
     KeywordQuery,
@@ -29,6 +28,7 @@ from vrom.store.records import (
     MemoryKeywordRow,
     MemoryRecord,
 )
+from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
 
 
 def _filter_sql(where: MemoryFilter) -> tuple[str, list[Any]]:

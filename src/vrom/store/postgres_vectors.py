@@ -27,11 +27,6 @@ from psycopg import sql
 
 from vrom.errors import StorageError, ValidationError
 from vrom.store.postgres_database import Connection, PgDatabase
-from vrom.store.postgres_rows import (
-    CHUNK_COLUMNS,
-    MEMORY_COLUMNS,
-    memory_from_row,
-)
 from vrom.store.postgres_schema import (
     HNSW_EF_CONSTRUCTION,
     HNSW_EF_SEARCH,
@@ -43,7 +38,12 @@ from vrom.store.records import (
     MemoryRecord,
     StoredChunk,
     VectorChanges,
+)
+from vrom.store.rows import (
+    CHUNK_COLUMNS,
+    MEMORY_COLUMNS,
     chunks_from_rows,
+    memory_from_row,
 )
 
 VECTOR_CHANGES_KEPT = 10_000

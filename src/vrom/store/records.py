@@ -5,8 +5,7 @@ Every backend speaks in these; nothing here knows SQL.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -301,23 +300,3 @@ class MemoryCounts:
     by_type: Mapping[str, int]
     by_project: Mapping[str, int]
     embedded: int
-
-
-def chunks_from_rows(rows: Iterable[Sequence[Any]]) -> list[StoredChunk]:
-    """Return the chunks a backend's chunk rows hold (`StoredChunk`'s fields in order, the
-    metadata as JSON text last), in order.
-
-    A document's metadata JSON is parsed once, however many of its chunks the rows hold: its
-    chunks share one mapping (read-only, like the rest of a `StoredChunk`).
-    """
-    metadata: dict[int, Any] = {}
-    chunks = []
-    for row in rows:
-        values = list(row)
-        document_id = values[1]
-        parsed = metadata.get(document_id)
-        if parsed is None:
-            parsed = metadata[document_id] = json.loads(values[-1])
-        values[-1] = parsed
-        chunks.append(StoredChunk(*values))
-    return chunks

@@ -37,16 +37,12 @@ from vrom.store.records import (
     StoredChunk,
     StoredDocument,
     Where,
-    chunks_from_rows,
 )
+from vrom.store.rows import DOCUMENT_COLUMNS, chunks_from_rows, document_from_row
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_keyword import BM25_WEIGHTS, QueryTokenizer
 from vrom.store.sqlite_query import escape_like, match_expression, where_sql
-from vrom.store.sqlite_rows import (
-    DOCUMENT_COLUMNS,
-    chunk_columns,
-    document_from_row,
-)
+from vrom.store.sqlite_rows import chunk_columns
 from vrom.store.sqlite_vectors import SQLiteChunkVectors
 
 _DOCUMENT_WRITE_COLUMNS = """

@@ -21,9 +21,9 @@ from vrom.store.records import (
     MemoryKeywordRow,
     MemoryRecord,
 )
+from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_query import match_expression
-from vrom.store.sqlite_rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.sqlite_vectors import SQLiteMemoryVectors
 
 # memory_id (unindexed), title, content, tags: the title says most, then a tag, then the text

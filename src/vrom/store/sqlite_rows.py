@@ -1,54 +1,20 @@
-"""SQLite rows into store records: the columns each read selects and how a row becomes a record."""
+"""SQLite's own chunk columns: a pack opened read-only may hold an older schema.
+
+The columns and row readers both backends share are in `vrom.store.rows`.
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from typing import Any
+from vrom.store.rows import CHUNK_COLUMNS
 
-from vrom.store.records import MemoryRecord, StoredDocument
-
-CHUNK_COLUMNS = """
-    c.id, c.document_id, c.position, c.heading_path,
-    coalesce(nullif(c.text, ''), (SELECT substr(t.text, c.char_start + 1, c.char_end - c.char_start)
-        FROM document_texts t WHERE t.document_id = c.document_id), ''),
-    c.char_start, c.char_end, c.prev_id, c.next_id, c.content_hash, d.path, d.title, d.mtime,
-    d.human_relevance_score, d.frontmatter
-"""
-"""A chunk ``c`` joined with its document ``d``; a chunk stored without text (schema 8) is its
-slice of the document's text (SQLite's ``substr`` counts characters, as Python does)."""
 _CHUNK_COLUMNS_BEFORE_8 = """
     c.id, c.document_id, c.position, c.heading_path, c.text, c.char_start, c.char_end,
     c.prev_id, c.next_id, c.content_hash, d.path, d.title, d.mtime, d.human_relevance_score,
     d.frontmatter
 """
-DOCUMENT_COLUMNS = """
-    id, path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
-    human_relevance_score, chunk_count, indexed_at
-"""
-MEMORY_COLUMNS = (
-    "m.id, m.created_unix, m.updated_unix, m.project, m.type, m.title, m.content, m.tags,"
-    " m.related, m.source, m.status, m.superseded_by"
-)
-"""A memory ``m``."""
 
 
 def chunk_columns(schema_version: int) -> str:
     """Return `CHUNK_COLUMNS` for a store of this schema (a pack opened read-only may be older:
     before 8 there are no document texts, and every chunk has its own)."""
     return CHUNK_COLUMNS if schema_version >= 8 else _CHUNK_COLUMNS_BEFORE_8
-
-
-def document_from_row(row: Sequence[Any]) -> StoredDocument:
-    """Return the document a `DOCUMENT_COLUMNS` row holds."""
-    values = list(row)
-    values[5] = json.loads(values[5])
-    return StoredDocument(*values)
-
-
-def memory_from_row(row: Sequence[Any]) -> MemoryRecord:
-    """Return the memory a `MEMORY_COLUMNS` row holds."""
-    values = list(row)
-    values[7] = tuple(json.loads(values[7]))
-    values[8] = tuple(json.loads(values[8]))
-    return MemoryRecord(*values)

@@ -17,10 +17,10 @@ from vrom.store.records import (
     MemoryRecord,
     StoredChunk,
     VectorChanges,
-    chunks_from_rows,
 )
+from vrom.store.rows import MEMORY_COLUMNS, chunks_from_rows, memory_from_row
 from vrom.store.sqlite_database import Database
-from vrom.store.sqlite_rows import MEMORY_COLUMNS, chunk_columns, memory_from_row
+from vrom.store.sqlite_rows import chunk_columns
 
 VECTOR_CHANGES_KEPT = 10_000
 """A change log keeps at least this many entries (more when there are more vectors)."""

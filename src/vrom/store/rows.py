@@ -1,13 +1,13 @@
-"""PostgreSQL rows into store records: the columns each read selects and how a row becomes a
-record (the same records the SQLite store returns)."""
+"""Store rows into records, for both backends: the columns every read of chunks, documents and
+memories selects (the same SQL in SQLite and PostgreSQL) and how such a row becomes a record."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from vrom.store.records import MemoryRecord, StoredDocument
+from vrom.store.records import MemoryRecord, StoredChunk, StoredDocument
 
 CHUNK_COLUMNS = """
     c.id, c.document_id, c.position, c.heading_path,
@@ -16,8 +16,8 @@ CHUNK_COLUMNS = """
     c.char_start, c.char_end, c.prev_id, c.next_id, c.content_hash, d.path, d.title, d.mtime,
     d.human_relevance_score, d.frontmatter
 """
-"""A chunk ``c`` joined with its document ``d``; a chunk stored without text is its slice of
-the document's text (``substr`` counts characters, as Python does)."""
+"""A chunk ``c`` joined with its document ``d``; a chunk stored without text (SQLite schema 8)
+is its slice of the document's text (``substr`` counts characters in both, as Python does)."""
 DOCUMENT_COLUMNS = """
     id, path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
     human_relevance_score, chunk_count, indexed_at
@@ -27,6 +27,26 @@ MEMORY_COLUMNS = (
     " m.related, m.source, m.status, m.superseded_by"
 )
 """A memory ``m``."""
+
+
+def chunks_from_rows(rows: Iterable[Sequence[Any]]) -> list[StoredChunk]:
+    """Return the chunks a backend's chunk rows hold (`StoredChunk`'s fields in order, the
+    metadata as JSON text last), in order.
+
+    A document's metadata JSON is parsed once, however many of its chunks the rows hold: its
+    chunks share one mapping (read-only, like the rest of a `StoredChunk`).
+    """
+    metadata: dict[int, Any] = {}
+    chunks = []
+    for row in rows:
+        values = list(row)
+        document_id = values[1]
+        parsed = metadata.get(document_id)
+        if parsed is None:
+            parsed = metadata[document_id] = json.loads(values[-1])
+        values[-1] = parsed
+        chunks.append(StoredChunk(*values))
+    return chunks
 
 
 def document_from_row(row: Sequence[Any]) -> StoredDocument:
