@@ -37,7 +37,7 @@ from beir_datasets import add_dataset_arguments, chosen_datasets
 
 from vrom import Collection, __version__
 from vrom.documents import MAX_TEXT_CHARS
-from vrom.evaluation.beir import load_beir
+from vrom.evaluation.beir import corpus_documents, load_beir
 from vrom.evaluation.metrics import percentile
 from vrom.search import keyword as keyword_module
 from vrom.search.query import parse_query
@@ -50,12 +50,7 @@ def _documents(
     folders: list[Path], limit_chunks: int, chunk_chars: int
 ) -> Iterator[dict[str, str]]:
     """Yield BEIR documents, repeated under new ids, until about ``limit_chunks`` chunks."""
-    texts = []
-    for folder in folders:
-        with (folder / "corpus.jsonl").open(encoding="utf-8") as lines:
-            for line in lines:
-                record = json.loads(line)
-                texts.append(f"{record['title']}\n\n{record['text']}"[:MAX_TEXT_CHARS])
+    texts = [doc.text[:MAX_TEXT_CHARS] for folder in folders for doc in corpus_documents(folder)]
     chunks, copy = 0, 0
     while True:
         for number, text in enumerate(texts):

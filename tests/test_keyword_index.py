@@ -9,7 +9,7 @@ another process changed the store, from a read-only pack, and on BEIR data when 
 
 from __future__ import annotations
 
-import json
+import itertools
 import random
 import sqlite3
 from pathlib import Path
@@ -18,6 +18,7 @@ import pytest
 from vrom_cli import run_vrom
 
 from vrom import Collection, Embedder, Vault
+from vrom.evaluation.beir import corpus_documents, load_beir
 from vrom.index.keyword import KeywordIndex
 from vrom.search import keyword as keyword_module
 from vrom.search.keyword import KeywordRanker
@@ -330,15 +331,9 @@ def test_a_collection_searches_alike_with_and_without_the_copy(
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="BEIR SciFact is not in ../shared/data")
 def test_the_copy_ranks_beir_scifact_exactly_as_fts5(tmp_path: Path) -> None:
-    corpus = SHARED / "corpus.jsonl"
-    with corpus.open(encoding="utf-8") as lines:
-        records = [json.loads(line) for _, line in zip(range(1500), lines, strict=False)]
     with Collection.open("scifact", embedder=None, storage=tmp_path) as docs:
-        docs.add({"id": r["_id"], "text": f"{r['title']}\n\n{r['text']}"} for r in records)
-    queries = [
-        json.loads(line)["text"]
-        for line in (SHARED / "queries.jsonl").read_text(encoding="utf-8").splitlines()[:300]
-    ]
+        docs.add(itertools.islice(corpus_documents(SHARED), 1500))
+    queries = [text for _, text in load_beir(SHARED, "train").queries[:300]]
     store = SQLiteStore(tmp_path / "scifact.db")
     try:
         index = KeywordIndex(store.documents.keyword_postings())

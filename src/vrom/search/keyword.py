@@ -105,6 +105,7 @@ class KeywordRanker:
         self._source = documents if isinstance(documents, KeywordPostingsSource) else None
         self._index: KeywordIndex | None = None
         self._copy_seconds: float | None = None  # what the last copy took
+        self._chunks_counted: int | None = None  # for the first copy's estimate
         self._owed = 0.0  # seconds spent in the store's search since the copy went stale
         self._lock = threading.Lock()
 
@@ -164,7 +165,9 @@ class KeywordRanker:
     def _expected_copy_seconds(self) -> float:
         if self._copy_seconds is not None:
             return self._copy_seconds
-        return self._documents.chunk_count() * COPY_SECONDS_PER_CHUNK
+        if self._chunks_counted is None:  # once: counting chunks reads their whole index
+            self._chunks_counted = self._documents.chunk_count()
+        return self._chunks_counted * COPY_SECONDS_PER_CHUNK
 
     def _plain_tokens(self, query: KeywordQuery) -> list[str] | None:
         """Return one index token per query term, or None when only the store can rank the
