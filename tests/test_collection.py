@@ -297,7 +297,7 @@ def test_every_index_kind_answers_like_exact_search(tmp_path: Path, index: str) 
         assert found == pytest.approx(truth, abs=2e-3)  # f16 graph; tied ids may differ
     docs.close()
     graph = tmp_path / "kinds.db.hnsw.usearch"
-    assert graph.exists() == (index == "hnsw"), "auto is exact below 20k vectors"
+    assert graph.exists() == (index == "hnsw"), "auto is exact below 5k vectors"
 
 
 def test_index_and_ef_search_are_checked() -> None:

@@ -75,11 +75,11 @@ def test_below_the_threshold_search_is_exact_and_the_fingerprint_is_the_models(
         model.fingerprint.to_json()
     )
     settings = info.index_settings
-    assert (settings["metric"], settings["hnsw_threshold"]) == ("cosine", 20_000)
+    assert (settings["metric"], settings["hnsw_threshold"]) == ("cosine", 5_000)
     assert (settings["connectivity"], settings["ef_construction"], settings["ef_search"]) == (
         16,
         128,
-        64,
+        128,
     )
     assert backend.vector_mode == "exact-float32"
     assert backend.embedding_fingerprint == fingerprint

@@ -111,8 +111,8 @@ class Collection:
         it in the namespace ``name``, beside other collections and vaults. Opening the same
         name on the same storage, in this or another process (or machine, for a database),
         finds the same documents. ``index``: ``flat`` (exact), ``hnsw`` (approximate,
-        the graph cached beside the file) or ``auto`` (flat below 20k chunks). ``ef_search``
-        sets the HNSW search breadth (default 64). ``key`` encrypts the file with SQLCipher
+        the graph cached beside the file) or ``auto`` (flat below 5k chunks). ``ef_search``
+        sets the HNSW search breadth (default 128). ``key`` encrypts the file with SQLCipher
         (``pip install 'vrom[encrypted]'``); without it, ``$VROM_STORAGE_KEY`` is used if set.
         The key is never stored anywhere. An encrypted collection's HNSW graph is kept in
         memory only (a graph file would hold the vectors unencrypted).

@@ -44,7 +44,10 @@ from vrom.store import Sidecar, Store, VectorChanges, VectorSource
 FORMAT_VERSION = 2
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
-EXPANSION_SEARCH = 64
+EXPANSION_SEARCH = 128
+"""The default search breadth. On real all-MiniLM-L6-v2 vectors (bench/vector_engines.py) 64
+gave recall@10 0.987 at 5k vectors, 0.980 at 10k and 0.972 at 20k against exact; 128 gives
+0.998, 0.993 and 0.988 for 1.4-1.6x the time (0.15-0.33 ms)."""
 GRAPH_DTYPE = "f16"
 """The graph holds each vector as float16: half the space of float32."""
 OVERSAMPLE = 3

@@ -30,8 +30,9 @@ HNSW_M = 16
 """pgvector's HNSW ``m``: links per node, the same as the usearch graph's connectivity."""
 HNSW_EF_CONSTRUCTION = 128
 """pgvector's HNSW ``ef_construction``: the same as the usearch graph's expansion on add."""
-HNSW_EF_SEARCH = 64
-"""The candidate list of an HNSW search unless a search asks for more (usearch's default)."""
+HNSW_EF_SEARCH = 128
+"""The candidate list of an HNSW search unless a search asks for more: the same breadth as the
+SQLite store's graph (`vrom.index.hnsw.EXPANSION_SEARCH`)."""
 HNSW_MAX_EF_SEARCH = 1000
 """pgvector's largest ``hnsw.ef_search``."""
 
