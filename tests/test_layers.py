@@ -54,6 +54,7 @@ LAYERS = {
     # the one reader of the environment: a leaf, asked by faces, facades and the
     # user-facing embedder constructors (an OpenAI key); test_only_the_settings_module...
     "settings": BASE,
+    "dates": BASE,
 }
 
 

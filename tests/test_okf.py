@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vrom.dates import parse_instant
 from vrom.ingest.okf import (
     CONCEPT,
     INDEX,
@@ -19,7 +20,6 @@ from vrom.ingest.okf import (
     index_entries,
     instant_problem,
     is_demoted,
-    parse_instant,
     stale_after,
 )
 from vrom.ingest.okf_enrich import first_sentence, suggest_enrichment

@@ -39,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from vrom.dates import ISO_INSTANT, parse_instant
 from vrom.ingest.frontmatter import YamlRefusedError, json_ready, load_yaml
 from vrom.ingest.parse import find_headings, mask_code
 from vrom.results import FormatIssue
@@ -60,10 +61,6 @@ DEMOTION = 0.5
 ATTESTED = "Attested Computation"
 
 _FRONTMATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
-_INSTANT = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})"
-    r"(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(Z|z|[+-]\d{2}:?\d{2})?)?$"
-)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _ACTOR = re.compile(r"^(?:(?:human|process):\S+|[^\s/:]+/\S+)$")
 _LIST_ITEM = re.compile(r"^[ \t]*[*+-][ \t]+(.*)$")
@@ -202,44 +199,9 @@ def is_demoted(frontmatter: Mapping[str, Any]) -> bool:
     return isinstance(status, str) and status.strip().lower() in DEMOTED_STATUSES
 
 
-def parse_instant(value: object) -> dt.datetime | None:
-    """Return an ISO 8601 date or datetime as an aware UTC datetime, or None if it is not one.
-
-    A date alone is its midnight UTC; a datetime without an offset is taken as UTC.
-    """
-    if not isinstance(value, str):
-        return None
-    match = _INSTANT.match(value.strip())
-    if match is None:
-        return None
-    year, month, day, hour, minute, second, fraction, offset = match.groups()
-    try:
-        instant = dt.datetime(
-            int(year),
-            int(month),
-            int(day),
-            int(hour or 0),
-            int(minute or 0),
-            int(second or 0),
-            int((fraction or "0")[:6].ljust(6, "0")),
-            tzinfo=_offset(offset),
-        )
-    except ValueError:  # a 13th month, a 25th hour, an offset of a day or more
-        return None
-    return instant.astimezone(dt.timezone.utc)
-
-
 def stale_after(frontmatter: Mapping[str, Any]) -> dt.datetime | None:
     """Return the instant a note's ``stale_after`` names (UTC), or None without a readable one."""
     return parse_instant(frontmatter.get("stale_after"))
-
-
-def _offset(text: str | None) -> dt.timezone:
-    if text is None or text in ("Z", "z"):
-        return dt.timezone.utc
-    digits = text[1:].replace(":", "")
-    delta = dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-    return dt.timezone(-delta if text[0] == "-" else delta)
 
 
 def instant_problem(value: object) -> str | None:
@@ -249,7 +211,7 @@ def instant_problem(value: object) -> str | None:
     text = value.strip()
     if _DATE.match(text):
         return f"is a date ({text}), not a datetime with a UTC offset ({text}T00:00:00Z)"
-    match = _INSTANT.match(text)
+    match = ISO_INSTANT.match(text)
     if match is None or parse_instant(text) is None:
         return f"{value!r} is not an ISO 8601 datetime"
     if match.group(8) is None:

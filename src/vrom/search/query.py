@@ -16,8 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from vrom.dates import parse_instant
 from vrom.errors import ValidationError, shown
-from vrom.ingest.okf import parse_instant
 from vrom.store import CONDITION_OPS, Condition, KeywordQuery, Where
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')

@@ -1,0 +1,140 @@
+"""Reading instants: ISO 8601, Unix seconds, and the dates people write ("8 May, 2023").
+
+`parse_instant` reads ISO 8601 only (what OKF and metadata filters accept); `parse_when` reads
+anything a memory or a document may carry as its date: a `datetime` or `date`, Unix seconds, an
+ISO 8601 text, or a written date with an optional time before it (``1:56 pm on 8 May, 2023``,
+``May 8, 2023``, ``8 May 2023``). Both return an aware UTC `datetime`; a time without an
+offset is taken as UTC, a date alone as its midnight UTC.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+
+ISO_INSTANT = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(Z|z|[+-]\d{2}:?\d{2})?)?$"
+)
+"""An ISO 8601 date or datetime: year, month, day, hour, minute, second, fraction, offset."""
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_TIME = r"(?:(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\.?\s*(?:on\s+|,\s*)?)?"
+_DAY_MONTH = re.compile(
+    rf"^{_TIME}(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH},?\s+(\d{{4}})$", re.IGNORECASE
+)
+_MONTH_DAY = re.compile(
+    rf"^{_TIME}{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})$", re.IGNORECASE
+)
+
+
+def parse_instant(value: object) -> dt.datetime | None:
+    """Return an ISO 8601 date or datetime as an aware UTC datetime, or None if it is not one.
+
+    A date alone is its midnight UTC; a datetime without an offset is taken as UTC.
+    """
+    if not isinstance(value, str):
+        return None
+    match = ISO_INSTANT.match(value.strip())
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction, offset = match.groups()
+    try:
+        instant = dt.datetime(
+            int(year),
+            int(month),
+            int(day),
+            int(hour or 0),
+            int(minute or 0),
+            int(second or 0),
+            int((fraction or "0")[:6].ljust(6, "0")),
+            tzinfo=_offset(offset),
+        )
+    except ValueError:  # a 13th month, a 25th hour, an offset of a day or more
+        return None
+    return instant.astimezone(dt.timezone.utc)
+
+
+def parse_when(value: object) -> dt.datetime | None:
+    """Return the instant ``value`` names as an aware UTC datetime, or None if it names none.
+
+    ``value``: a `datetime` (naive: UTC), a `date` (its midnight UTC), Unix seconds (a finite
+    int or float, not a bool), or a text: ISO 8601, or a written date with an optional
+    12-hour time before it (see the module docstring).
+    """
+    if isinstance(value, dt.datetime):
+        zoned = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+        return zoned.astimezone(dt.timezone.utc)
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            return None
+        try:
+            return dt.datetime.fromtimestamp(value, dt.timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if not isinstance(value, str):
+        return None
+    text = " ".join(value.split())
+    return parse_instant(text) or _written(text)
+
+
+def _written(text: str) -> dt.datetime | None:
+    """Return the instant of a written date (``[1:56 pm on] 8 May, 2023``), or None."""
+    match = _DAY_MONTH.match(text)
+    if match is not None:
+        hour, minute, half, day, month, year = match.groups()
+    else:
+        match = _MONTH_DAY.match(text)
+        if match is None:
+            return None
+        hour, minute, half, month, day, year = match.groups()
+    hours = 0
+    if hour is not None:
+        hours = int(hour)
+        if not 1 <= hours <= 12:
+            return None
+        hours = hours % 12 + (12 if half.lower() == "p" else 0)
+    try:
+        return dt.datetime(
+            int(year),
+            _MONTHS[month.lower()],
+            int(day),
+            hours,
+            int(minute or 0),
+            tzinfo=dt.timezone.utc,
+        )
+    except ValueError:  # the 31st of a 30-day month
+        return None
+
+
+def _offset(text: str | None) -> dt.timezone:
+    if text is None or text in ("Z", "z"):
+        return dt.timezone.utc
+    digits = text[1:].replace(":", "")
+    delta = dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    return dt.timezone(-delta if text[0] == "-" else delta)
