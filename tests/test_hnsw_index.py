@@ -17,6 +17,8 @@ from vrom.embed import EmbedderBinding
 from vrom.index.exact import ExactIndex
 from vrom.index.hnsw import HnswIndex, _prefers_exact
 from vrom.ingest.embedding import FINGERPRINT_META_KEY
+from vrom.search import vector as vector_module
+from vrom.search.vector import EXACT_CEILING, HNSW_THRESHOLD
 from vrom.store import ChunkRecord, DocumentRecord
 from vrom.store.sqlite import SQLiteStore
 
@@ -325,3 +327,50 @@ def test_the_searcher_switches_to_hnsw_at_the_threshold(store: SQLiteStore) -> N
     assert isinstance(growing.index.current, HnswIndex)
     hits = growing.search("chunk", k=5, where={"path": "c/"}, mode="vector")
     assert len(hits) == 5 and all(h.path == "c/more.md" for h in hits)
+
+
+def test_below_the_exact_ceiling_a_graph_is_built_only_once_searching_paid_for_it(
+    store: SQLiteStore, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the default threshold but under `EXACT_CEILING`, a search never waits for a graph
+    build: it searches exactly until exact searches have cost what a build would, uses a saved
+    graph a few changes behind at once, and goes exact again when the saved one is far behind
+    (as another process re-indexing leaves it)."""
+    _add_note(store, "c/more.md", _unit_vectors(2_100, seed=7))  # 5,100 vectors
+    assert HNSW_THRESHOLD <= 5_100 < EXACT_CEILING
+    store.set_meta(FINGERPRINT_META_KEY, Embedder.fake(DIMS).fingerprint.to_json())
+    model = EmbedderBinding.of(Embedder.fake(DIMS))
+    graph = db.with_name("store.db.hnsw.usearch")
+
+    monkeypatch.setattr(vector_module, "BUILD_SECONDS_PER_VECTOR", 10.0)  # never paid here
+    one_shot = Corpus(store, model)
+    for _ in range(3):
+        assert len(one_shot.search("chunk", k=5, mode="vector")) == 5
+    assert isinstance(one_shot.index.current, ExactIndex)
+    assert one_shot.index.mode() == "exact-float32" and not graph.exists()
+
+    monkeypatch.setattr(vector_module, "BUILD_SECONDS_PER_VECTOR", 1e-12)  # paid by one search
+    long_lived = Corpus(store, model)
+    exact = long_lived.search("chunk", k=5, mode="vector")
+    assert isinstance(long_lived.index.current, HnswIndex), "its first search paid for it"
+    found = long_lived.search("chunk", k=5, mode="vector")  # float16 graph: ids, not scores
+    assert [h.chunk_id for h in found] == [h.chunk_id for h in exact]
+    long_lived.close()
+    assert graph.exists()
+
+    monkeypatch.setattr(vector_module, "BUILD_SECONDS_PER_VECTOR", 10.0)
+    store = SQLiteStore(db, create=False)
+    later = Corpus(store, model)
+    assert later.index.mode() == "usearch-hnsw", "a saved, current graph is used at once"
+    later.search("chunk", k=5, mode="vector")
+    index = later.index.current
+    assert isinstance(index, HnswIndex) and index.build_count == 0
+    later.close()
+
+    store = SQLiteStore(db, create=False)
+    _add_note(store, "d/rewritten.md", _unit_vectors(2_600, seed=8))  # past the replay limit
+    behind = Corpus(store, model)
+    assert behind.index.graph()["state"] == "rebuild"
+    assert len(behind.search("chunk", k=5, mode="vector")) == 5
+    assert isinstance(behind.index.current, ExactIndex), "far behind: exact, not a rebuild"
+    behind.close()

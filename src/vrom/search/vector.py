@@ -9,6 +9,7 @@ index is built here.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,18 @@ with the graph on NFCorpus's 8.3k chunks, 1.7 and 0.9 ms on SciFact's 11.4k. The
 build (~0.25 s at 5k, 0.6 s at 10k, 1.6 s at 20k, about a minute at 100k on a busy machine),
 made once, when a source first reaches the threshold: later changes are replayed into it.
 Below 5k exact answers in about 0.2 ms, misses nothing and needs no build."""
+EXACT_CEILING = 20_000
+"""Below this many vectors exact search takes at most ~2 ms, so an ``auto`` index builds no
+graph in a search's path until searching has paid for it: it searches exactly until the time
+spent there adds up to what a build would take (`BUILD_SECONDS_PER_VECTOR`), and uses a graph
+file already saved beside the store whenever one is current or a few changes behind. A
+one-shot ``vrom search`` (or many of them while another process re-indexes, which leaves the
+graph file far behind) never waits for a build; a long-lived process (``vrom mcp``) builds
+once, after its first few hundred searches, and saves the graph for every later process. An
+index given ``kind="hnsw"`` or its own ``hnsw_threshold`` builds its graph when due, as asked."""
+BUILD_SECONDS_PER_VECTOR = 80e-6
+"""What building the graph is taken to cost per vector (bench/vector_engines.py on two cores:
+0.25 s at 5k vectors, 0.6 s at 10k, 1.6 s at 20k)."""
 MODES = ("hybrid", "keyword", "vector", "rerank")
 INDEX_KINDS = ("auto", "flat", "hnsw")
 
@@ -72,6 +85,8 @@ class VectorIndex:
         self._native = vectors if isinstance(vectors, NearestVectors) else None
         self._native_choice: tuple[int, bool] | None = None  # (generation, uses its HNSW)
         self._counted: tuple[int, int] | None = None  # (change number, vectors then)
+        self._exact_seconds = 0.0  # spent in exact searches while a graph was due but unpaid
+        self._renting: float | None = None  # what the due graph costs, while searching exactly
 
     @classmethod
     def opened(cls, index: HnswIndex, vectors: VectorSource) -> VectorIndex:
@@ -87,14 +102,17 @@ class VectorIndex:
 
         ``kind="flat"`` or ``"hnsw"`` fixes the kind instead. It loads on first use (numpy and
         usearch are imported only then), and the choice is made again whenever the vectors
-        change.
+        change, and once exact searches have paid for a graph that was due (`EXACT_CEILING`).
         """
         generation = self._vectors.generation()
-        if self._index is None or generation != self._chosen_at:
+        paid = self._renting is not None and self._exact_seconds >= self._renting
+        if self._index is None or generation != self._chosen_at or paid:
             # heavy imports: only vector search needs them, and usearch only the graph
             from vrom.index.exact import ExactIndex
 
-            if self._uses_hnsw():
+            due = self._uses_hnsw()
+            self._renting = None
+            if due and self._graph_paid_for():
                 from vrom.index.hnsw import EXPANSION_SEARCH, HnswIndex
 
                 if not isinstance(self._index, HnswIndex):
@@ -105,11 +123,32 @@ class VectorIndex:
                         cache=self._cache,
                         expansion_search=self._ef_search or EXPANSION_SEARCH,
                     )
-            elif not isinstance(self._index, ExactIndex):
-                self.close()
-                self._index = ExactIndex(self._vectors, self._metric, cache=self._matrix_cache)
+            else:
+                if due:  # a graph is due but not paid for: exact, timed, until it is
+                    assert self._counted is not None  # counted by _uses_hnsw
+                    self._renting = self._counted[1] * BUILD_SECONDS_PER_VECTOR
+                if not isinstance(self._index, ExactIndex):
+                    self.close()
+                    self._index = ExactIndex(self._vectors, self._metric, cache=self._matrix_cache)
             self._chosen_at = generation
         return self._index
+
+    def _graph_paid_for(self) -> bool:
+        """True when an ``auto`` index due for a graph may use one now (see `EXACT_CEILING`):
+        it holds one already, the store is too large for exact search, a saved graph needs no
+        rebuild, or exact searches here have cost as much as a build."""
+        from vrom.index.hnsw import HnswIndex
+
+        if self._kind != "auto" or self._hnsw_threshold != HNSW_THRESHOLD:
+            return True  # a graph asked for, or a threshold chosen: built when due
+        if isinstance(self._index, HnswIndex):
+            return True
+        if self._holds_at_least(EXACT_CEILING):
+            return True
+        if self.graph()["state"] in ("current", "behind"):
+            return True
+        assert self._counted is not None  # counted by _holds_at_least
+        return self._exact_seconds >= self._counted[1] * BUILD_SECONDS_PER_VECTOR
 
     def _uses_hnsw(self) -> bool:
         """True when searches use the HNSW graph: fixed so, or ``hnsw_threshold`` vectors."""
@@ -161,7 +200,8 @@ class VectorIndex:
         if self._native is not None:
             kind = str(self._native.search_engine()["kind"])
             return kind if self._uses_hnsw() else kind.split("-")[0] + "-exact"
-        return "usearch-hnsw" if self._uses_hnsw() else "exact-float32"
+        uses = self._uses_hnsw() and self._graph_paid_for()
+        return "usearch-hnsw" if uses else "exact-float32"
 
     def settings(self) -> dict[str, Any]:
         """Return how this index is configured: the choice (``auto``, ``flat``, ``hnsw``), the
@@ -213,7 +253,14 @@ class VectorIndex:
                 exact=not self._uses_hnsw(),
                 metric=self._metric,
             )
-        return self.current.search(vector, k, allowed, ef_search)
+        index = self.current
+        if self._renting is None:
+            return index.search(vector, k, allowed, ef_search)
+        started = time.perf_counter()
+        try:
+            return index.search(vector, k, allowed, ef_search)
+        finally:
+            self._exact_seconds += time.perf_counter() - started
 
     def refresh(self) -> None:
         """Catch up with vectors another process wrote (a database's own index always has)."""
