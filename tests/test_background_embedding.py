@@ -51,7 +51,7 @@ def test_the_server_answers_by_keyword_while_vectors_arrive(tmp_path: Path) -> N
         assert done.chunks_per_second is not None and done.chunks_per_second > 0
         late = vault.search_report("harbour", k=5)
         assert late.mode == "hybrid" and late.fallback is None and late.vectors == NOTES
-        assert "rrf" in late.results[0].scores
+        assert "fused" in late.results[0].scores
     finally:
         state.close()
 
@@ -168,7 +168,7 @@ def test_a_large_vault_over_stdio_answers_at_once_and_resumes_after_a_kill(
         assert progress["embedded"] == notes - committed, "only what the kill left was embedded"
         hybrid = second.tool("vault_search", query="harbour 7", k=3)
         assert hybrid["mode"] == "hybrid" and hybrid["vectors"] == notes
-        assert "rrf" in hybrid["results"][0]["scores"]
+        assert "fused" in hybrid["results"][0]["scores"]
     finally:
         second.process.kill()
         second.process.wait(timeout=30)

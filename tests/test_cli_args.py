@@ -119,7 +119,7 @@ def test_hits_are_coloured_on_a_terminal_and_plain_elsewhere(
     ("kind", "score", "label"),
     [
         ("bm25", 12.3456, "(bm25 12.35)"),
-        ("rrf", 0.032522, "(rrf 0.0325)"),
+        ("fused", 0.81234, "(fused 0.812)"),
         ("cosine", 0.81234, "(cosine 0.812)"),
         ("rerank", 0.6531, "(rerank 0.653)"),
         ("euclidean", -0.5, "(euclidean -0.500)"),

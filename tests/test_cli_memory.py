@@ -59,6 +59,28 @@ def _json(run: Run, *argv: str) -> Any:
     return json.loads(text)
 
 
+def test_memories_are_timed_and_recalled_by_time_span_and_mode(run: Run) -> None:
+    may = _json(run, "remember", "Offsite", "The team met in Lisbon.", "--timestamp", "8 May, 2023")
+    june = _json(
+        run, "remember", "Offsite again", "The team met in Porto.", "--timestamp", "1685577600"
+    )
+    assert may["timestamp"].startswith("2023-05-08T00:00:00")
+    assert june["timestamp"].startswith("2023-06-01T00:00:00")
+    spans = {
+        ("--since", "2023-05-15"): [june["id"]],
+        ("--until", "2023-05-15"): [may["id"]],
+    }
+    for span, expected in spans.items():
+        hits = _json(run, "recall", "team met", *span)
+        assert [h["memory"]["id"] for h in hits] == expected, span
+    keyword = _json(run, "recall", "Lisbon", "--mode", "keyword")
+    assert [h["score_kind"] for h in keyword] == ["bm25"]
+    decayed = _json(run, "recall", "team met", "--half-life-days", "30", "-k", "2")
+    assert {"recency", "fused"} <= set(decayed[0]["scores"])
+    with pytest.raises(ValidationError, match="since must be a date or time"):
+        run("recall", "team", "--since", "someday")  # the CLI's error handler prints it
+
+
 def test_remember_then_recall_list_and_get(run: Run) -> None:
     code, text = run(
         "remember",
@@ -82,10 +104,10 @@ def test_remember_then_recall_list_and_get(run: Run) -> None:
 
     hits = _json(run, "recall", "production deploys", "-k", "2")
     assert hits[0]["memory"]["id"] == memory_id
-    assert {"bm25", "vector", "rrf"} <= set(hits[0]["scores"])
+    assert {"bm25", "vector", "fused", "rrf"} <= set(hits[0]["scores"])
     assert hits[0]["memory"]["tags"] == ["ops"] and hits[0]["memory"]["related"] == ["deploy.md"]
     code, text = run("recall", "production deploys")
-    assert text.startswith("1. [decision · web] Deploys go through CI  (rrf 0.0")
+    assert text.startswith("1. [decision · web] Deploys go through CI  (fused ")
     assert f"   {hits[0]['memory']['id']} · " in text and "#ops" in text
 
     listed = _json(run, "list", "--project", "web")

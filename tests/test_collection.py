@@ -220,7 +220,7 @@ def test_bad_filters_are_validation_errors(docs: Collection, where: Any) -> None
 def test_modes(docs: Collection) -> None:
     assert docs.search("annual leave", mode="keyword")[0].id == "leave"
     hybrid = docs.search("annual leave", mode="hybrid")
-    assert hybrid[0].id == "leave" and "rrf" in hybrid[0].scores
+    assert hybrid[0].id == "leave" and "fused" in hybrid[0].scores
     reranked = docs.search("annual leave", mode="rerank")  # one search core: every mode
     assert reranked[0].id == "leave" and reranked[0].fts_score is not None
     with pytest.raises(ValidationError, match="mode must be one of"):

@@ -89,15 +89,6 @@ def test_fusion_sums_reciprocal_ranks_and_keeps_each_part() -> None:
     assert fused["b"] == {"bm25": 4.0, "vector": 0.8, "rrf": pytest.approx(1 / 62 + 1 / 61)}
 
 
-def test_a_ranking_over_part_of_the_candidates_counts_its_ranks_as_expected_global_ones() -> None:
-    rankings = [("bm25", [("a", 9.0)]), ("vector", [("b", 0.9)])]
-    fused = reciprocal_rank_fusion(rankings, coverage={"vector": 0.01})
-    assert fused["b"]["rrf"] == pytest.approx(1 / (60 + 100)), "rank 1 of 1% ~ rank 100 of all"
-    assert fused["a"]["rrf"] == pytest.approx(1 / 61) and fused["a"]["rrf"] > fused["b"]["rrf"]
-    full = reciprocal_rank_fusion(rankings, coverage={"vector": 1.0})
-    assert full == reciprocal_rank_fusion(rankings), "complete vectors: plain fusion"
-
-
 def test_a_candidate_a_ranking_could_not_see_stands_in_with_another_rank() -> None:
     rankings = [("bm25", [("a", 9.0), ("b", 5.0)]), ("vector", [("b", 0.9)])]
     fused = reciprocal_rank_fusion(rankings, unseen={"vector": {"a": 1}})

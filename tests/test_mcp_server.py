@@ -496,13 +496,30 @@ def test_memory_tools(state: ServerState) -> None:
                     "title": "Deploy day moved",
                     "content": "Deploys move to Thursdays.",
                     "project": "web",
+                    "timestamp": "2024-06-03",
                 },
             )
         )
+        assert second["timestamp"].startswith("2024-06-03T00:00:00")
         recalled = _data(
             await client.call_tool("vault_recall", {"query": "when do we deploy", "project": "web"})
         )
         assert {hit["memory"]["id"] for hit in recalled["results"]} == {first["id"], second["id"]}
+        spans = [
+            ({"until": "2024-06-30"}, {second["id"]}),
+            ({"since": "2024-07-01"}, {first["id"]}),
+            ({"since": "2024-06-01", "until": "2024-06-03"}, {second["id"]}),
+        ]
+        for span, expected in spans:
+            within = _data(await client.call_tool("vault_recall", {"query": "deploy", **span}))
+            assert {hit["memory"]["id"] for hit in within["results"]} == expected, span
+        recent = _data(
+            await client.call_tool("vault_recall", {"query": "deploy", "half_life_days": 30})
+        )
+        assert recent["results"][0]["memory"]["id"] == first["id"], "stored now: the recent one"
+        assert "since must be a date" in _error(
+            await client.call_tool("vault_recall", {"query": "deploy", "since": "someday"})
+        )
         archived = _data(
             await client.call_tool(
                 "vault_memory_archive",

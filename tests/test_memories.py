@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,8 +110,8 @@ def test_hybrid_recall_fuses_keyword_and_vector_ranks(memories: Memories) -> Non
     made = _remember_facts(memories)
     hits = memories.recall("deploys production pipeline", k=3)
     assert hits[0].memory.id == made["deploy"].id
-    assert {"bm25", "vector", "rrf"} <= set(hits[0].scores)
-    assert hits[0].score == hits[0].scores["rrf"] and hits[0].score_kind == "rrf"
+    assert {"bm25", "vector", "fused", "rrf"} <= set(hits[0].scores)
+    assert hits[0].score == hits[0].scores["fused"] and hits[0].score_kind == "fused"
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert len(memories.recall("deploys", k=1)) == 1
 
@@ -129,6 +130,102 @@ def test_recall_filters_by_project_type_and_status(memories: Memories) -> None:
         old.id,
     }
     assert old.id not in {h.memory.id for h in memories.recall("scp hand")}
+
+
+def test_a_memory_keeps_when_it_happened_and_recall_filters_by_time(memories: Memories) -> None:
+    may = memories.remember("Support group", "Went to a support group.", timestamp="8 May, 2023")
+    june = memories.remember(
+        "Support group again", "Went to the support group again.", timestamp="2023-06-27T10:37Z"
+    )
+    now = memories.remember("Support group plans", "Will go to the support group.")
+    assert may.timestamp.startswith("2023-05-08T00:00:00") and may.created_unix == pytest.approx(
+        dt.datetime(2023, 5, 8, tzinfo=dt.timezone.utc).timestamp()
+    )
+    assert june.created_unix == dt.datetime(2023, 6, 27, 10, 37, tzinfo=dt.timezone.utc).timestamp()
+    assert may.id < june.id < now.id, "ids still sort by when they were stored"
+
+    def found(**options: Any) -> set[str]:
+        return {h.memory.id for h in memories.recall("support group", k=10, **options)}
+
+    assert found() == {may.id, june.id, now.id}
+    assert found(since="2023-06-01") == {june.id, now.id}
+    assert found(until="2023-06-01") == {may.id}
+    assert found(since="2023-05-08", until="2023-06-27T10:37:00Z") == {may.id, june.id}, "inclusive"
+    assert found(since=june.created_unix + 1, until=time.time() + 60) == {now.id}
+    assert found(since="2024-01-01", until="2023-01-01") == set()
+    assert found(mode="keyword", until="2023-06-01") == {may.id}
+    assert found(mode="vector", since="2023-06-01") == {june.id, now.id}
+    assert memories.list(status="any", limit=3)[0].id == now.id
+
+
+def test_recency_decay_favours_recent_memories_when_asked(memories: Memories) -> None:
+    now = time.time()
+    old = memories.remember(
+        "Deploy checklist",
+        "Deploy checklist: deploy the web app on Tuesday.",
+        timestamp=now - 90 * 86_400,
+    )
+    new = memories.remember("Deploy note", "Deploy moved to Thursday.", timestamp=now - 86_400)
+    plain = memories.recall("deploy checklist tuesday", k=2)
+    assert [h.memory.id for h in plain] == [old.id, new.id] and "recency" not in plain[0].scores
+    recent = memories.recall("deploy checklist tuesday", k=2, half_life_days=7)
+    assert [h.memory.id for h in recent] == [new.id, old.id]
+    by_id = {h.memory.id: h for h in recent}
+    assert by_id[new.id].scores["recency"] == pytest.approx(0.5 ** (1 / 7), rel=1e-3)
+    assert by_id[old.id].scores["recency"] == pytest.approx(0.5 ** (90 / 7), abs=1e-6)  # 6 places
+    assert by_id[old.id].score == pytest.approx(
+        by_id[old.id].scores["fused"] * by_id[old.id].scores["recency"], rel=1e-5
+    )
+    for bad in (0, -1, True, float("inf"), "7"):
+        with pytest.raises(ValidationError, match="half_life_days must be a positive number"):
+            memories.recall("deploy", half_life_days=bad)
+
+
+def test_recall_runs_each_mode(memories: Memories) -> None:
+    made = _remember_facts(memories)
+    keyword = memories.recall("espresso sugar", mode="keyword")
+    vector = memories.recall("espresso sugar", mode="vector")
+    hybrid = memories.recall("espresso sugar", mode="hybrid")
+    assert keyword[0].memory.id == vector[0].memory.id == hybrid[0].memory.id == made["coffee"].id
+    assert (keyword[0].score_kind, vector[0].score_kind, hybrid[0].score_kind) == (
+        "bm25",
+        "cosine",
+        "fused",
+    )
+    assert set(vector[0].scores) == {"vector"} and set(keyword[0].scores) == {"bm25"}
+    assert len(vector) == 3, "vector recall returns the nearest even without a shared word"
+    with pytest.raises(ValidationError, match="mode must be one of"):
+        memories.recall("espresso", mode="rerank")
+
+
+def test_recall_by_meaning_needs_an_embedder(store: Store) -> None:
+    plain = Memories(store)
+    plain.remember("Coffee", "Espresso.")
+    assert plain.recall("espresso")[0].score_kind == "bm25"
+    with pytest.raises(ValidationError, match="vector recall needs an embedder"):
+        plain.recall("espresso", mode="vector")
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"since": "yesterday"}, "since must be a date or time"),
+        ({"until": "31 June, 2023"}, "until must be a date or time"),
+        ({"since": True}, "since must be a date or time"),
+        ({"until": float("nan")}, "until must be a date or time"),
+    ],
+)
+def test_time_bounds_must_name_an_instant(
+    memories: Memories, options: dict[str, Any], fragment: str
+) -> None:
+    with pytest.raises(ValidationError, match=fragment):
+        memories.recall("anything", **options)
+
+
+def test_a_timestamp_that_names_no_instant_is_refused(memories: Memories) -> None:
+    with pytest.raises(ValidationError, match="timestamp must be a date or time"):
+        memories.remember("T", "C", timestamp="the day after")
+    assert memories.stats().total == 0
 
 
 def test_archive_and_supersede(memories: Memories) -> None:

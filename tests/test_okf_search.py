@@ -88,7 +88,7 @@ def test_a_deprecated_concept_ranks_below_a_current_one_with_the_same_text(
     assert (current.scores["prior"], legacy.scores["prior"]) == (1.0, 0.875)
     # the same text ranks the same in each retriever (the tie going to the lower chunk id, the
     # legacy note's): the prior alone puts the current note first
-    text_part = "bm25" if mode == "keyword" else "rrf"
+    text_part = "bm25" if mode == "keyword" else "fused"
     assert legacy.scores[text_part] >= current.scores[text_part]
 
 

@@ -114,14 +114,14 @@ def test_the_cli_builds_publishes_pulls_and_searches_a_pack(
     )
     assert text.startswith("1. Projects/Project Atlas.md")
     assert re.search(r"  \(distance \d\.\d{3}\)$", text.splitlines()[0]), text
-    for mode, part in (("keyword", "bm25"), ("hybrid", "rrf")):  # a real subprocess, a real pack
+    for mode, part in (("keyword", "bm25"), ("hybrid", "fused")):  # a real subprocess, a real pack
         command = ["search", "--pack", "handbook", "--registry", registry, "network switch"]
         found = json.loads(_ok(_vrom(tmp_path, *command, "--mode", mode, "--json")))
         assert found[0]["metadata"]["source_file"] == "Projects/Project Atlas.md"
         assert part in found[0]["metadata"]["scores"] and found[0]["distance"] == 0.0
         shown = _ok(_vrom(tmp_path, *command, "--mode", mode)).splitlines()[0]
         assert shown.endswith(
-            f"  ({part} {found[0]['metadata']['score']:.{2 if part == 'bm25' else 4}f})"
+            f"  ({part} {found[0]['metadata']['score']:.{2 if part == 'bm25' else 3}f})"
         )
 
     assert "evicted" in _ok(_vrom(tmp_path, "pack", "evict", "handbook", "--registry", registry))

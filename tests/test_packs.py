@@ -366,7 +366,7 @@ def test_a_pack_is_searched_by_keyword_hybrid_and_rerank(memory: AgentMemory) ->
     assert "score" not in vector[0].metadata, "vector mode keeps the seed's shape"
     for results, part, kind in (
         (keyword, "bm25", "bm25"),
-        (hybrid, "rrf", "rrf"),
+        (hybrid, "fused", "fused"),
         (reranked, "fts", "rerank"),
     ):
         assert results[0].metadata["source_file"] == "Projects/Project Atlas.md"

@@ -48,16 +48,16 @@ def test_every_hit_says_what_its_score_is(vault: Vault) -> None:
     assert kinds == {
         "keyword": {"bm25"},
         "vector": {"cosine"},
-        "hybrid": {"rrf"},
+        "hybrid": {"fused"},
         "rerank": {"rerank"},
     }
-    assert {h.score_kind for h in vault.search("the morning ball")} == {"rrf"}  # the default
+    assert {h.score_kind for h in vault.search("the morning ball")} == {"fused"}  # the default
     (hit,) = vault.search("the morning ball", mode="keyword", k=1, expand_context=True)
     assert hit.score_kind == "bm25", "context expansion keeps the kind"
     assert to_jsonable(hit)["score_kind"] == "bm25"
     memory = vault.memories
     memory.remember("Ball games", "The dog fetches the ball.")
-    assert [h.score_kind for h in memory.recall("ball")] == ["rrf"]
+    assert [h.score_kind for h in memory.recall("ball")] == ["fused"]
 
 
 def test_fake_embedder_is_deterministic_and_normalised() -> None:
@@ -83,7 +83,7 @@ def test_vector_search_ranks_by_similarity(vault: Vault) -> None:
 def test_default_mode_is_hybrid_once_vectors_exist(vault: Vault) -> None:
     hits = vault.search("quarterly tax deadline")
     assert hits[0].path == "Taxes.md"
-    assert {"rrf", "prior", "bm25", "vector"} <= set(hits[0].scores)
+    assert {"fused", "rrf", "prior", "bm25", "vector"} <= set(hits[0].scores)
     assert vault.search("quarterly tax deadline", mode="keyword")[0].scores.keys() == {
         "bm25",
         "prior",
@@ -97,7 +97,7 @@ def test_hybrid_fuses_both_rankings(vault: Vault) -> None:
     both = [h for h in hybrid if "bm25" in h.scores and "vector" in h.scores]
     assert both, "chunks found by both retrievers carry both scores"
     for hit in hybrid:
-        assert hit.score == pytest.approx(hit.scores["rrf"] * hit.scores["prior"], rel=1e-5)
+        assert hit.score == pytest.approx(hit.scores["fused"] * hit.scores["prior"], rel=1e-5)
 
 
 def test_filters_apply_inside_vector_and_hybrid_search(vault: Vault) -> None:
@@ -177,7 +177,7 @@ def test_keyword_only_vaults_and_missing_vectors(write_vault, tmp_path: Path) ->
         with pytest.raises(NotFoundError, match="vrom embed"):
             late.search("cat", mode="hybrid")
         assert late.embed() == 5
-        assert "rrf" in late.search("cat")[0].scores
+        assert "fused" in late.search("cat")[0].scores
     with (
         Vault.open(root, tmp_path / "state", embedder=None) as plain,
         pytest.raises(ValidationError, match="mode must be"),
@@ -263,7 +263,7 @@ def test_text_quality_prefers_prose() -> None:
 
 
 def test_default_mode_falls_back_to_keyword_when_vectors_are_gone(vault: Vault) -> None:
-    assert "rrf" in vault.search("cat")[0].scores
+    assert "fused" in vault.search("cat")[0].scores
     vault.store.vectors.clear()
     assert vault.search("cat")[0].scores.keys() == {"bm25", "prior"}
 

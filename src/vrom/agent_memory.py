@@ -300,7 +300,7 @@ class AgentMemory:
 
         ``mode``: ``vector`` (the default: nearest in meaning; ``distance`` is the cosine
         distance in [0, 2]), ``keyword`` (BM25 over the pack's keyword index; no model needed),
-        ``hybrid`` (both, fused by reciprocal rank) or ``rerank``. Outside vector mode,
+        ``hybrid`` (both, fused: `vrom.search.fusion.fuse`) or ``rerank``. Outside vector mode,
         ``distance`` is ``1 - score / best score`` (0 for the best hit) and ``metadata`` carries
         ``score`` and its parts in ``scores``. ``expand_context`` joins each chunk with up to
         ``context_window`` neighbours on each side. ``ef_search`` (at least ``top_k``) widens

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from vrom.embed import Embedder, EmbedderBinding
-from vrom.errors import NotFoundError, ValidationError
+from vrom.errors import NotFoundError, ValidationError, shown
 from vrom.index import (
     ENCODED_BYTES,
     GRAPH_SUFFIX,
@@ -38,7 +39,7 @@ from vrom.ingest.embedding import (
     stored_fingerprint,
 )
 from vrom.results import Hit, SearchReport, VectorInfo
-from vrom.search.fusion import first_k, first_pool, reciprocal_rank_fusion, widen
+from vrom.search.fusion import first_k, first_pool, fuse, widen
 from vrom.search.keyword import KeywordRanker, check_k, make_hit, prior_factor, rank_keyword
 from vrom.search.query import as_filter, check_query, parse_query, query_words
 from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 Parts = dict[str, float]
-"""A hit's score parts: ``bm25``, ``vector``, ``rrf``, ``prior`` (whichever took part)."""
+"""A hit's score parts: ``bm25``, ``vector``, ``fused``, ``rrf``, ``prior`` (whichever took
+part; see `vrom.search.fusion.fuse`)."""
 
 
 class Corpus:
@@ -251,8 +253,8 @@ class Corpus:
         """Return the ``k`` best chunks for ``query``, best first.
 
         ``mode``: ``keyword`` (BM25 with the human-relevance prior), ``vector`` (nearest in
-        meaning; ``score`` is the cosine similarity), ``hybrid`` (reciprocal rank fusion of
-        both, times the prior), ``rerank`` (keyword candidates rescored by meaning, prior and
+        meaning; ``score`` is the cosine similarity), ``hybrid`` (both fused, `vrom.search.fusion.fuse`,
+        times the prior), ``rerank`` (keyword candidates rescored by meaning, prior and
         text quality); None is `default_mode`. ``where`` filters inside every retriever, so
         ``k`` hits come back whenever ``k`` chunks pass it. ``per_document`` keeps each
         document's best chunk (``k`` documents). ``ef_search`` widens an HNSW search. A blank
@@ -405,10 +407,9 @@ class Corpus:
             keyword_rows = self.keyword.search(parsed, pool, where)
             ef = None if ef_search is None else max(ef_search, pool)
             nearest = self.index.nearest(vector, pool, allowed, ef)
-            keyword_ranks = {row.chunk_id: rank for rank, row in enumerate(keyword_rows, 1)}
-            unseen = {}
-            if share < 1:  # a keyword hit without a vector yet stands in with its keyword rank
-                seeable = list(keyword_ranks)
+            unseen: set[int] = set()
+            if share < 1:  # a keyword hit without a vector yet: its keyword part stands in
+                seeable = [row.chunk_id for row in keyword_rows]
                 if allowed is not None:
                     passing = set(allowed)
                     seeable = [i for i in seeable if i in passing]
@@ -417,12 +418,8 @@ class Corpus:
                     if seeable
                     else set()
                 )
-                unseen = {"vector": {i: r for i, r in keyword_ranks.items() if i not in have}}
-            fused = reciprocal_rank_fusion(
-                [("bm25", [(row.chunk_id, row.bm25) for row in keyword_rows]), ("vector", nearest)],
-                coverage={"vector": share},
-                unseen=unseen,
-            )
+                unseen = {row.chunk_id for row in keyword_rows if row.chunk_id not in have}
+            fused = fuse([(row.chunk_id, row.bm25) for row in keyword_rows], nearest, share, unseen)
             owners.update(
                 (row.chunk_id, (row.document_id, row.human_relevance_score)) for row in keyword_rows
             )
@@ -434,8 +431,8 @@ class Corpus:
                     continue  # deleted between the two retrievals
                 document_id, prior = owners[chunk_id]
                 parts["prior"] = prior_factor(prior)
-                scored.append((parts["rrf"] * parts["prior"], chunk_id, parts, document_id))
-            scored.sort(key=lambda item: (-item[0], item[1]))
+                scored.append((parts["fused"] * parts["prior"], chunk_id, parts, document_id))
+            scored.sort(key=lambda item: (-item[0], -item[2]["rrf"], item[1]))
             kept = first_k(scored, k, itemgetter(3) if per_document else None)
             return kept, len(keyword_rows) == pool or len(nearest) == pool
 
@@ -444,7 +441,7 @@ class Corpus:
             chunks = self._chunks([i for _, i, _, _ in scored])
         words = query_words(parsed)
         return [
-            make_hit(chunks[i], score, parts, words, kind="rrf")
+            make_hit(chunks[i], score, parts, words, kind="fused")
             for score, i, parts, _ in scored
             if i in chunks
         ]
@@ -481,37 +478,67 @@ class Corpus:
     # -- memories --------------------------------------------------------------------------
 
     def recall(
-        self, query: str, k: int, where: MemoryFilter
+        self,
+        query: str,
+        k: int,
+        where: MemoryFilter,
+        mode: str | None = None,
+        half_life_days: float | None = None,
     ) -> builtins.list[tuple[MemoryRecord, float, Parts]]:
         """Return the ``k`` memories best matching ``query`` with their score and its parts.
 
-        With an embedder: reciprocal rank fusion of BM25 and cosine similarity (memories not
-        embedded yet are embedded first); without one: BM25 alone. Ties go to the newer memory.
+        ``mode``: ``hybrid`` (BM25 and cosine similarity fused, `vrom.search.fusion.fuse`;
+        the default with an embedder), ``keyword`` (BM25 alone; the default without one) or
+        ``vector``. With ``half_life_days`` a memory's score is multiplied by ``recency``,
+        ``0.5 ** (age in days / half_life_days)`` (its age from its timestamp to now; 1 for a
+        memory timed in the future), among the candidates the retrievers found. Memories not
+        embedded yet are embedded first. Ties go to the newer memory.
         """
         check_query(query)
         check_k(k)
+        embedder = self.embedder
+        if mode is None:
+            mode = "keyword" if embedder is None else "hybrid"
+        elif mode not in ("keyword", "vector", "hybrid"):
+            raise ValidationError(f"mode must be one of keyword, vector, hybrid, not {shown(mode)}")
         pool = first_pool(k)
         parsed = parse_query(query)
-        keyword_rows = self.store.memories.keyword_search(parsed, pool, where)
+        keyword_rows = (
+            [] if mode == "vector" else self.store.memories.keyword_search(parsed, pool, where)
+        )
         records = {row.memory.id: row.memory for row in keyword_rows}
-        embedder = self.embedder
         ranked: list[tuple[float, str, Parts]]
-        if embedder is None:
+        if mode == "keyword":
             ranked = [(row.bm25, row.memory.id, {"bm25": row.bm25}) for row in keyword_rows]
         else:
+            embedder = self.require_embedder(f"{mode} recall")
             embed_missing_memories(self.store, embedder)
             allowed = self.store.memories.keys_matching(where)
             nearest = self._memory_index.nearest(embedder.embed_query(query), pool, allowed)
             by_key = self.store.memories.by_keys([key for key, _ in nearest])
             records.update((memory.id, memory) for memory in by_key.values())
-            fused = reciprocal_rank_fusion(
-                [
-                    ("bm25", [(row.memory.id, row.bm25) for row in keyword_rows]),
-                    ("vector", [(by_key[key].id, s) for key, s in nearest if key in by_key]),
-                ]
+            similar = [(by_key[key].id, s) for key, s in nearest if key in by_key]
+            if mode == "vector":
+                ranked = [(s, memory_id, {"vector": s}) for memory_id, s in similar]
+            else:
+                fused = fuse([(row.memory.id, row.bm25) for row in keyword_rows], similar)
+                ranked = [(parts["fused"], memory_id, parts) for memory_id, parts in fused.items()]
+        if half_life_days is not None:
+            now = time.time()
+            decayed = []
+            for score, memory_id, parts in ranked:
+                age_days = max(0.0, now - records[memory_id].created_unix) / 86_400
+                parts["recency"] = 0.5 ** (age_days / half_life_days)
+                decayed.append((score * parts["recency"], memory_id, parts))
+            ranked = decayed
+        ranked.sort(
+            key=lambda item: (
+                -item[0],
+                -item[2].get("rrf", 0.0),
+                -records[item[1]].created_unix,
+                item[1],
             )
-            ranked = [(parts["rrf"], memory_id, parts) for memory_id, parts in fused.items()]
-        ranked.sort(key=lambda item: (-item[0], -records[item[1]].created_unix, item[1]))
+        )
         return [(records[memory_id], score, parts) for score, memory_id, parts in ranked[:k]]
 
     # -- life ------------------------------------------------------------------------------

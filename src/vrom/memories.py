@@ -4,7 +4,7 @@ A memory is a short titled text (a decision, a fact, a preference...) with a pro
 notes it relates to and where it came from. Memories live in the vault's store file beside the
 notes, so they survive reopening and share its crash safety; they are searched by the same core
 as chunks: BM25 over title, content and tags, cosine over one vector each (the same exact or HNSW
-indexes), fused by reciprocal rank (k=60).
+indexes), fused as chunks are (`vrom.search.fusion.fuse`).
 
     memories = Memories(store, Embedder.default())
     memories.remember("Deploys go through CI", "Never push to prod by hand.", type="decision")
@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from vrom.corpus import Corpus
+from vrom.dates import parse_when
 from vrom.embed import Embedder, EmbedderBinding
 from vrom.errors import NotFoundError, ValidationError, shown
 from vrom.ingest.embedding import (
@@ -93,8 +94,10 @@ class MemoryHit:
     """A recalled memory: ``score`` ranks hits (higher is better); ``scores`` holds its parts.
 
     Parts: ``bm25`` (keyword match), ``vector`` (cosine similarity) when it was found that way,
-    and ``rrf`` (their reciprocal rank fusion, the score) when an embedder took part.
-    ``score_kind`` says what ``score`` is: ``rrf``, or ``bm25`` when no embedder took part.
+    and ``fused`` (the score: both normalised and combined, `vrom.search.fusion.fuse`) and
+    ``rrf`` (their reciprocal rank fusion, which orders equal ``fused`` scores) when an
+    embedder took part. ``score_kind`` says what ``score`` is: ``fused``, or ``bm25`` when no
+    embedder took part.
     """
 
     memory: Memory
@@ -224,13 +227,39 @@ def _status(value: object, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
-def _memory_filter(project: str | None, type_: str | None, status: str) -> MemoryFilter:
+def _memory_filter(
+    project: str | None,
+    type_: str | None,
+    status: str,
+    since: object = None,
+    until: object = None,
+) -> MemoryFilter:
     _status(status, FILTER_STATUSES)
     return MemoryFilter(
         project=_optional_text("project", project, MAX_PROJECT_CHARS),
         type=None if type_ is None else _type(type_),
         status=None if status == ANY_STATUS else status,
+        since=None if since is None else _instant("since", since),
+        until=None if until is None else _instant("until", until),
     )
+
+
+def _instant(name: str, value: object) -> float:
+    """Return the Unix time ``value`` names (`vrom.dates.parse_when`), or `ValidationError`."""
+    instant = parse_when(value)
+    if instant is None:
+        raise ValidationError(
+            f"{name} must be a date or time (ISO 8601 such as 2023-05-08 or "
+            f"2023-05-08T13:56:00Z, Unix seconds, or '8 May, 2023'), not {shown(value)}"
+        )
+    return instant.timestamp()
+
+
+def _score_kind(parts: Mapping[str, float]) -> str:
+    """Return what a recalled memory's score is, from the parts that made it."""
+    if "fused" in parts:
+        return "fused"
+    return "bm25" if "bm25" in parts else "cosine"
 
 
 def _memory_id(value: object) -> str:
@@ -282,6 +311,7 @@ class Memories:
         tags: Iterable[str] = (),
         related: Iterable[str] = (),
         source: str | None = None,
+        timestamp: object = None,
     ) -> Memory:
         """Store a new memory (and its vector, with an embedder) in one transaction; return it.
 
@@ -289,13 +319,16 @@ class Memories:
         blank; ``type`` is one of `MEMORY_TYPES` or another lower-case word of up to 40
         characters; ``project`` and ``source`` are optional one-line texts; ``tags`` (a leading
         ``#`` is dropped and case folded, as in notes) and ``related`` (note paths) are lists of
-        strings. Anything else is a `ValidationError`. ``title`` and ``content`` are embedded
-        together when there is an embedder.
+        strings. ``timestamp`` is when the memory happened, if not now: a `datetime`, Unix
+        seconds, or a text `vrom.dates.parse_when` reads (ISO 8601, ``8 May, 2023``); it is the
+        memory's ``timestamp`` and what ``since`` and ``until`` compare (its id still sorts by
+        when it was stored). Anything else is a `ValidationError`. ``title`` and ``content``
+        are embedded together when there is an embedder.
         """
         now = time.time()
         record = MemoryRecord(
             id=_new_id(now),
-            created_unix=now,
+            created_unix=now if timestamp is None else _instant("timestamp", timestamp),
             updated_unix=now,
             project=_optional_text("project", project, MAX_PROJECT_CHARS),
             type=_type(type),
@@ -358,26 +391,44 @@ class Memories:
         project: str | None = None,
         type: str | None = None,
         status: str = "active",
+        since: object = None,
+        until: object = None,
+        mode: str | None = None,
+        half_life_days: float | None = None,
     ) -> builtins.list[MemoryHit]:
         """Return the ``k`` memories that best match ``query``, best first.
 
-        Ranked by the search core (`Corpus.recall`). With an embedder: reciprocal rank fusion
-        (k=60) of BM25 and cosine similarity among the memories that pass the filters (exact,
-        or an HNSW graph past the vault's threshold, as for chunks); without one: BM25 alone.
+        Ranked by the search core (`Corpus.recall`). With an embedder: BM25 and cosine
+        similarity fused (`vrom.search.fusion.fuse`) among the memories that pass the filters
+        (exact, or an HNSW graph past the vault's threshold, as for chunks); without one: BM25
+        alone.
         ``project`` and ``type`` must match exactly; ``status`` is one of the statuses or
-        ``"any"``. Query syntax is keyword search's: words, "phrases", -excluded, prefix*.
+        ``"any"``. ``since`` and ``until`` keep memories whose ``timestamp`` is at or after,
+        and at or before, an instant (as ``timestamp`` in `remember`; a date alone is its
+        midnight UTC). ``mode``: ``hybrid`` (the default with an embedder), ``keyword`` or
+        ``vector``. ``half_life_days`` favours recent memories: each score is multiplied by
+        ``0.5 ** (age in days / half_life_days)`` (``recency`` in the parts). Query syntax is
+        keyword search's: words, "phrases", -excluded, prefix*.
         """
         check_query(query)
         check_k(k)
-        where = _memory_filter(project, type, status)
+        if half_life_days is not None and (
+            isinstance(half_life_days, bool)
+            or not isinstance(half_life_days, int | float)
+            or not 0 < half_life_days < float("inf")
+        ):
+            raise ValidationError(
+                f"half_life_days must be a positive number, not {shown(half_life_days)}"
+            )
+        where = _memory_filter(project, type, status, since, until)
         return [
             MemoryHit(
                 _memory(record),
                 round(score, 6),
                 {name: round(value, 6) for name, value in parts.items()},
-                "rrf" if "rrf" in parts else "bm25",
+                _score_kind(parts),
             )
-            for record, score, parts in self._corpus.recall(query, k, where)
+            for record, score, parts in self._corpus.recall(query, k, where, mode, half_life_days)
         ]
 
     def stats(self) -> MemoryStats:

@@ -34,7 +34,7 @@ class Hit:
             document's) text.
         text: the chunk's whole text; in a `vrom.Collection` hit, the document's whole text as
             it was added (the chunk is ``chunk_text``).
-        scores: the parts of ``score`` (``bm25``, ``vector``, ``rrf``, ``prior``).
+        scores: the parts of ``score`` (``bm25``, ``vector``, ``fused``, ``rrf``, ``prior``).
         context_text: with ``expand_context``, the chunk joined with its neighbours in the note.
         context_chunk_ids: the ids of the chunks ``context_text`` spans, in order.
         prev_chunk_id, next_chunk_id: the chunks before and after this one in its note (None
@@ -49,8 +49,9 @@ class Hit:
             candidates, cosine similarity, a [0, 1] estimate of how much the chunk is prose
             (not link lists, code or fragments), and the reranking's wall time in milliseconds.
         score_kind: what ``score`` is, so it can be labelled and never compared across kinds:
-            ``bm25`` (keyword: BM25 times the human-relevance prior), ``rrf`` (hybrid:
-            reciprocal rank fusion times the prior), ``cosine`` (vector: cosine similarity;
+            ``bm25`` (keyword: BM25 times the human-relevance prior), ``fused`` (hybrid: the
+            keyword and vector scores, each normalised to [0, 1], combined by
+            `vrom.search.fusion.fuse`, times the prior), ``cosine`` (vector: cosine similarity;
             ``dot`` or ``euclidean``, minus the distance, on stores opened with those metrics),
             ``rerank`` (the rerank mode's weighted sum, in [0, 1]).
         fresh: for a vault's hit, whether the note on disk still holds what was indexed

@@ -446,8 +446,8 @@ class Vault:
         ``expand_context`` fills each hit's ``context_text`` with the chunk joined to
         ``context_window`` neighbouring chunks a side (following prev/next links).
 
-        ``mode``: ``keyword`` (BM25), ``vector`` (meaning), ``hybrid`` (both, fused by
-        reciprocal rank), ``rerank`` (keyword candidates reranked by vector similarity, human
+        ``mode``: ``keyword`` (BM25), ``vector`` (meaning), ``hybrid`` (both, fused:
+        `vrom.search.fusion.fuse`), ``rerank`` (keyword candidates reranked by vector similarity, human
         relevance and text quality: the VaultLayer hybrid-search contract); by default hybrid
         when the store holds vectors of the configured embedder, else keyword.
 

@@ -90,11 +90,30 @@ def add_memory_command(
         "--related", action="append", default=[], metavar="NOTE", help="a related note (repeatable)"
     )
     sub.add_argument("--source", help="where it came from (a URL, a session, a tool)")
+    sub.add_argument(
+        "--timestamp",
+        metavar="WHEN",
+        help="when it happened, if not now: ISO 8601 (2023-05-08, 2023-05-08T13:56:00Z), "
+        "Unix seconds or '8 May, 2023'",
+    )
 
     sub = action("recall", "Find the memories that best match a query.")
     sub.add_argument("query", metavar="QUERY", help='words, "exact phrases", -excluded, prefix*')
     sub.add_argument("-k", type=int, default=5, help="memories to return (default: 5)")
     filters(sub)
+    sub.add_argument("--since", metavar="WHEN", help="only memories from this date or time on")
+    sub.add_argument("--until", metavar="WHEN", help="only memories up to this date or time")
+    sub.add_argument(
+        "--mode",
+        choices=("hybrid", "keyword", "vector"),
+        help="how to match (default: hybrid with an embedder, else keyword)",
+    )
+    sub.add_argument(
+        "--half-life-days",
+        type=float,
+        metavar="DAYS",
+        help="favour recent memories: a score halves every DAYS of a memory's age",
+    )
 
     sub = action("list", "List memories, newest first.")
     sub.add_argument("--limit", type=int, default=50, help="at most this many (default: 50)")
@@ -144,11 +163,20 @@ def run_memory(
                 tags=args.tag,
                 related=args.related,
                 source=args.source,
+                timestamp=_when(args.timestamp),
             )
             show = _format_remembered
         case "recall":
             result = memories.recall(
-                args.query, args.k, project=args.project, type=args.type, status=args.status
+                args.query,
+                args.k,
+                project=args.project,
+                type=args.type,
+                status=args.status,
+                since=_when(args.since),
+                until=_when(args.until),
+                mode=args.mode,
+                half_life_days=args.half_life_days,
             )
             show = _format_hits
         case "list":
@@ -239,3 +267,13 @@ def _format_stats(stats: MemoryStats, out: TextIO) -> None:
     ):
         parts = ", ".join(f"{name} {count:,}" for name, count in counts.items())
         out.write(f"{label + ':':<13}{parts or '-'}\n")
+
+
+def _when(text: str | None) -> str | float | None:
+    """Return a command line's date or time: Unix seconds as a number, anything else as is."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text

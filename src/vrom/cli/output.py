@@ -17,9 +17,9 @@ from vrom.results import to_jsonable
 
 STYLES = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "cyan": "36"}
 """The ANSI styles the CLI uses, by name."""
-SCORE_DIGITS = {"bm25": 2, "rrf": 4}
-"""Decimals shown per score kind: BM25 runs to tens, RRF differs in the fourth decimal; the
-rest (cosine, dot, euclidean, rerank, distance) show three."""
+SCORE_DIGITS = {"bm25": 2}
+"""Decimals shown per score kind: BM25 runs to tens; the rest (fused, cosine, dot, euclidean,
+rerank, distance) show three."""
 
 Style = Callable[[str, str], str]
 """Return a text wrapped in a named style (one of `STYLES`), or unchanged without colour."""
@@ -64,5 +64,5 @@ def styler(stream: TextIO) -> Style:
 
 
 def score_label(kind: str, value: float) -> str:
-    """Return a score with what it is: ``bm25 12.31``, ``rrf 0.0325``, ``cosine 0.812``."""
+    """Return a score with what it is: ``bm25 12.31``, ``fused 0.813``, ``cosine 0.812``."""
     return f"{kind or 'score'} {value:.{SCORE_DIGITS.get(kind, 3)}f}"

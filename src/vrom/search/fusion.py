@@ -1,7 +1,16 @@
 """Fusing rankings and widening candidate pools: the two steps every search mode shares.
 
-Reciprocal rank fusion (k=60) adds ``1 / (60 + rank)`` from each ranking a candidate appears
-in. Pool widening asks a retriever for more candidates when one-per-document ranking left fewer
+Fusion is a convex combination of normalised scores (`fuse`): each ranking's scores are
+rescaled so its best is 1 and its `FUSION_DEPTH`-th is 0 (lower ones count 0), and a
+candidate's fused score is ``KEYWORD_WEIGHT`` times its keyword part plus the rest times its
+vector part. Chosen on the dev sets (docs/benchmarks.md, "Retrieval quality round 2"): against
+reciprocal rank fusion it ranks better where one retriever is much stronger (LoCoMo dialogue,
+where RRF fell below keyword search alone) and on SciFact, and it depends on the scores of the
+first `FUSION_DEPTH` candidates only, so a search asked for 10 hits ranks them as the first 10
+of a search asked for 100. Candidates beyond that depth in both rankings tie at 0 and are
+ordered by reciprocal rank fusion (k=60), which is kept as ``rrf`` in the parts.
+
+Pool widening asks a retriever for more candidates when one-per-document ranking left fewer
 than ``k``: a few long documents can fill a pool with their chunks.
 """
 
@@ -11,6 +20,11 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 RRF_K = 60
+FUSION_DEPTH = 50
+"""Scores are normalised between the best candidate's (1) and this rank's (0); no larger than
+`MIN_POOL`, so every search sees this rank when there is one."""
+KEYWORD_WEIGHT = 0.5
+"""The keyword ranking's share of a fused score; the vector ranking has the rest."""
 MAX_K = 1000
 CANDIDATE_FACTOR = 4
 """Candidates fetched per requested hit, so priors and fusion can reorder a wider pool."""
@@ -56,9 +70,60 @@ def widen(rank: Callable[[int], tuple[list[T], bool]], k: int, pool: int) -> lis
         pool = min(pool * 4, MAX_POOL)
 
 
+def normalised(ranking: Sequence[tuple[K, float]], depth: int = FUSION_DEPTH) -> dict[K, float]:
+    """Return each candidate's score rescaled: 1 for the best, 0 at rank ``depth`` and below.
+
+    ``ranking`` is best first. A ranking shorter than ``depth`` holds every candidate there is
+    (retrievers are asked for at least `MIN_POOL`): its floor is 0, BM25's and an orthogonal
+    vector's score (or its last score, if lower), so a memory store's second memory is not
+    scored 0 for being last of two. A ranking whose scores are all equal gives each 1.
+    """
+    if not ranking:
+        return {}
+    best = ranking[0][1]
+    floor = ranking[depth - 1][1] if len(ranking) >= depth else min(0.0, ranking[-1][1])
+    span = best - floor
+    if span <= 0:
+        return {candidate: 1.0 for candidate, _ in ranking}
+    return {candidate: max(0.0, (score - floor) / span) for candidate, score in ranking}
+
+
+def fuse(
+    keyword: Sequence[tuple[K, float]],
+    vector: Sequence[tuple[K, float]],
+    coverage: float = 1.0,
+    unseen: Iterable[K] = (),
+) -> dict[K, dict[str, float]]:
+    """Return each candidate's score parts: ``bm25`` and ``vector`` (its raw score in each
+    ranking it is in), ``fused`` (the score) and ``rrf`` (the order among equal ``fused``).
+
+    ``keyword`` and ``vector`` are [(candidate, score), ...] best first. ``fused`` is
+    ``w * keyword part + (1 - w) * vector part``, each part the candidate's `normalised` score
+    in that ranking (0 when absent) and ``w`` `KEYWORD_WEIGHT`.
+
+    ``coverage`` is the share of the candidates the vector ranking could see (chunks still
+    being embedded), in (0, 1]: the vector part's weight shrinks with it, so fusion moves
+    smoothly from keyword alone towards full hybrid as vectors arrive. ``unseen`` candidates
+    have no vector yet: their keyword part stands in for the vector part, so a candidate is
+    neither helped nor hurt by a vector it does not have yet.
+    """
+    share = min(1.0, max(coverage, 0.0))
+    vector_weight = (1.0 - KEYWORD_WEIGHT) * share
+    keyword_parts, vector_parts = normalised(keyword), normalised(vector)
+    stand_ins = set(unseen)
+    fused = reciprocal_rank_fusion(
+        [("bm25", keyword), ("vector", vector)],
+        unseen={"vector": {c: r for r, (c, _) in enumerate(keyword, 1) if c in stand_ins}},
+    )
+    for candidate, parts in fused.items():
+        keyword_part = keyword_parts.get(candidate, 0.0)
+        vector_part = keyword_part if candidate in stand_ins else vector_parts.get(candidate, 0.0)
+        parts["fused"] = (1.0 - vector_weight) * keyword_part + vector_weight * vector_part
+    return fused
+
+
 def reciprocal_rank_fusion(
     rankings: Sequence[tuple[str, Sequence[tuple[K, float]]]],
-    coverage: Mapping[str, float] | None = None,
     unseen: Mapping[str, Mapping[K, int]] | None = None,
 ) -> dict[K, dict[str, float]]:
     """Return each candidate's score parts: its score in every named ranking, and ``rrf``.
@@ -66,23 +131,16 @@ def reciprocal_rank_fusion(
     ``rankings`` are (name, [(candidate, score), ...] best first); ``rrf`` sums
     ``1 / (RRF_K + rank)`` over the rankings the candidate is in.
 
-    ``coverage`` names a ranking that saw only a share of the candidates (vectors of a store
-    still being embedded) and that share, in (0, 1]: its rank ``r`` counts as ``r / share``,
-    the rank the candidate would expect among them all. So the best of the 1% of chunks that
-    have vectors weighs like a rank-100 hit, not like the best of the whole store, and fusion
-    moves smoothly from keyword alone towards full hybrid as vectors arrive.
-
     ``unseen`` names, for a ranking, candidates it could not see (chunks with no vector yet)
     and a rank to count for them instead (their rank in another ranking), so a candidate is
     neither helped nor hurt by a vector it does not have yet: no score part is added for them.
     """
     fused: dict[K, dict[str, float]] = {}
     for name, ranking in rankings:
-        share = 1.0 if coverage is None else min(1.0, max(coverage.get(name, 1.0), 1e-6))
         for rank, (candidate, score) in enumerate(ranking, start=1):
             parts = fused.setdefault(candidate, {})
             parts[name] = score
-            parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank / share)
+            parts["rrf"] = parts.get("rrf", 0.0) + 1.0 / (RRF_K + rank)
     for stand_ins in (unseen or {}).values():
         for candidate, rank in stand_ins.items():
             parts = fused.setdefault(candidate, {})

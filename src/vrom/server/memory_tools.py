@@ -32,6 +32,10 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
             list[str] | None, Field(description="Paths of notes this memory relates to")
         ] = None,
         source: Annotated[str | None, Field(description="Where it came from")] = None,
+        timestamp: Annotated[
+            str | None,
+            Field(description="When it happened, if not now: ISO 8601 or '8 May, 2023'"),
+        ] = None,
     ) -> CallToolResult:
         """Remember something across sessions; returns the memory with its id."""
         return await call_on_vault(
@@ -45,6 +49,7 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
                 tags=tags or (),
                 related=related or (),
                 source=source,
+                timestamp=timestamp,
             ),
         )
 
@@ -56,13 +61,30 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
         project: str | None = None,
         type: str | None = None,
         status: Literal["active", "archived", "superseded", "any"] = "active",
+        since: Annotated[
+            str | None, Field(description="Only memories from this date or time on (ISO 8601)")
+        ] = None,
+        until: Annotated[
+            str | None, Field(description="Only memories up to this date or time (ISO 8601)")
+        ] = None,
+        half_life_days: Annotated[
+            float | None,
+            Field(gt=0, description="Favour recent memories: a score halves every this many days"),
+        ] = None,
     ) -> CallToolResult:
         """Recall memories by meaning and keywords, best first."""
         return await call_on_vault(
             state,
             ctx,
             lambda vault: vault.memories.recall(
-                query, k=k, project=project, type=type, status=status
+                query,
+                k=k,
+                project=project,
+                type=type,
+                status=status,
+                since=since,
+                until=until,
+                half_life_days=half_life_days,
             ),
         )
 

@@ -28,22 +28,12 @@ from vrom.store.records import (
     MemoryKeywordRow,
     MemoryRecord,
 )
-from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
+from vrom.store.rows import MEMORY_COLUMNS, memory_filter_sql, memory_from_row
 
 
 def _filter_sql(where: MemoryFilter) -> tuple[str, list[Any]]:
     """Return `` AND ...`` clauses on memory ``m`` for a filter, and their parameters."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column, value in (
-        ("project", where.project),
-        ("type", where.type),
-        ("status", where.status),
-    ):
-        if value is not None:
-            clauses.append(f" AND m.{column} = %s")
-            params.append(value)
-    return "".join(clauses), params
+    return memory_filter_sql(where, "%s")
 
 
 class PgMemories:

@@ -273,11 +273,16 @@ class MemoryRecord:
 
 @dataclass(frozen=True)
 class MemoryFilter:
-    """Which memories a read sees: every given part must hold (None: any)."""
+    """Which memories a read sees: every given part must hold (None: any).
+
+    ``since`` and ``until`` bound the memory's ``created_unix`` (its timestamp), both included.
+    """
 
     project: str | None = None
     type: str | None = None
     status: str | None = None
+    since: float | None = None
+    until: float | None = None
 
 
 @dataclass(frozen=True)

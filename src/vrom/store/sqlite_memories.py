@@ -21,7 +21,7 @@ from vrom.store.records import (
     MemoryKeywordRow,
     MemoryRecord,
 )
-from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
+from vrom.store.rows import MEMORY_COLUMNS, memory_filter_sql, memory_from_row
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_query import match_expression
 from vrom.store.sqlite_vectors import SQLiteMemoryVectors
@@ -32,17 +32,7 @@ MEMORY_BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0)
 
 def _filter_sql(where: MemoryFilter) -> tuple[str, list[Any]]:
     """Return `` AND ...`` clauses on memory ``m`` for a filter, and their parameters."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column, value in (
-        ("project", where.project),
-        ("type", where.type),
-        ("status", where.status),
-    ):
-        if value is not None:
-            clauses.append(f" AND m.{column} = ?")
-            params.append(value)
-    return "".join(clauses), params
+    return memory_filter_sql(where, "?")
 
 
 def _index_text(memory: MemoryRecord) -> tuple[str, str, str, str]:

@@ -1,0 +1,124 @@
+"""Hybrid fusion (`vrom.search.fusion.fuse`): normalised scores, half keyword and half vector.
+
+What it claims: each ranking counts 1 for its best candidate and 0 from its `FUSION_DEPTH`-th
+down; a confident retriever is not outvoted by a flat one (where reciprocal rank fusion is);
+the first hits do not depend on how many candidates were asked for; a store still being
+embedded leans on keyword search; a candidate without a vector is neither helped nor hurt.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vrom.search.fusion import (
+    FUSION_DEPTH,
+    KEYWORD_WEIGHT,
+    fuse,
+    normalised,
+    reciprocal_rank_fusion,
+)
+
+
+def _ranked(fused: dict[str, dict[str, float]]) -> list[str]:
+    return sorted(fused, key=lambda c: (-fused[c]["fused"], -fused[c]["rrf"], c))
+
+
+def test_scores_are_rescaled_from_the_best_to_the_depth_th() -> None:
+    ranking = [(f"c{i}", 100.0 - i) for i in range(FUSION_DEPTH + 10)]
+    parts = normalised(ranking)
+    assert parts["c0"] == 1.0
+    assert parts[f"c{FUSION_DEPTH - 1}"] == 0.0
+    assert parts["c1"] == pytest.approx(1 - 1 / (FUSION_DEPTH - 1))
+    assert all(parts[f"c{i}"] == 0.0 for i in range(FUSION_DEPTH, FUSION_DEPTH + 10))
+    short = normalised([("a", 3.0), ("b", 1.5), ("c", 0.75)])
+    assert short == {"a": 1.0, "b": 0.5, "c": 0.25}, "all there is: the floor is 0, not the last"
+    below = normalised([("a", 0.5), ("b", -0.5)])
+    assert below == {"a": 1.0, "b": 0.0}, "a last score below 0 is the floor"
+    assert normalised([("a", 0.4), ("b", 0.4)]) == {"a": 1.0, "b": 1.0}, "no spread: all best"
+    assert normalised([]) == {}
+
+
+def test_the_fused_score_is_the_weighted_sum_of_the_parts() -> None:
+    keyword = [("a", 9.0), ("b", 5.0), ("c", 1.0)]
+    vector = [("b", 0.9), ("d", 0.7), ("a", 0.5)]
+    fused = fuse(keyword, vector)
+    w = KEYWORD_WEIGHT
+    assert fused["a"]["fused"] == pytest.approx(w * 1.0 + (1 - w) * 0.5 / 0.9)
+    assert fused["b"]["fused"] == pytest.approx(w * 5 / 9 + (1 - w) * 1.0)
+    assert fused["d"]["fused"] == pytest.approx((1 - w) * 0.7 / 0.9), "absent from keyword: 0"
+    assert fused["c"]["fused"] == pytest.approx(w * 1 / 9), "absent from vector: 0"
+    assert fused["b"]["bm25"] == 5.0 and fused["b"]["vector"] == 0.9, "raw scores kept"
+    assert "vector" not in fused["c"] and "bm25" not in fused["d"]
+    assert fused["b"]["rrf"] == pytest.approx(1 / 62 + 1 / 61), "rrf kept to order ties"
+
+
+def test_a_confident_retriever_is_not_outvoted_by_a_flat_one() -> None:
+    """Keyword search finds the answer far ahead of the rest; the vector ranking is nearly
+    flat (short texts that all look alike) and has the answer at rank 30. Reciprocal rank
+    fusion puts the documents both rankings hold near the top ahead of it; fusing scores
+    keeps it first, as keyword search alone has it."""
+    rng = random.Random(7)
+    others = [f"doc{i}" for i in range(200)]
+    keyword = [("answer", 30.0)] + [(d, 8.0 - i * 0.02) for i, d in enumerate(others)]
+    flat = [(d, 0.61 - i * 0.0004) for i, d in enumerate(rng.sample(others, 200))]
+    vector = [*flat[:29], ("answer", 0.599), *flat[29:]]
+    assert _ranked(fuse(keyword, vector))[0] == "answer"
+    rrf = reciprocal_rank_fusion([("bm25", keyword), ("vector", vector)])
+    assert sorted(rrf, key=lambda c: -rrf[c]["rrf"])[0] != "answer", "RRF loses it"
+
+
+def test_agreement_wins_when_neither_retriever_is_sure() -> None:
+    keyword = [("x", 10.0), ("both", 9.9)] + [(f"k{i}", 9.8 - i * 0.01) for i in range(60)]
+    vector = [("y", 0.80), ("both", 0.799)] + [(f"v{i}", 0.798 - i * 0.001) for i in range(60)]
+    assert _ranked(fuse(keyword, vector))[0] == "both"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(0, 50, allow_nan=False), min_size=1, max_size=400, unique=True),
+    st.lists(st.floats(-1, 1, allow_nan=False), min_size=1, max_size=400, unique=True),
+    st.integers(0, 2**31),
+)
+def test_the_first_hits_do_not_depend_on_how_many_candidates_were_fetched(
+    keyword_scores: list[float], vector_scores: list[float], seed: int
+) -> None:
+    """A search for 10 hits fetches 50 candidates a retriever, one for 100 fetches 400: every
+    candidate with a fused score above 0 is ranked the same from either pool."""
+    rng = random.Random(seed)
+    ids = [f"c{i}" for i in range(500)]
+    keyword = list(
+        zip(rng.sample(ids, len(keyword_scores)), sorted(keyword_scores)[::-1], strict=True)
+    )
+    vector = list(
+        zip(rng.sample(ids, len(vector_scores)), sorted(vector_scores)[::-1], strict=True)
+    )
+    small, large = fuse(keyword[:FUSION_DEPTH], vector[:FUSION_DEPTH]), fuse(keyword, vector)
+    positive = [c for c in small if small[c]["fused"] > 0]
+    for candidate in positive:
+        assert small[candidate]["fused"] == large[candidate]["fused"]
+    by_fused = sorted(positive, key=lambda c: -small[c]["fused"])
+    assert by_fused == sorted(positive, key=lambda c: -large[c]["fused"])
+
+
+def test_a_barely_embedded_store_leans_on_keyword_search() -> None:
+    keyword = [("k", 10.0), ("mid", 5.0), ("low", 1.0)]
+    vector = [("v", 0.9), ("low", 0.1)]
+    full, barely = fuse(keyword, vector, coverage=1.0), fuse(keyword, vector, coverage=0.01)
+    assert full["v"]["fused"] == pytest.approx(1 - KEYWORD_WEIGHT)
+    assert barely["v"]["fused"] == pytest.approx((1 - KEYWORD_WEIGHT) * 0.01)
+    assert _ranked(barely)[:2] == ["k", "mid"], "keyword's order, as vectors are 1% there"
+    assert fuse(keyword, vector, coverage=1.0) == fuse(keyword, vector), "complete: plain"
+
+
+def test_a_candidate_without_a_vector_is_neither_helped_nor_hurt() -> None:
+    keyword = [("new", 9.0), ("old", 5.0), ("z", 1.0)]
+    vector = [("old", 0.9), ("z", 0.2)]
+    fused = fuse(keyword, vector, unseen={"new"})
+    assert fused["new"]["fused"] == pytest.approx(1.0), "its keyword part stands in"
+    assert "vector" not in fused["new"], "no vector part invented"
+    assert fused["new"]["rrf"] == pytest.approx(2 / 61)
+    assert fuse(keyword, vector)["new"]["fused"] == pytest.approx(KEYWORD_WEIGHT), "else: 0"
