@@ -26,9 +26,16 @@ import pytest
 from vrom import Collection, NotFoundError, ValidationError
 from vrom.embed import Embedder, Fingerprint
 from vrom.evaluation import MODES, EvalResult, Evaluation, evaluate
-from vrom.evaluation.beir import Qrels, available_splits, corpus_documents, load_beir
+from vrom.evaluation.beir import (
+    CorpusEntry,
+    Qrels,
+    available_splits,
+    corpus_documents,
+    load_beir,
+)
 from vrom.evaluation.metrics import score_ranking
-from vrom.evaluation.runs import IndexTimings, search_queries
+from vrom.evaluation.runs import IndexTimings, memory_fields, search_queries
+from vrom.memories import MAX_CONTENT_CHARS, MAX_TITLE_CHARS
 
 BEIR_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir"
 TOLERANCE = 1e-6
@@ -339,6 +346,62 @@ def test_without_a_model_only_keyword_mode_runs(dataset: Path) -> None:
         evaluate(dataset, modes=["fuzzy"], embedder="none")
 
 
+def test_memories_are_evaluated_through_remember_and_recall(dataset: Path) -> None:
+    as_memories = evaluate(dataset, embedder="fake", target="memories")
+    as_collection = evaluate(dataset, embedder="fake")
+    assert as_memories.target == "memories" and as_collection.target == "collection"
+    assert [r.mode for r in as_memories.results] == list(MODES)
+    assert as_memories.index.documents == len(DOCS) - 1 and as_memories.queries == 6
+    assert as_memories.index.embedding_s is not None and as_memories.index.embedding_s > 0
+    assert "loaded as memories: 0 of 9 timed from their metadata" in as_memories.notes
+    keyword = as_memories.results[0]
+    assert keyword.mrr >= 3 / 6, "q1, q2, q4 find their memory first, as documents do"
+    for mine, theirs in zip(as_memories.results, as_collection.results, strict=True):
+        assert mine.docs_per_query == pytest.approx(theirs.docs_per_query, abs=1.0)
+    with pytest.raises(ValidationError, match="target must be one of collection, memories"):
+        evaluate(dataset, embedder="fake", target="pack")
+
+
+def test_a_memory_takes_its_title_tags_and_time_from_the_entry() -> None:
+    dated = CorpusEntry(
+        "conv:D1:3",
+        "session 1 (1:56 pm on 8 May, 2023)",
+        "Caroline: I went to a support group yesterday.",
+        {"date_time": "1:56 pm on 8 May, 2023", "tags": ["support", 3, " "]},
+    )
+    title, content, tags, timestamp, cut = memory_fields(dated)
+    assert (title, content, tags, timestamp, cut) == (
+        "session 1 (1:56 pm on 8 May, 2023)",
+        "Caroline: I went to a support group yesterday.",
+        ["support"],
+        "1:56 pm on 8 May, 2023",
+        False,
+    )
+    untitled = CorpusEntry("x", "", "First line here\nsecond line " + "y" * 30_000, {})
+    title, content, tags, timestamp, cut = memory_fields(untitled)
+    assert title == "First line here" and len(content) == MAX_CONTENT_CHARS and cut
+    assert timestamp is None and tags == []
+    long_title = CorpusEntry("z", "t" * 300, "", {"date": "2023-05-08"})
+    title, content, _, timestamp, cut = memory_fields(long_title)
+    assert len(title) == MAX_TITLE_CHARS and content == "t" * 300 and cut
+    assert timestamp == "2023-05-08"
+
+
+def test_memories_are_timed_from_the_corpus_metadata(tmp_path: Path) -> None:
+    folder = write_dataset(tmp_path / "dated")
+    lines = (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    dated = []
+    for number, line in enumerate(lines):
+        entry = json.loads(line)
+        entry["metadata"] = {"date_time": f"1:56 pm on {number + 1} May, 2023"}
+        if entry["_id"] == "dog":
+            entry["metadata"] = {"date_time": "not a date"}  # timed now, not a failure
+        dated.append(json.dumps(entry))
+    (folder / "corpus.jsonl").write_text("\n".join(dated) + "\n", encoding="utf-8")
+    evaluation = evaluate(folder, embedder=None, target="memories")
+    assert "loaded as memories: 8 of 9 timed from their metadata" in evaluation.notes
+
+
 # -- the CLI, end to end -----------------------------------------------------------------------
 
 
@@ -369,8 +432,9 @@ def test_vrom_eval_end_to_end(dataset: Path) -> None:
         _cli("eval", folder, "--mode", "keyword", "--limit-queries", "3"),
         _cli("eval", folder, embedder="none"),
         _cli("eval", folder, "--split", "validation"),
+        _cli("eval", folder, "--as", "memories", "--mode", "hybrid"),
     ]
-    table, as_json, keyword, no_model, missing = (_finish(p) for p in procs)
+    table, as_json, keyword, no_model, missing, memories = (_finish(p) for p in procs)
 
     code, out, err = table
     assert code == 0, err
@@ -405,6 +469,12 @@ def test_vrom_eval_end_to_end(dataset: Path) -> None:
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("vrom: error: ")
     assert "no split 'validation'" in err and "splits found: dev, test, train" in err
+
+    code, out, err = memories
+    assert code == 0, err
+    assert "tiny (test): 6 queries, 9 documents as memories; embedder fake-hashed-words" in out
+    rows = [line.split()[0] for line in out.splitlines() if line.split()[:1] in MODE_ROWS]
+    assert rows == ["hybrid"] and "loaded as memories" in out
 
 
 @pytest.mark.data

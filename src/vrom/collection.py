@@ -40,7 +40,7 @@ from vrom.documents import (
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import ModelError, StorageError, ValidationError, VromError, shown
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
-from vrom.ingest.embedding import bind_embedder
+from vrom.ingest.embedding import bind_embedder, check_recipe, context_text
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.results import Hit, changed_hit
 from vrom.search.keyword import check_k
@@ -203,15 +203,15 @@ class Collection:
             self._check_open()
             batch = validated_batch(documents)
             prepared = [(doc, self._chunks(doc)) for doc in batch]
-            vectors = self._vectors([chunk for _, chunks in prepared for chunk in chunks])
+            vectors = self._vectors(prepared)
             now = time.time()
             with self._store.transaction():
                 rows: list[tuple[int, bytes]] = []
-                for doc, chunks in prepared:
+                for place, (doc, chunks) in enumerate(prepared):
                     document_id = self._store.documents.put(self._record(doc, now), chunks, [], [])
                     if vectors:
                         stored = self._store.documents.chunks_of(document_id)
-                        rows += [(c.chunk_id, vectors[c.content_hash]) for c in stored]
+                        rows += [(c.chunk_id, vectors[place, c.position]) for c in stored]
                 if rows:  # one write (and one change-log prune) for the batch, not per document
                     self._store.vectors.put(rows)
             return self._store.documents.count()
@@ -229,6 +229,20 @@ class Collection:
                 self._store.documents.delete(state.document_id)
             return True
 
+    def reembed(self) -> int:
+        """Drop every vector and embed every chunk again; return how many were embedded.
+
+        The way to bring a collection whose vectors were made by an older embedding recipe
+        (`vrom.ingest.embedding.EMBEDDING_RECIPE`) up to date: adding to it is refused until
+        then, searching is not. A collection without an embedder is a `ValidationError`.
+        """
+        with self._lock:
+            self._check_open()
+            if self._embedder is None:
+                raise ValidationError(f"collection {self._name!r} has no embedder to re-embed with")
+            self._corpus.bind(rebuild=True)
+            return self._corpus.embed_missing()
+
     # -- reading ---------------------------------------------------------------------------
 
     def search(
@@ -242,8 +256,8 @@ class Collection:
         """Return up to ``k`` documents best matching ``query``, best first, one hit each.
 
         ``mode``: ``vector`` (the default with an embedder; ``score`` is the cosine similarity
-        in [-1, 1]), ``hybrid`` (reciprocal rank fusion of keyword and vector ranks; ``score``
-        is the fused score, its parts in ``scores``) or ``keyword`` (BM25; the default without
+        in [-1, 1]), ``hybrid`` (keyword and vector scores fused, `vrom.search.fusion.fuse`;
+        ``score`` is the fused score in [0, 1], its parts in ``scores``) or ``keyword`` (BM25; the default without
         an embedder). ``where`` keeps documents whose metadata passes it, inside the search,
         so ``k`` hits come back whenever ``k`` documents match: ``{"section": "hr"}`` (equal,
         or a list holding it), ``{"year": {"$gte": 2020, "$lt": 2025}}``, ``{"tag": {"$in":
@@ -349,23 +363,42 @@ class Collection:
             for span in chunk_note(note, self._strategy)
         ]
 
-    def _vectors(self, chunks: Sequence[ChunkRecord]) -> dict[str, bytes]:
-        """Return the encoded vector of each chunk text, embedding only texts not stored yet."""
-        if self._embedder is None or not chunks:
+    def _vectors(
+        self, prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]]
+    ) -> dict[tuple[int, int], bytes]:
+        """Return the encoded vector of each chunk, by (document's place in ``prepared``, chunk
+        position), embedding `context_text`; a chunk whose embedded text is its own text alone
+        reuses a vector stored for the same text."""
+        if self._embedder is None or not prepared:
             return {}
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
-        vectors = self._store.vectors.for_hashes([c.content_hash for c in chunks])
-        missing = {c.content_hash: c.text for c in chunks if c.content_hash not in vectors}
+        texts = {
+            (place, chunk.position): context_text(chunk.text, "", chunk.heading_path, doc.metadata)
+            for place, (doc, chunks) in enumerate(prepared)
+            for chunk in chunks
+        }
+        plain = {
+            key: chunk.content_hash
+            for key, chunk in (
+                ((place, c.position), c) for place, (_, cs) in enumerate(prepared) for c in cs
+            )
+            if texts[key] == chunk.text
+        }
+        stored = self._store.vectors.for_hashes(list(plain.values())) if plain else {}
+        vectors = {key: stored[plain[key]] for key in plain if plain[key] in stored}
+        missing = [key for key in texts if key not in vectors]
         if missing:
+            check_recipe(self._store)
+            unique = list(dict.fromkeys(texts[key] for key in missing))
             try:
-                matrix = self._embedder.embed_documents(list(missing.values()))
+                matrix = self._embedder.embed_documents(unique)
             except VromError:
                 raise
             except Exception as exc:  # a third-party embedder's own failure
                 raise ModelError(f"embedding documents failed: {exc}") from exc
-            blobs = encode(matrix, self._store.vectors.encoding())
-            vectors.update(zip(missing, blobs, strict=True))
+            blobs = dict(zip(unique, encode(matrix, self._store.vectors.encoding()), strict=True))
+            vectors.update((key, blobs[texts[key]]) for key in missing)
         return vectors
 
     def _record(self, doc: Document, now: float) -> DocumentRecord:
@@ -422,6 +455,10 @@ class AsyncCollection:
     ) -> list[Hit]:
         """See `Collection.search`."""
         return await in_thread(self.sync.search, query, k, where, mode, ef_search)
+
+    async def reembed(self) -> int:
+        """`Collection.reembed`."""
+        return await in_thread(self.sync.reembed)
 
     async def remove(self, id: str) -> bool:
         """See `Collection.remove`."""

@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 from vrom.cli.global_options import add_global_options
 from vrom.cli.output import print_json
-from vrom.evaluation import MODES, Evaluation, evaluate
+from vrom.evaluation import MODES, TARGETS, Evaluation, evaluate
 
 
 def add_eval_command(commands: Any) -> None:
@@ -44,6 +44,13 @@ def add_eval_command(commands: Any) -> None:
         metavar="N",
         help="run only the split's first N queries (a quick look; the corpus is always whole)",
     )
+    sub.add_argument(
+        "--as",
+        dest="target",
+        choices=TARGETS,
+        default="collection",
+        help="load the corpus into a collection (default) or as memories (remember, recall)",
+    )
     add_global_options(sub, ("json", "embedder"))
 
 
@@ -73,6 +80,7 @@ def _run_eval(args: argparse.Namespace, out: TextIO) -> int:
             embedder=args.embedder,
             limit_queries=args.limit_queries,
             progress=progress if show else None,
+            target=args.target,
         )
     finally:
         if show:
@@ -89,7 +97,9 @@ def _format_evaluation(evaluation: Evaluation) -> str:
     k, index = evaluation.k, evaluation.index
     lines = [
         f"{evaluation.dataset} ({evaluation.split}): {evaluation.queries:,} queries, "
-        f"{index.documents:,} documents; embedder {evaluation.embedder or 'none'}",
+        f"{index.documents:,} documents"
+        f"{' as memories' if evaluation.target == 'memories' else ''}; "
+        f"embedder {evaluation.embedder or 'none'}",
         "",
         f"{'mode':<8} {f'nDCG@{k}':>8} {f'R@{k}':>7} {'R@100':>7} {f'MRR@{k}':>7} "
         f"{'index kw s':>10} {'index emb s':>11} {'p50 ms':>7} {'p95 ms':>7}",

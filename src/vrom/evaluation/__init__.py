@@ -47,14 +47,20 @@ from vrom.evaluation.runs import (
     Progress,
     TimedEmbedder,
     add_corpus,
+    add_memories,
+    recall_queries,
     search_queries,
 )
+from vrom.memories import Memories
 from vrom.search.fusion import MAX_K
+from vrom.store import open_store
 
-__all__ = ["MODES", "EvalResult", "Evaluation", "evaluate", "summarise"]
+__all__ = ["MODES", "TARGETS", "EvalResult", "Evaluation", "evaluate", "summarise"]
 
 MODES = ("keyword", "vector", "hybrid")
 """The search modes `evaluate` runs, in report order."""
+TARGETS = ("collection", "memories")
+"""What `evaluate` loads the corpus into."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,7 @@ class Evaluation:
         index: how long adding the corpus took.
         results: one `EvalResult` per mode, in `MODES` order.
         notes: what the reader should know: modes left out, documents cut, queries left out.
+        target: what the corpus was loaded into: ``collection`` or ``memories``.
     """
 
     dataset: str
@@ -131,6 +138,7 @@ class Evaluation:
     index: IndexTimings
     results: list[EvalResult]
     notes: list[str] = field(default_factory=list)
+    target: str = "collection"
 
 
 def evaluate(
@@ -141,6 +149,7 @@ def evaluate(
     embedder: Embedder | str | None = "auto",
     limit_queries: int | None = None,
     progress: Progress | None = None,
+    target: str = "collection",
 ) -> Evaluation:
     """Index a BEIR corpus into a temporary collection, run the split's queries, score each mode.
 
@@ -149,8 +158,12 @@ def evaluate(
     hybrid alone is a `ValidationError`, and with keyword they are left out with a note.
     ``limit_queries`` runs the split's first N queries (for a quick look; the corpus is always
     whole, since a partial corpus would change the metrics). ``progress(stage, done, total)``
-    reports indexing and searching.
+    reports indexing and searching. ``target``: ``collection`` (a `Collection`, one document
+    per entry) or ``memories`` (a temporary store's `Memories`: each entry remembered, with
+    `vrom.evaluation.runs.memory_fields`, and each query asked through `Memories.recall`).
     """
+    if target not in TARGETS:
+        raise ValidationError(f"target must be one of {', '.join(TARGETS)}, not {shown(target)}")
     wanted = _checked_modes(modes)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise ValidationError(f"k must be an integer from 1 to {MAX_K}, not {shown(k)}")
@@ -163,7 +176,8 @@ def evaluate(
         notes = _plan_notes(dataset, wanted, model)
         if model is None:
             wanted = [m for m in wanted if m == "keyword"]
-        return _run(dataset, wanted, k, model, progress, notes)
+        run = _run if target == "collection" else _run_memories
+        return run(dataset, wanted, k, model, progress, notes)
     finally:
         if owned is not None:
             owned.close()
@@ -231,4 +245,49 @@ def _run(
         index=index,
         results=[summarise(runs[mode], dataset.qrels, k, index) for mode in modes],
         notes=notes,
+    )
+
+
+def _run_memories(
+    dataset: BeirDataset,
+    modes: Sequence[str],
+    k: int,
+    model: Embedder | None,
+    progress: Progress | None,
+    notes: list[str],
+) -> Evaluation:
+    timed = None if model is None else TimedEmbedder(model)
+    with tempfile.TemporaryDirectory(prefix="vrom-eval-", ignore_cleanup_errors=True) as work:
+        store = open_store(Path(work) / "memories.db")
+        try:
+            plain = Memories(store)  # remembering without the model: embedded in batches after
+            embedded = None if timed is None else Memories(store, timed)
+            seconds = None if timed is None else (lambda: timed.document_seconds)
+            load = add_memories(plain, embedded, dataset.folder, progress, seconds)
+            runs = recall_queries(
+                embedded or plain,
+                load.documents,
+                dataset.queries,
+                modes,
+                max(k, RECALL_DEPTH),
+                progress,
+            )
+        finally:
+            store.close()
+    notes.append(
+        f"loaded as memories: {load.dated:,} of {len(load.documents):,} timed from their metadata"
+    )
+    if load.cut:
+        notes.append(f"{load.cut} memories were cut to a memory's title or content limit")
+    index = load.timings
+    return Evaluation(
+        dataset=dataset.folder.resolve().name,
+        split=dataset.split,
+        k=k,
+        queries=len(dataset.queries),
+        embedder=None if model is None else model.fingerprint.describe(),
+        index=index,
+        results=[summarise(runs[mode], dataset.qrels, k, index) for mode in modes],
+        notes=notes,
+        target="memories",
     )

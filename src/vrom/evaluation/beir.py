@@ -14,7 +14,10 @@ from typing import Any
 
 from vrom.documents import Document
 from vrom.errors import NotFoundError, ValidationError
+from vrom.ingest.embedding import DATE_KEYS
 
+MAX_CONTEXT_CHARS = 1_000
+"""Titles and dates longer than this are not copied into a document's metadata."""
 Qrels = dict[str, dict[str, int]]
 """Query id → {document id → judged relevance}."""
 
@@ -103,8 +106,19 @@ def read_qrels(path: str | Path) -> Qrels:
     return qrels
 
 
-def corpus_documents(folder: str | Path) -> Iterator[Document]:
-    """Yield the corpus as documents: id ``_id``, text ``title\\n\\ntext`` (title left out if empty).
+@dataclass(frozen=True)
+class CorpusEntry:
+    """One corpus entry: ``title`` and ``text`` with runs of whitespace in the title made one
+    space and the text stripped, and ``metadata`` (an object in the entry; else empty)."""
+
+    id: str
+    title: str
+    text: str
+    metadata: dict[str, Any]
+
+
+def corpus_entries(folder: str | Path) -> Iterator[CorpusEntry]:
+    """Yield the corpus's entries in file order.
 
     An entry with neither title nor text is skipped (nothing could find it). A repeated id is a
     `ValidationError`.
@@ -118,9 +132,35 @@ def corpus_documents(folder: str | Path) -> Iterator[Document]:
         seen.add(doc_id)
         title = " ".join(str(entry.get("title") or "").split())
         body = str(entry.get("text") or "").strip()
-        text = f"{title}\n\n{body}" if title and body else title or body
-        if text:
-            yield Document(doc_id, text)
+        metadata = entry.get("metadata")
+        if title or body:
+            yield CorpusEntry(doc_id, title, body, metadata if isinstance(metadata, dict) else {})
+
+
+def corpus_documents(folder: str | Path) -> Iterator[Document]:
+    """Yield the corpus as documents: id ``_id``, text ``title\\n\\ntext`` (title left out if empty),
+    and metadata ``title`` (when it has one) and the entry's date (its metadata's first of
+    `DATE_KEYS`, when a string; each up to `MAX_CONTEXT_CHARS`): what `vrom.ingest.embedding.context_text` puts before each
+    chunk it embeds.
+
+    An entry with neither title nor text is skipped (nothing could find it). A repeated id is a
+    `ValidationError`.
+    """
+    for entry in corpus_entries(folder):
+        text = (
+            f"{entry.title}\n\n{entry.text}"
+            if entry.title and entry.text
+            else entry.title or entry.text
+        )
+        metadata: dict[str, Any] = {"title": entry.title} if entry.title else {}
+        if len(entry.title) > MAX_CONTEXT_CHARS:  # metadata is bounded; the text keeps it whole
+            metadata = {}
+        for key in DATE_KEYS:
+            value = entry.metadata.get(key)
+            if isinstance(value, str) and len(value) <= MAX_CONTEXT_CHARS:
+                metadata[key] = entry.metadata[key]
+                break
+        yield Document(entry.id, text, metadata)
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -1,7 +1,8 @@
-"""Adding a BEIR corpus to a collection and running its queries, timed.
+"""Adding a BEIR corpus to a collection or a memory store and running its queries, timed.
 
 `add_corpus` adds one document per corpus entry and times the model's share apart from the rest;
-`search_queries` runs every query in each search mode and times each search.
+`search_queries` runs every query in each search mode and times each search. `add_memories`
+and `recall_queries` do the same through `Memories.remember` and `Memories.recall`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from typing import TYPE_CHECKING
 from vrom.collection import Collection
 from vrom.documents import MAX_TEXT_CHARS, Document
 from vrom.embed import Embedder, Fingerprint
-from vrom.evaluation.beir import corpus_documents, count_corpus
+from vrom.errors import ValidationError
+from vrom.evaluation.beir import CorpusEntry, corpus_documents, corpus_entries, count_corpus
+from vrom.ingest.embedding import DATE_KEYS
+from vrom.memories import MAX_CONTENT_CHARS, MAX_TITLE_CHARS, Memories
 
 if TYPE_CHECKING:
     from vrom.embed import Matrix
@@ -98,7 +102,7 @@ def add_corpus(
 
     for doc in corpus_documents(folder):
         if len(doc.text) > MAX_TEXT_CHARS:
-            doc = Document(doc.id, doc.text[:MAX_TEXT_CHARS])
+            doc = Document(doc.id, doc.text[:MAX_TEXT_CHARS], doc.metadata)
             truncated += 1
         batch.append(doc)
         done += 1
@@ -157,6 +161,118 @@ def search_queries(
             hits = collection.search(text, k=depth, mode=mode) if text.strip() else []
             run.latencies_s.append(time.perf_counter() - started)
             run.rankings[qid] = [hit.id for hit in hits]
+        if progress is not None:
+            progress("searching", done, len(queries))
+    return runs
+
+
+@dataclass(frozen=True)
+class MemoryLoad:
+    """What `add_memories` stored: the timings, and which memory holds which document.
+
+    Fields:
+        timings: as for `add_corpus` (``keyword_s``: remembering; ``embedding_s``: embedding
+            them all afterwards, in batches).
+        documents: memory id → corpus document id.
+        dated: memories whose timestamp came from the entry's metadata (`DATE_KEYS`).
+        cut: memories whose title or content was cut to a memory's limits.
+    """
+
+    timings: IndexTimings
+    documents: dict[str, str]
+    dated: int
+    cut: int
+
+
+def memory_fields(entry: CorpusEntry) -> tuple[str, str, list[str], object, bool]:
+    """Return (title, content, tags, timestamp, cut) for remembering a corpus entry.
+
+    The title is the entry's title, else its text's first line, cut to `MAX_TITLE_CHARS`; the
+    content is its text (its title when it has none), cut to `MAX_CONTENT_CHARS`; tags are the
+    metadata's ``tags`` when a list of strings; the timestamp is the first of `DATE_KEYS` in
+    the metadata (None: the memory is timed now).
+    """
+    first_line = entry.text.strip().split("\n", 1)[0]
+    title = " ".join((entry.title or first_line).split())
+    content = entry.text or entry.title
+    cut = len(title) > MAX_TITLE_CHARS or len(content) > MAX_CONTENT_CHARS
+    tags = entry.metadata.get("tags")
+    tag_list = (
+        [t for t in tags if isinstance(t, str) and t.strip()] if isinstance(tags, list) else []
+    )
+    timestamp = next((entry.metadata[key] for key in DATE_KEYS if key in entry.metadata), None)
+    return title[:MAX_TITLE_CHARS], content[:MAX_CONTENT_CHARS], tag_list, timestamp, cut
+
+
+def add_memories(
+    memories: Memories,
+    embedded: Memories | None,
+    folder: str | Path,
+    progress: Progress | None = None,
+    embedding_seconds: Callable[[], float] | None = None,
+) -> MemoryLoad:
+    """Remember each corpus entry through ``memories`` (no embedder: one keyword write each),
+    then embed them all through ``embedded`` (the same store with the model), in batches.
+
+    A timestamp the metadata holds but `Memories.remember` cannot read is left out (the memory
+    is timed now) rather than failing the run.
+    """
+    total = count_corpus(folder)
+    documents: dict[str, str] = {}
+    dated = cut = 0
+    started = time.perf_counter()
+    for done, entry in enumerate(corpus_entries(folder), start=1):
+        title, content, tags, timestamp, was_cut = memory_fields(entry)
+        try:
+            memory = memories.remember(title, content, tags=tags, timestamp=timestamp)
+            dated += timestamp is not None
+        except ValidationError:
+            if timestamp is None:
+                raise
+            memory = memories.remember(title, content, tags=tags)
+        documents[memory.id] = entry.id
+        cut += was_cut
+        if progress is not None and done % ADD_BATCH == 0:
+            progress("indexing", done, total)
+    if embedded is not None:
+        embedded.embed()
+    total_s = time.perf_counter() - started
+    if progress is not None:
+        progress("indexing", total, total)
+    embedding_s = embedding_seconds() if embedding_seconds is not None else None
+    timings = IndexTimings(
+        documents=len(documents),
+        total_s=total_s,
+        keyword_s=total_s - (embedding_s or 0.0),
+        embedding_s=embedding_s,
+        truncated=cut,
+    )
+    return MemoryLoad(timings, documents, dated, cut)
+
+
+def recall_queries(
+    memories: Memories,
+    documents: dict[str, str],
+    queries: Sequence[tuple[str, str]],
+    modes: Sequence[str],
+    depth: int,
+    progress: Progress | None = None,
+) -> dict[str, ModeRun]:
+    """Run every query through `Memories.recall` in every mode, as `search_queries` does.
+
+    Rankings are the recalled memories' corpus document ids (``documents``), best first.
+    """
+    runs = {mode: ModeRun(mode, {}, []) for mode in modes}
+    warm_up = next((text for _, text in queries if text.strip()), "")
+    for mode in modes:
+        if warm_up:
+            memories.recall(warm_up, k=depth, mode=mode, status="any")
+    for done, (qid, text) in enumerate(queries, start=1):
+        for mode, run in runs.items():
+            started = time.perf_counter()
+            hits = memories.recall(text, k=depth, mode=mode, status="any") if text.strip() else []
+            run.latencies_s.append(time.perf_counter() - started)
+            run.rankings[qid] = [documents[hit.memory.id] for hit in hits]
         if progress is not None:
             progress("searching", done, len(queries))
     return runs

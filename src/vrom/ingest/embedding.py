@@ -8,7 +8,8 @@ them (to be embedded again). Nothing is ever deleted silently.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from vrom.embed import Embedder, Fingerprint
 from vrom.errors import ModelError, ValidationError
@@ -65,6 +66,31 @@ def bind_embedder(
         store.vectors.clear()
         store.set_meta(FINGERPRINT_META_KEY, current.to_json())
         store.set_meta(ENCODING_META_KEY, encoding)
+        store.set_meta(RECIPE_META_KEY, EMBEDDING_RECIPE)
+
+
+def stored_recipe(store: Store) -> str:
+    """Return the recipe the store's chunk vectors were made with (`LEGACY_RECIPE` if none is
+    recorded: the store predates recipes)."""
+    return store.get_meta(RECIPE_META_KEY) or LEGACY_RECIPE
+
+
+def check_recipe(store: Store) -> None:
+    """Raise `ModelError` if the store holds chunk vectors made by another recipe than
+    `EMBEDDING_RECIPE`: vectors about to be added would not be comparable with them."""
+    recipe = stored_recipe(store)
+    if recipe == EMBEDDING_RECIPE:
+        return
+    if not store.vectors.has_any():
+        store.set_meta(RECIPE_META_KEY, EMBEDDING_RECIPE)
+        return
+    raise ModelError(
+        f"store {store.location} holds vectors embedded by recipe {recipe!r} (the chunk's text"
+        f"{' and its note title' if recipe == LEGACY_RECIPE else ''}); this version embeds "
+        f"by {EMBEDDING_RECIPE!r} (the title, heading path and date before each chunk), and "
+        "mixing the two would rank unevenly: re-embed with 'vrom embed --rebuild' (a vault) "
+        "or Collection.reembed() (a collection); searching needs no rebuild"
+    )
 
 
 def bind_memory_embedder(store: Store, embedder: Embedder, *, rebuild: bool = False) -> None:
@@ -86,11 +112,52 @@ def bind_memory_embedder(store: Store, embedder: Embedder, *, rebuild: bool = Fa
         store.set_meta(MEMORY_FINGERPRINT_META_KEY, current.to_json())
 
 
+EMBEDDING_RECIPE = "context/1"
+"""What a chunk's vector is made from (`embedding_text`); stored in the store's meta beside the
+model's fingerprint, so vectors made from other texts are never mixed with these."""
+LEGACY_RECIPE = "text/0"
+"""The recipe of stores written before recipes were recorded: a note's title, then the chunk's
+text; a collection's chunk text alone."""
+RECIPE_META_KEY = "embedding_recipe"
+DATE_KEYS = ("date", "date_time", "datetime", "timestamp")
+"""The metadata keys whose value `embedding_text` adds as the document's date (first found)."""
+
+
 def embedding_text(chunk: StoredChunk) -> str:
-    """Return the text embedded for a chunk: the note's title, then the chunk's own text."""
-    if chunk.text.lstrip("# ").startswith(chunk.title):
-        return chunk.text
-    return f"{chunk.title}\n\n{chunk.text}"
+    """Return the text embedded for a stored chunk (see `context_text`)."""
+    return context_text(chunk.text, chunk.title, chunk.heading_path, chunk.metadata)
+
+
+def context_text(text: str, title: str, heading_path: str, metadata: Mapping[str, Any]) -> str:
+    """Return the text embedded for a chunk: the context a reader of it alone would need, then
+    the chunk's own text (recipe `EMBEDDING_RECIPE`).
+
+    The context is, each on its own line and only when the chunk does not begin with it: the
+    document's title (a note's title; a collection document's ``title`` metadata), its heading
+    path below the title (``A > B``), and its date (the first of `DATE_KEYS` in the metadata,
+    as written). On the development sets, the title before every chunk of a document raised
+    vector nDCG@10 from 0.297 to 0.310 (NFCorpus) and 0.681 to 0.686 (SciFact): a document's
+    later chunks no longer lose what it is about (docs/benchmarks.md). What is shown and cited
+    is the chunk's text, unchanged.
+    """
+    start = text.lstrip("# \n")[:300]
+    lines: list[str] = []
+    if not title:
+        named = metadata.get("title")
+        title = " ".join(named.split()) if isinstance(named, str) else ""
+    if title and not start.startswith(title):
+        lines.append(title)
+    headings = [h for h in heading_path.split(" > ") if h] if heading_path else []
+    if headings and headings[0] == title:
+        headings = headings[1:]
+    if headings and not start.startswith(headings[-1]):
+        lines.append(" > ".join(headings))
+    date = next((metadata[key] for key in DATE_KEYS if key in metadata), None)
+    if isinstance(date, str | int | float) and not isinstance(date, bool):
+        written = " ".join(str(date).split())
+        if written and all(written not in line for line in (*lines, start)):
+            lines.append(written)
+    return "\n".join(lines) + "\n\n" + text if lines else text
 
 
 def memory_text(memory: MemoryRecord) -> str:
@@ -123,6 +190,8 @@ def embed_missing(
         chunks = store.vectors.missing(batch, after)
         if not chunks:
             return done
+        if not after:  # something to embed: only vectors of this recipe may join the store's
+            check_recipe(store)
         after = chunks[-1].chunk_id
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 

@@ -1,0 +1,171 @@
+"""What a chunk's vector is made from (`vrom.ingest.embedding.context_text`), and stores that
+hold vectors of another recipe: searched as they are, refused more vectors until re-embedded.
+
+Every test embeds through `Recorder`, the fake model behind the `Embedder` interface that also
+keeps the texts it was given, so the tests see exactly what was embedded.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from vrom import Collection, Embedder, ModelError, Vault
+from vrom.embed import Fingerprint
+from vrom.index.codec import decode
+from vrom.ingest.embedding import (
+    EMBEDDING_RECIPE,
+    LEGACY_RECIPE,
+    RECIPE_META_KEY,
+    context_text,
+    stored_recipe,
+)
+
+
+class Recorder(Embedder):
+    """The fake model, keeping every document text it embeds."""
+
+    def __init__(self) -> None:
+        self.inner = Embedder.fake()
+        self.texts: list[str] = []
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        return self.inner.fingerprint
+
+    def _embed(self, texts: Sequence[str], kind: str) -> Any:
+        if kind == "document":
+            self.texts += texts
+        return self.inner._embed(texts, kind)
+
+
+@pytest.mark.parametrize(
+    ("text", "title", "headings", "metadata", "expected"),
+    [
+        ("# Cats\n\nCats purr.", "Cats", "Cats", {}, "# Cats\n\nCats purr."),
+        ("They sleep a lot.", "Cats", "Cats", {}, "Cats\n\nThey sleep a lot."),
+        ("## Food\nFish.", "Cats", "Cats > Food", {}, "Cats\n\n## Food\nFish."),
+        ("Fish.", "Cats", "Cats > Care > Food", {}, "Cats\nCare > Food\n\nFish."),
+        ("Fish.", "", "", {"title": "Cat care"}, "Cat care\n\nFish."),
+        ("Fish.", "", "", {"title": 3}, "Fish."),
+        (
+            "Caroline: I went yesterday.",
+            "",
+            "",
+            {"title": "session 1", "date_time": "8 May, 2023"},
+            "session 1\n8 May, 2023\n\nCaroline: I went yesterday.",
+        ),
+        (
+            "session 1 (8 May, 2023)\n\nCaroline: hi",
+            "",
+            "",
+            {"title": "session 1 (8 May, 2023)", "date_time": "8 May, 2023"},
+            "session 1 (8 May, 2023)\n\nCaroline: hi",
+        ),
+        (
+            "Meet at nine.",
+            "Standup",
+            "",
+            {"date": "2024-02-01"},
+            "Standup\n2024-02-01\n\nMeet at nine.",
+        ),
+        ("Standup at nine.", "Standup", "", {}, "Standup at nine."),
+        ("Plain.", "", "", {"date": True}, "Plain."),
+        ("Plain.", "", "", {}, "Plain."),
+    ],
+)
+def test_the_context_goes_before_the_chunk_once(
+    text: str, title: str, headings: str, metadata: dict[str, object], expected: str
+) -> None:
+    assert context_text(text, title, headings, metadata) == expected
+
+
+def test_a_collection_embeds_each_chunk_with_its_documents_title_and_date(tmp_path: Path) -> None:
+    long_text = "\n\n".join(f"Paragraph {i} about feeding cats fish and rice." for i in range(60))
+    recorder = Recorder()
+    with Collection.open("c", embedder=recorder, storage=tmp_path) as docs:
+        docs.add(
+            [
+                {"id": "care", "text": long_text, "metadata": {"title": "Cat care"}},
+                {"id": "plain", "text": "No title here."},
+                {"id": "dated", "text": "Met Ana.", "metadata": {"date": "2024-02-01"}},
+            ]
+        )
+        care = [t for t in recorder.texts if "Paragraph" in t]
+        assert len(care) > 1 and all(t.startswith("Cat care\n\n") for t in care)
+        assert "No title here." in recorder.texts and "2024-02-01\n\nMet Ana." in recorder.texts
+        hit = docs.search("feeding cats", k=1, mode="vector")[0]
+        assert hit.id == "care" and not hit.chunk_text.startswith("Cat care"), "cited as written"
+
+        # the same texts embedded again by a full re-embed: the same vectors, in the same rows
+        before = _vectors(docs)
+        recorder.texts.clear()
+        assert docs.reembed() == len(before)
+        assert sorted(recorder.texts) == sorted([*care, "No title here.", "2024-02-01\n\nMet Ana."])
+        after = _vectors(docs)
+        assert before.keys() == after.keys()
+        for chunk_id, vector in before.items():
+            np.testing.assert_array_equal(vector, after[chunk_id])
+
+
+def test_unchanged_text_without_context_reuses_its_vector(tmp_path: Path) -> None:
+    recorder = Recorder()
+    with Collection.open("c", embedder=recorder, storage=tmp_path) as docs:
+        docs.add([{"id": "a", "text": "Shared words."}])
+        docs.add([{"id": "b", "text": "Shared words."}])
+        assert recorder.texts == ["Shared words."], "a text stored already is not embedded"
+        docs.add([{"id": "c", "text": "Shared words.", "metadata": {"title": "Other"}}])
+        assert recorder.texts[-1] == "Other\n\nShared words.", "its context makes it new"
+
+
+def test_a_collection_of_another_recipe_is_searched_but_refuses_new_vectors(
+    tmp_path: Path,
+) -> None:
+    with Collection.open("c", embedder=Embedder.fake(), storage=tmp_path) as docs:
+        docs.add([{"id": "a", "text": "Cats purr.", "metadata": {"title": "Cats"}}])
+        assert stored_recipe(docs._store) == EMBEDDING_RECIPE
+        docs._store.set_meta(RECIPE_META_KEY, LEGACY_RECIPE)
+    with Collection.open("c", embedder=Embedder.fake(), storage=tmp_path) as docs:
+        assert docs.search("cats purr", k=1, mode="hybrid")[0].id == "a", "searching is fine"
+        with pytest.raises(ModelError, match=r"recipe 'text/0'.*'context/1'.*reembed\(\)"):
+            docs.add([{"id": "b", "text": "Dogs bark."}])
+        assert docs.count() == 1, "nothing was written"
+        docs.add([{"id": "a", "text": "Cats purr."}])  # its vector is stored: nothing to embed
+        assert docs.reembed() == 1
+        assert stored_recipe(docs._store) == EMBEDDING_RECIPE
+        docs.add([{"id": "b", "text": "Dogs bark."}])
+        assert docs.search("dogs bark", k=1, mode="vector")[0].id == "b"
+
+
+def test_a_vault_from_before_recipes_is_told_to_rebuild_when_it_must_embed(
+    write_vault, tmp_path: Path
+) -> None:
+    root = write_vault({"Cats.md": "# Cats\n\n## Food\n\nFish and rice.\n"})
+    with Vault.open(root, tmp_path / "state", embedder=Embedder.fake()) as vault:
+        vault.index()
+        location = Path(vault.corpus.store.location)
+    with sqlite3.connect(location) as db:  # as every store written before recipes were kept
+        db.execute("DELETE FROM meta WHERE key = ?", (RECIPE_META_KEY,))
+    recorder = Recorder()
+    with Vault.open(root, tmp_path / "state", embedder=recorder) as vault:
+        assert stored_recipe(vault.corpus.store) == LEGACY_RECIPE
+        assert vault.index().embedded == 0, "nothing to embed: nothing refused"
+        assert vault.search("fish rice", mode="vector")[0].path == "Cats.md"
+        (root / "Dogs.md").write_text("# Dogs\n\nThey bark.\n", encoding="utf-8")
+        with pytest.raises(ModelError, match="vrom embed --rebuild"):
+            vault.index()
+        assert recorder.texts == []
+        assert vault.embed(rebuild=True) == 3  # Cats: its title, then its Food section
+        assert "Cats\n\n## Food\n\nFish and rice." in recorder.texts
+        assert stored_recipe(vault.corpus.store) == EMBEDDING_RECIPE
+
+
+def _vectors(docs: Collection) -> dict[int, np.ndarray]:
+    rows = docs._store.vectors.rows()
+    matrix = decode([blob for _, blob in rows], docs._store.vectors.encoding())
+    return {chunk_id: matrix[i] for i, (chunk_id, _) in enumerate(rows)}
