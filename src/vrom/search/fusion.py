@@ -78,11 +78,7 @@ def normalised(ranking: Sequence[tuple[K, float]], depth: int = FUSION_DEPTH) ->
     vector's score (or its last score, if lower), so a memory store's second memory is not
     scored 0 for being last of two. A ranking whose scores are all equal gives each 1.
     """
-    if not ranking:
-        return {}
-    best = ranking[0][1]
-    floor = ranking[depth - 1][1] if len(ranking) >= depth else min(0.0, ranking[-1][1])
-    span = best - floor
+    floor, span = _scale(ranking, depth)
     if span <= 0:
         return {candidate: 1.0 for candidate, _ in ranking}
     return {candidate: max(0.0, (score - floor) / span) for candidate, score in ranking}
@@ -109,17 +105,41 @@ def fuse(
     """
     share = min(1.0, max(coverage, 0.0))
     vector_weight = (1.0 - KEYWORD_WEIGHT) * share
-    keyword_parts, vector_parts = normalised(keyword), normalised(vector)
+    keyword_weight = 1.0 - vector_weight
     stand_ins = set(unseen)
-    fused = reciprocal_rank_fusion(
-        [("bm25", keyword), ("vector", vector)],
-        unseen={"vector": {c: r for r, (c, _) in enumerate(keyword, 1) if c in stand_ins}},
-    )
-    for candidate, parts in fused.items():
-        keyword_part = keyword_parts.get(candidate, 0.0)
-        vector_part = keyword_part if candidate in stand_ins else vector_parts.get(candidate, 0.0)
-        parts["fused"] = (1.0 - vector_weight) * keyword_part + vector_weight * vector_part
+    fused: dict[K, dict[str, float]] = {}
+    # one pass a ranking, the parts written in place: this runs on every hybrid search
+    floor, span = _scale(keyword)
+    for rank, (candidate, score) in enumerate(keyword, start=1):
+        part = 1.0 if span <= 0 else max(0.0, (score - floor) / span)
+        rrf = 1.0 / (RRF_K + rank)
+        if candidate in stand_ins:  # its keyword part and rank stand in for the vector's
+            fused[candidate] = {"bm25": score, "rrf": 2 * rrf, "fused": part}
+        else:
+            fused[candidate] = {"bm25": score, "rrf": rrf, "fused": keyword_weight * part}
+    floor, span = _scale(vector)
+    for rank, (candidate, score) in enumerate(vector, start=1):
+        part = 1.0 if span <= 0 else max(0.0, (score - floor) / span)
+        parts = fused.get(candidate)
+        if parts is None:
+            fused[candidate] = {
+                "vector": score,
+                "rrf": 1.0 / (RRF_K + rank),
+                "fused": vector_weight * part,
+            }
+        else:
+            parts["vector"] = score
+            parts["rrf"] += 1.0 / (RRF_K + rank)
+            parts["fused"] += vector_weight * part
     return fused
+
+
+def _scale(ranking: Sequence[tuple[K, float]], depth: int = FUSION_DEPTH) -> tuple[float, float]:
+    """Return the (floor, span) `normalised` rescales a ranking's scores with."""
+    if not ranking:
+        return 0.0, 0.0
+    floor = ranking[depth - 1][1] if len(ranking) >= depth else min(0.0, ranking[-1][1])
+    return floor, ranking[0][1] - floor
 
 
 def reciprocal_rank_fusion(
