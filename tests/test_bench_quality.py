@@ -14,23 +14,18 @@ from test_bench_keyword_peers import _tiny_beir
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _bench(script: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, str(REPO / "bench" / script), *argv, "--embedder", "fake"]
-    return subprocess.run(command, capture_output=True, text=True, timeout=180)
+def _bench(script: str, data: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """Run a bench script on ``data`` (split test, the fake model), its JSON to ``out``."""
+    options = ["--split", "test", "--cache", str(out.parent / "cache"), "--out", str(out)]
+    command = [sys.executable, str(REPO / "bench" / script), str(data), *options]
+    return subprocess.run(
+        [*command, "--embedder", "fake"], capture_output=True, text=True, timeout=180
+    )
 
 
 def test_quality_runs_every_mode_as_a_collection_and_as_memories(tmp_path: Path) -> None:
     data, out = _tiny_beir(tmp_path / "tiny"), tmp_path / "quality.json"
-    result = _bench(
-        "quality.py",
-        str(data),
-        "--split",
-        "test",
-        "--cache",
-        str(tmp_path / "c"),
-        "--out",
-        str(out),
-    )
+    result = _bench("quality.py", data, out)
     assert result.returncode == 0, result.stderr
     runs = json.loads(out.read_text())["runs"]
     assert [(r["dataset"], r["target"]) for r in runs] == [
@@ -46,16 +41,7 @@ def test_quality_runs_every_mode_as_a_collection_and_as_memories(tmp_path: Path)
 
 def test_fusion_variants_scores_every_rule_on_the_same_candidates(tmp_path: Path) -> None:
     data, out = _tiny_beir(tmp_path / "tiny"), tmp_path / "fusion.json"
-    result = _bench(
-        "fusion_variants.py",
-        str(data),
-        "--split",
-        "test",
-        "--cache",
-        str(tmp_path / "c"),
-        "--out",
-        str(out),
-    )
+    result = _bench("fusion_variants.py", data, out)
     assert result.returncode == 0, result.stderr
     (row,) = json.loads(out.read_text())["datasets"]
     assert row["queries"] == 5

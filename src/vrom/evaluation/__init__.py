@@ -236,16 +236,7 @@ def _run(
         runs = search_queries(collection, dataset.queries, modes, max(k, RECALL_DEPTH), progress)
     if index.truncated:
         notes.append(f"{index.truncated} documents were cut at {MAX_TEXT_CHARS:,} characters")
-    return Evaluation(
-        dataset=dataset.folder.resolve().name,
-        split=dataset.split,
-        k=k,
-        queries=len(dataset.queries),
-        embedder=None if model is None else model.fingerprint.describe(),
-        index=index,
-        results=[summarise(runs[mode], dataset.qrels, k, index) for mode in modes],
-        notes=notes,
-    )
+    return _evaluation(dataset, modes, k, model, index, runs, notes, "collection")
 
 
 def _run_memories(
@@ -279,7 +270,20 @@ def _run_memories(
     )
     if load.cut:
         notes.append(f"{load.cut} memories were cut to a memory's title or content limit")
-    index = load.timings
+    return _evaluation(dataset, modes, k, model, load.timings, runs, notes, "memories")
+
+
+def _evaluation(
+    dataset: BeirDataset,
+    modes: Sequence[str],
+    k: int,
+    model: Embedder | None,
+    index: IndexTimings,
+    runs: dict[str, ModeRun],
+    notes: list[str],
+    target: str,
+) -> Evaluation:
+    """Return the evaluation of each mode's run."""
     return Evaluation(
         dataset=dataset.folder.resolve().name,
         split=dataset.split,
@@ -289,5 +293,5 @@ def _run_memories(
         index=index,
         results=[summarise(runs[mode], dataset.qrels, k, index) for mode in modes],
         notes=notes,
-        target="memories",
+        target=target,
     )
