@@ -181,6 +181,29 @@ def test_recency_decay_favours_recent_memories_when_asked(memories: Memories) ->
             memories.recall("deploy", half_life_days=bad)
 
 
+def test_recall_looks_for_memories_to_embed_only_after_one_was_added(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import vrom.corpus
+
+    calls: list[int] = []
+    real = vrom.corpus.embed_missing_memories
+    monkeypatch.setattr(
+        vrom.corpus, "embed_missing_memories", lambda *a: calls.append(1) or real(*a)
+    )
+    with_model, plain = Memories(store, Embedder.fake()), Memories(store)
+    with_model.remember("Coffee", "Espresso without sugar.")
+    with_model.recall("espresso", mode="vector")
+    with_model.recall("espresso", mode="vector")
+    assert calls == [1], "nothing added since: no look"
+    tea = plain.remember("Tea", "Green tea in the afternoon.")  # no vector yet
+    hits = with_model.recall("green tea afternoon", mode="vector", k=1)
+    assert calls == [1, 1] and hits[0].memory.id == tea.id, "embedded, then found by meaning"
+    with_model.embed(rebuild=True)  # every vector dropped and made again: the look is redone
+    with_model.recall("tea", mode="vector")
+    assert calls == [1, 1, 1]
+
+
 def test_recall_runs_each_mode(memories: Memories) -> None:
     made = _remember_facts(memories)
     keyword = memories.recall("espresso sugar", mode="keyword")

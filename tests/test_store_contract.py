@@ -344,6 +344,7 @@ def test_a_store_that_searches_itself_finds_k_filtered_neighbours(
 
 def test_memories_are_written_searched_and_counted(store: Store) -> None:
     memories = store.memories
+    assert memories.newest_key() == 0
 
     def memory(memory_id: str, title: str, content: str, **fields: object) -> MemoryRecord:
         fields.setdefault("project", None)
@@ -364,14 +365,21 @@ def test_memories_are_written_searched_and_counted(store: Store) -> None:
     assert [row.memory.id for row in found] == ["m2"]
     keys = memories.keys_matching(MemoryFilter())
     assert sorted(memories.by_keys(keys)) == keys and len(keys) == 2
+    assert memories.newest_key() == max(keys), "the newest memory's key"
+    assert memories.keys_matching(MemoryFilter(since=1.0, until=1.0)) == keys, "both ends in"
+    assert memories.keys_matching(MemoryFilter(since=1.5)) == []
+    assert memories.keys_matching(MemoryFilter(until=0.5)) == []
     memories.vectors.put([("m1", _unit(1, 0)), ("gone", _unit(0, 1))])
     assert memories.vectors.count() == 1
     assert [m.id for m in memories.vectors.missing(10)] == ["m2"]
     # a changed text drops the vector; a status change keeps it
     assert memories.set_status("m1", "archived", None, 2.0)
     assert memories.vectors.count() == 1
+    generation = memories.vectors.generation()
     memories.put(memory("m1", "Deploys", "go through the pipeline", status="archived"))
     assert memories.vectors.count() == 0
+    assert memories.vectors.generation() != generation, "a dropped vector moves the generation"
+    assert memories.newest_key() == max(keys), "a memory rewritten keeps its key"
     assert not memories.set_status("nope", "archived", None, 2.0)
     counts = memories.counts()
     assert counts.total == 2 and counts.by_status == {"active": 1, "archived": 1}

@@ -138,6 +138,12 @@ class PgMemories:
             )
             return {row[0]: memory_from_row(row[1:]) for row in rows}
 
+    def newest_key(self) -> int:
+        """Return the largest integer key (0 without memories)."""
+        with self._db.guard("reading memories"), self._db.connection() as conn:
+            row = conn.execute("SELECT coalesce(max(key), 0) FROM memories").fetchone()
+            return 0 if row is None else int(row[0])
+
     def keys_matching(self, where: MemoryFilter) -> builtins.list[int]:
         """Return the integer keys of the memories passing the filter, by key."""
         filter_sql, params = _filter_sql(where)

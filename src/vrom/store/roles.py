@@ -327,6 +327,11 @@ class MemoryStore(Protocol):
         """Return the memories with these integer keys (those that still exist), by key."""
         ...
 
+    def newest_key(self) -> int:
+        """Return the largest integer key (0 without memories): keys only grow, and memories
+        are never deleted, so it moves exactly when a memory is added."""
+        ...
+
     def keys_matching(self, where: MemoryFilter) -> builtins.list[int]:
         """Return the integer keys of the memories passing the filter, by key."""
         ...

@@ -133,6 +133,11 @@ class SQLiteMemories:
             sql = f"SELECT m.key, {MEMORY_COLUMNS} FROM memories m WHERE m.key IN ({{marks}})"
             return {row[0]: memory_from_row(row[1:]) for row in self._db.select_in(sql, keys)}
 
+    def newest_key(self) -> int:
+        """Return the largest integer key (0 without memories)."""
+        with self._db.guard("reading memories"):
+            return int(self._db.scalar("SELECT coalesce(max(key), 0) FROM memories"))
+
     def keys_matching(self, where: MemoryFilter) -> builtins.list[int]:
         """Return the integer keys of the memories passing the filter, by key."""
         with self._db.guard("filtering memories"):
