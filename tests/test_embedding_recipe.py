@@ -113,14 +113,29 @@ def test_a_collection_embeds_each_chunk_with_its_documents_title_and_date(tmp_pa
             np.testing.assert_array_equal(vector, after[chunk_id])
 
 
-def test_unchanged_text_without_context_reuses_its_vector(tmp_path: Path) -> None:
+def test_a_document_added_again_keeps_the_vectors_of_what_it_embeds_unchanged(
+    tmp_path: Path,
+) -> None:
     recorder = Recorder()
+    long_text = "\n\n".join(f"Part {i} of the guide to cat food and water." for i in range(40))
     with Collection.open("c", embedder=recorder, storage=tmp_path) as docs:
-        docs.add([{"id": "a", "text": "Shared words."}])
-        docs.add([{"id": "b", "text": "Shared words."}])
-        assert recorder.texts == ["Shared words."], "a text stored already is not embedded"
-        docs.add([{"id": "c", "text": "Shared words.", "metadata": {"title": "Other"}}])
-        assert recorder.texts[-1] == "Other\n\nShared words.", "its context makes it new"
+        docs.add([{"id": "a", "text": long_text, "metadata": {"title": "Cats"}}])
+        first = len(recorder.texts)
+        assert first > 1
+        docs.add([{"id": "a", "text": long_text, "metadata": {"title": "Cats"}}])
+        assert len(recorder.texts) == first, "the same texts in the same context: kept"
+        edited = long_text.replace("Part 39", "Part thirty-nine")
+        docs.add([{"id": "a", "text": edited, "metadata": {"title": "Cats"}}])
+        assert recorder.texts[first:] == [t for t in recorder.texts[first:] if "thirty-nine" in t]
+        assert len(recorder.texts) > first, "only the changed chunk is embedded again"
+        changed = len(recorder.texts)
+        docs.add([{"id": "a", "text": edited, "metadata": {"title": "Dogs"}}])
+        assert len(recorder.texts) - changed == first, "a new title is a new context: all again"
+        assert all(t.startswith("Dogs\n\n") for t in recorder.texts[changed:])
+        # another document with the same text but its own context never takes a's vectors
+        docs.add([{"id": "b", "text": "Shared words.", "metadata": {"title": "One"}}])
+        docs.add([{"id": "c", "text": "Shared words."}])
+        assert recorder.texts[-2:] == ["One\n\nShared words.", "Shared words."]
 
 
 def test_a_collection_of_another_recipe_is_searched_but_refuses_new_vectors(

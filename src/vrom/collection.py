@@ -40,7 +40,7 @@ from vrom.documents import (
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import ModelError, StorageError, ValidationError, VromError, shown
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
-from vrom.ingest.embedding import bind_embedder, check_recipe, context_text
+from vrom.ingest.embedding import bind_embedder, check_recipe, context_text, embedding_text
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.results import Hit, changed_hit
 from vrom.search.keyword import check_k
@@ -257,12 +257,12 @@ class Collection:
 
         ``mode``: ``vector`` (the default with an embedder; ``score`` is the cosine similarity
         in [-1, 1]), ``hybrid`` (keyword and vector scores fused, `vrom.search.fusion.fuse`;
-        ``score`` is the fused score in [0, 1], its parts in ``scores``) or ``keyword`` (BM25; the default without
-        an embedder). ``where`` keeps documents whose metadata passes it, inside the search,
-        so ``k`` hits come back whenever ``k`` documents match: ``{"section": "hr"}`` (equal,
-        or a list holding it), ``{"year": {"$gte": 2020, "$lt": 2025}}``, ``{"tag": {"$in":
-        ["a", "b"]}}``, ``{"status": {"$ne": "archived"}}`` (a missing field passes);
-        operators: ``$eq $ne $in $nin $gt $gte $lt $lte``.
+        ``score`` is the fused score in [0, 1], its parts in ``scores``) or ``keyword`` (BM25;
+        the default without an embedder). ``where`` keeps documents whose metadata passes it,
+        inside the search, so ``k`` hits come back whenever ``k`` documents match: ``{"section":
+        "hr"}`` (equal, or a list holding it), ``{"year": {"$gte": 2020, "$lt": 2025}}``,
+        ``{"tag": {"$in": ["a", "b"]}}``, ``{"status": {"$ne": "archived"}}`` (a missing field
+        passes); operators: ``$eq $ne $in $nin $gt $gte $lt $lte``.
 
         Each hit's ``text`` is the document's whole text as it was added; ``chunk_text`` is its
         best-matching chunk, ``text[char_start:char_end]`` (the excerpt, score and ``chunk_id``
@@ -367,8 +367,8 @@ class Collection:
         self, prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]]
     ) -> dict[tuple[int, int], bytes]:
         """Return the encoded vector of each chunk, by (document's place in ``prepared``, chunk
-        position), embedding `context_text`; a chunk whose embedded text is its own text alone
-        reuses a vector stored for the same text."""
+        position), embedding `context_text`. A document added again keeps the vectors of its
+        chunks whose embedded text is unchanged (its text and its context alike)."""
         if self._embedder is None or not prepared:
             return {}
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
@@ -378,15 +378,8 @@ class Collection:
             for place, (doc, chunks) in enumerate(prepared)
             for chunk in chunks
         }
-        plain = {
-            key: chunk.content_hash
-            for key, chunk in (
-                ((place, c.position), c) for place, (_, cs) in enumerate(prepared) for c in cs
-            )
-            if texts[key] == chunk.text
-        }
-        stored = self._store.vectors.for_hashes(list(plain.values())) if plain else {}
-        vectors = {key: stored[plain[key]] for key in plain if plain[key] in stored}
+        kept = self._stored_vectors([doc.id for doc, _ in prepared])
+        vectors = {key: kept[text] for key, text in texts.items() if text in kept}
         missing = [key for key in texts if key not in vectors]
         if missing:
             check_recipe(self._store)
@@ -400,6 +393,20 @@ class Collection:
             blobs = dict(zip(unique, encode(matrix, self._store.vectors.encoding()), strict=True))
             vectors.update((key, blobs[texts[key]]) for key in missing)
         return vectors
+
+    def _stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """Return the stored vectors of these documents' chunks, by the text each was made from."""
+        chunks = [
+            chunk
+            for state in self._store.documents.states(list(ids)).values()
+            for chunk in self._store.documents.chunks_of(state.document_id)
+        ]
+        blobs = self._store.vectors.of([chunk.chunk_id for chunk in chunks]) if chunks else {}
+        return {
+            embedding_text(chunk): blobs[chunk.chunk_id]
+            for chunk in chunks
+            if chunk.chunk_id in blobs
+        }
 
     def _record(self, doc: Document, now: float) -> DocumentRecord:
         text_bytes = doc.text.encode("utf-8")
