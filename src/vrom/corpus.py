@@ -254,12 +254,12 @@ class Corpus:
         """Return the ``k`` best chunks for ``query``, best first.
 
         ``mode``: ``keyword`` (BM25 with the human-relevance prior), ``vector`` (nearest in
-        meaning; ``score`` is the cosine similarity), ``hybrid`` (both fused, `vrom.search.fusion.fuse`,
-        times the prior), ``rerank`` (keyword candidates rescored by meaning, prior and
-        text quality); None is `default_mode`. ``where`` filters inside every retriever, so
-        ``k`` hits come back whenever ``k`` chunks pass it. ``per_document`` keeps each
-        document's best chunk (``k`` documents). ``ef_search`` widens an HNSW search. A blank
-        ``query`` is a `ValidationError`.
+        meaning; ``score`` is the cosine similarity), ``hybrid`` (both fused,
+        `vrom.search.fusion.fuse`, times the prior), ``rerank`` (keyword candidates rescored by
+        meaning, prior and text quality); None is `default_mode`. ``where`` filters inside every
+        retriever, so ``k`` hits come back whenever ``k`` chunks pass it. ``per_document`` keeps
+        each document's best chunk (``k`` documents). ``ef_search`` widens an HNSW search. A
+        blank ``query`` is a `ValidationError`.
         """
         check_query(query)
         check_k(k)
@@ -403,6 +403,7 @@ class Corpus:
         # while embedding runs, the vector ranking sees only the chunks that have vectors
         vectors, total = self._counts()
         share = min(1.0, vectors / total) if total else 1.0
+        passing = None if allowed is None or share >= 1 else set(allowed)
 
         def rank(pool: int) -> tuple[list[tuple[float, int, Parts, int]], bool]:
             keyword_rows = self.keyword.search(parsed, pool, where)
@@ -411,8 +412,7 @@ class Corpus:
             unseen: set[int] = set()
             if share < 1:  # a keyword hit without a vector yet: its keyword part stands in
                 seeable = [row.chunk_id for row in keyword_rows]
-                if allowed is not None:
-                    passing = set(allowed)
+                if passing is not None:
                     seeable = [i for i in seeable if i in passing]
                 have = (
                     {i for i, _ in self.index.nearest(vector, len(seeable), seeable, None)}

@@ -447,9 +447,9 @@ class Vault:
         ``context_window`` neighbouring chunks a side (following prev/next links).
 
         ``mode``: ``keyword`` (BM25), ``vector`` (meaning), ``hybrid`` (both, fused:
-        `vrom.search.fusion.fuse`), ``rerank`` (keyword candidates reranked by vector similarity, human
-        relevance and text quality: the VaultLayer hybrid-search contract); by default hybrid
-        when the store holds vectors of the configured embedder, else keyword.
+        `vrom.search.fusion.fuse`), ``rerank`` (keyword candidates reranked by vector
+        similarity, human relevance and text quality: the VaultLayer hybrid-search contract); by
+        default hybrid when the store holds vectors of the configured embedder, else keyword.
 
         ``where`` filters notes inside every retriever: ``{"path": "folder/", "tags":
         ["project"], "status": "done"}`` (path prefix, required tags, frontmatter values). See

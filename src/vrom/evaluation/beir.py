@@ -138,10 +138,10 @@ def corpus_entries(folder: str | Path) -> Iterator[CorpusEntry]:
 
 
 def corpus_documents(folder: str | Path) -> Iterator[Document]:
-    """Yield the corpus as documents: id ``_id``, text ``title\\n\\ntext`` (title left out if empty),
-    and metadata ``title`` (when it has one) and the entry's date (its metadata's first of
-    `DATE_KEYS`, when a string; each up to `MAX_CONTEXT_CHARS`): what `vrom.ingest.embedding.context_text` puts before each
-    chunk it embeds.
+    """Yield the corpus as documents: id ``_id``, text ``title\\n\\ntext`` (title left out if
+    empty), and metadata ``title`` (when it has one) and the entry's date (its metadata's first
+    of `DATE_KEYS` holding a string; each up to `MAX_CONTEXT_CHARS`): what
+    `vrom.ingest.embedding.context_text` puts before each chunk it embeds.
 
     An entry with neither title nor text is skipped (nothing could find it). A repeated id is a
     `ValidationError`.

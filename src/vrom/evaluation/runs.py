@@ -18,7 +18,7 @@ from vrom.documents import MAX_TEXT_CHARS, Document
 from vrom.embed import Embedder, Fingerprint
 from vrom.errors import ValidationError
 from vrom.evaluation.beir import CorpusEntry, corpus_documents, corpus_entries, count_corpus
-from vrom.ingest.embedding import DATE_KEYS
+from vrom.ingest.embedding import metadata_date
 from vrom.memories import MAX_CONTENT_CHARS, MAX_TITLE_CHARS, Memories
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def memory_fields(entry: CorpusEntry) -> tuple[str, str, list[str], object, bool
     tag_list = (
         [t for t in tags if isinstance(t, str) and t.strip()] if isinstance(tags, list) else []
     )
-    timestamp = next((entry.metadata[key] for key in DATE_KEYS if key in entry.metadata), None)
+    timestamp = metadata_date(entry.metadata)
     return title[:MAX_TITLE_CHARS], content[:MAX_CONTENT_CHARS], tag_list, timestamp, cut
 
 

@@ -120,7 +120,12 @@ LEGACY_RECIPE = "text/0"
 text; a collection's chunk text alone."""
 RECIPE_META_KEY = "embedding_recipe"
 DATE_KEYS = ("date", "date_time", "datetime", "timestamp")
-"""The metadata keys whose value `embedding_text` adds as the document's date (first found)."""
+"""The metadata keys a document's date is read from, first found first (`metadata_date`)."""
+
+
+def metadata_date(metadata: Mapping[str, Any]) -> object:
+    """Return the value of the first of `DATE_KEYS` in ``metadata``, as written (None: none)."""
+    return next((metadata[key] for key in DATE_KEYS if key in metadata), None)
 
 
 def embedding_text(chunk: StoredChunk) -> str:
@@ -152,7 +157,7 @@ def context_text(text: str, title: str, heading_path: str, metadata: Mapping[str
         headings = headings[1:]
     if headings and not start.startswith(headings[-1]):
         lines.append(" > ".join(headings))
-    date = next((metadata[key] for key in DATE_KEYS if key in metadata), None)
+    date = metadata_date(metadata)
     if isinstance(date, str | int | float) and not isinstance(date, bool):
         written = " ".join(str(date).split())
         if written and all(written not in line for line in (*lines, start)):
