@@ -10,8 +10,11 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-BEIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+BEIR = DATA / "beir"
 DEFAULTS = ((BEIR / "scifact", "train"), (BEIR / "nfcorpus", "dev"))
+DEV_SETS = (*DEFAULTS, (DATA / "locomo-dev", "dev"))
+"""The retrieval rounds' development sets: the two BEIR sets and LoCoMo's five conversations."""
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,11 +28,13 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def chosen_datasets(
-    folders: Sequence[Path], splits: Sequence[str] | None
+    folders: Sequence[Path],
+    splits: Sequence[str] | None,
+    defaults: Sequence[tuple[Path, str]] = DEFAULTS,
 ) -> list[tuple[Path, str]]:
-    """Return (folder, split) pairs: the defaults without folders; one split each otherwise."""
+    """Return (folder, split) pairs: ``defaults`` without folders; one split each otherwise."""
     if not folders:
-        return [(folder, splits[0] if splits else split) for folder, split in DEFAULTS]
+        return [(folder, splits[0] if splits else split) for folder, split in defaults]
     splits = splits or ["test"]
     if len(splits) == 1:
         splits = list(splits) * len(folders)

@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from beir_datasets import DATA, DEV_SETS, add_dataset_arguments, chosen_datasets
 from hybrid_peers import CACHE, PrecomputedEmbedder, VectorCache, cache_stem
-from quality import DATA, DEFAULTS
 
 from vrom import Collection, __version__
 from vrom.documents import MAX_TEXT_CHARS
@@ -168,19 +168,16 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("datasets", nargs="*", type=Path, metavar="DATASET_DIR")
-    parser.add_argument("--split", action="append", dest="splits")
+    add_dataset_arguments(parser)
     parser.add_argument("--cache", type=Path, default=CACHE, help="folder of cached vectors")
     parser.add_argument("--embedder", choices=("default", "fake"), default="default")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    if args.datasets:
-        splits = args.splits or ["test"]
-        if len(splits) == 1:
-            splits = splits * len(args.datasets)
-        datasets = list(zip(args.datasets, splits, strict=True))
-    else:
-        datasets = [(folder, split) for folder, split in DEFAULTS if folder.is_dir()]
+    datasets = [
+        (folder, split)
+        for folder, split in chosen_datasets(args.datasets, args.split, DEV_SETS)
+        if args.datasets or folder.is_dir()  # the default sets that are here
+    ]
     if not datasets:
         raise SystemExit(f"no dataset given and none under {DATA}")
     model = Embedder.default() if args.embedder == "default" else Embedder.fake()

@@ -29,7 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from beir_datasets import chosen_datasets
+from beir_datasets import DATA, DEV_SETS, add_dataset_arguments, chosen_datasets
 from hybrid_peers import CACHE, PrecomputedEmbedder, VectorCache, cache_stem
 
 from vrom import __version__
@@ -39,12 +39,6 @@ from vrom.evaluation import TARGETS, evaluate
 from vrom.evaluation.beir import corpus_documents
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
-DEFAULTS = (
-    (DATA / "beir" / "scifact", "train"),
-    (DATA / "beir" / "nfcorpus", "dev"),
-    (DATA / "locomo-dev", "dev"),
-)
 RESULTS = REPO / "bench" / "results" / "quality.json"
 
 
@@ -89,18 +83,17 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("datasets", nargs="*", type=Path, metavar="DATASET_DIR")
-    parser.add_argument("--split", action="append", dest="splits")
+    add_dataset_arguments(parser)
     parser.add_argument("--as", dest="targets", nargs="+", choices=TARGETS, default=TARGETS)
     parser.add_argument("--cache", type=Path, default=CACHE, help="folder of cached vectors")
     parser.add_argument("--embedder", choices=("default", "fake"), default="default")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    datasets = (
-        chosen_datasets(args.datasets, args.splits)
-        if args.datasets
-        else [(folder, split) for folder, split in DEFAULTS if folder.is_dir()]
-    )
+    datasets = [
+        (folder, split)
+        for folder, split in chosen_datasets(args.datasets, args.split, DEV_SETS)
+        if args.datasets or folder.is_dir()  # the default sets that are here
+    ]
     if not datasets:
         raise SystemExit(f"no dataset given and none under {DATA}")
     model = Embedder.default() if args.embedder == "default" else Embedder.fake()
