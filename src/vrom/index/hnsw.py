@@ -293,6 +293,9 @@ class HnswIndex:
         ef = self._expansion_search if ef_search is None else _check_ef(ef_search)
         query = np.asarray(query, dtype=np.float32)
         if allowed is None:
+            if ef >= len(index):  # a beam as wide as the graph costs what exact search does
+                keys = np.sort(np.asarray(index.keys, dtype=np.uint64))
+                return self._exact(index, query, keys, k)  # and reaches a node no link leads to
             return self._approximate(index, query, k, ef)
         keys = _unique(np.asarray(allowed, dtype=np.uint64))  # a list, or ids numpy reads as is
         keys = keys[index.contains(keys)] if len(keys) else keys
