@@ -32,7 +32,13 @@ from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
-from usearch.index import Index
+from usearch.compiled import (
+    Index,
+    MetricKind,
+    MetricSignature,
+    ScalarKind,
+    index_dense_metadata_from_buffer,
+)
 
 from vrom.errors import StorageError, ValidationError
 from vrom.index import GRAPH_SUFFIX, METRICS, replay_limit
@@ -50,6 +56,7 @@ gave recall@10 0.987 at 5k vectors, 0.980 at 10k and 0.972 at 20k against exact;
 0.998, 0.993 and 0.988 for 1.4-1.6x the time (0.15-0.33 ms)."""
 GRAPH_DTYPE = "f16"
 """The graph holds each vector as float16: half the space of float32."""
+_GRAPH_SCALAR = ScalarKind.F16
 OVERSAMPLE = 3
 """A filtered graph search gathers ``OVERSAMPLE·k/selectivity`` candidates before filtering."""
 FILTER_EXPANSION = 2
@@ -62,7 +69,10 @@ EXACT_FILTER_COST = 2.0
 
 # Vectors are L2-normalised (the embedder contract), so cosine is the inner product, as in
 # `ExactIndex`: the graph and the exact path over a filter then score alike.
-_USEARCH_METRICS = {"cosine": "ip", "dot": "ip", "euclidean": "l2sq"}
+_USEARCH_METRICS = {"cosine": MetricKind.IP, "dot": MetricKind.IP, "euclidean": MetricKind.L2sq}
+# usearch's compiled index is used directly: its Python wrapper (`usearch.index`) imports tqdm
+# for progress bars vrom never shows, 20-30 ms of every open, and wraps each search in checks
+# and result objects (~40 µs a search).
 
 
 def _file_identity(info: os.stat_result) -> list[int]:
@@ -225,7 +235,7 @@ class HnswIndex:
         buffer = memoryview(mapping)
         problem: Exception | None = None
         try:
-            graph = Index.restore(buffer, view=True)
+            graph = _restore(buffer, view=True)
         except (RuntimeError, ValueError) as exc:  # usearch's words for a corrupt file
             graph, problem = None, exc
         finally:
@@ -294,11 +304,11 @@ class HnswIndex:
         query = np.asarray(query, dtype=np.float32)
         if allowed is None:
             if ef >= len(index):  # a beam as wide as the graph costs what exact search does
-                keys = np.sort(np.asarray(index.keys, dtype=np.uint64))
+                keys = np.sort(index.get_keys_in_slice())
                 return self._exact(index, query, keys, k)  # and reaches a node no link leads to
             return self._approximate(index, query, k, ef)
         keys = _unique(np.asarray(allowed, dtype=np.uint64))  # a list, or ids numpy reads as is
-        keys = keys[index.contains(keys)] if len(keys) else keys
+        keys = keys[index.contains_many(keys)] if len(keys) else keys
         if not len(keys):
             return []
         total = len(index)
@@ -317,15 +327,18 @@ class HnswIndex:
     def _approximate(
         self, index: Index, query: npt.NDArray[np.float32], count: int, ef: int
     ) -> list[tuple[int, float]]:
-        # usearch declares this property before its setter, which mypy reads as read-only
-        index.expansion_search = max(ef, count)  # type: ignore[misc]
-        matches = index.search(query, count)
-        distances = np.asarray(matches.distances, dtype=np.float64)
+        index.expansion_search = max(ef, count)
+        # one query, one thread: a pool of threads costs more than it shares at this size
+        keys, distances, counts, _, _ = index.search_many(
+            query.reshape(1, -1), count=count, exact=False, threads=1, dtype=ScalarKind.Unknown
+        )
+        found = int(counts[0])
+        distances = distances[0, :found].astype(np.float64)
         if self._metric == "euclidean":
             scores = -np.sqrt(np.maximum(distances, 0.0))  # usearch's l2sq is squared
         else:
             scores = 1.0 - distances  # usearch's ip distance is 1 - dot product
-        return [(int(i), float(s)) for i, s in zip(matches.keys, scores, strict=True)]
+        return list(zip(keys[0, :found].tolist(), scores.tolist(), strict=True))
 
     def _exact(
         self,
@@ -334,8 +347,8 @@ class HnswIndex:
         keys: npt.NDArray[np.uint64],
         k: int,
     ) -> list[tuple[int, float]]:
-        vectors = cast("tuple[npt.NDArray[np.float32], ...]", index.get(keys, dtype="f32"))
-        matrix = np.concatenate(vectors).reshape(len(keys), index.ndim)
+        vectors = cast("tuple[npt.NDArray[np.float32], ...]", index.get_many(keys, ScalarKind.F32))
+        matrix = np.concatenate(vectors).view(np.float32).reshape(len(keys), index.ndim)
         return nearest_rows(keys.astype(np.int64), matrix, query, k, self._metric)
 
     # -- keeping up with the store ---------------------------------------------------------
@@ -358,13 +371,13 @@ class HnswIndex:
             assert index is not None
             if graph.mapping is not None:  # a memory-mapped graph is read-only: copy it first
                 # (usearch crashes the process when a viewed graph is written to)
-                index = Index.restore(memoryview(graph.mapping), view=False)
+                index = _restore(memoryview(graph.mapping), view=False)
                 assert index is not None
                 graph = self._graph = _Graph(index)
             keys = np.asarray(changes.keys, dtype=np.uint64)
-            present = keys[index.contains(keys)]
+            present = keys[index.contains_many(keys)]
             if len(present):
-                index.remove(present)
+                index.remove_many(present.tolist(), compact=False, threads=0)
             current = self._vectors.of(changes.keys)
             if current:
                 added = np.fromiter(current, dtype=np.uint64, count=len(current))
@@ -374,7 +387,7 @@ class HnswIndex:
                         f"the store's vectors have {matrix.shape[1]} dimensions, the index "
                         f"{index.ndim}: rebuild the index"
                     )
-                index.add(added, matrix, threads=0)
+                _add(index, added, matrix)
             self._unsaved += len(changes.keys)
         self._change_number = changes.latest
         saved = graph.index
@@ -409,7 +422,7 @@ class HnswIndex:
             return False
         buffer = memoryview(mapping)
         try:
-            index = Index.restore(buffer, view=True)
+            index = _restore(buffer, view=True)
         except (RuntimeError, ValueError):  # usearch's words for a corrupt file
             index = None
         finally:
@@ -436,15 +449,9 @@ class HnswIndex:
         ids = np.fromiter((row[0] for row in rows), dtype=np.uint64, count=len(rows))
         matrix = decode([row[1] for row in rows], self._vectors.encoding())
         del rows
-        index = Index(
-            ndim=matrix.shape[1],
-            metric=_USEARCH_METRICS[self._metric],
-            dtype=GRAPH_DTYPE,
-            connectivity=CONNECTIVITY,
-            expansion_add=EXPANSION_ADD,
-            expansion_search=self._expansion_search,
-        )
-        index.add(ids, matrix, threads=0)
+        index = _new_index(matrix.shape[1], _USEARCH_METRICS[self._metric], _GRAPH_SCALAR)
+        index.expansion_search = self._expansion_search
+        _add(index, ids, matrix)
         self.build_count += 1
         self._graph = _Graph(index)  # the old view goes first: some systems can't replace it
         self._save(index)
@@ -457,7 +464,7 @@ class HnswIndex:
         temporaries: list[str] = []
         try:
             graph_tmp = temporary(self.path, temporaries, self._cache)
-            index.save(graph_tmp)
+            index.save_index_to_path(graph_tmp, None)
             with open(graph_tmp, "rb") as file:
                 os.fsync(file.fileno())
                 identity = _file_identity(os.fstat(file.fileno()))
@@ -487,6 +494,40 @@ class HnswIndex:
         finally:
             for leftover in temporaries:
                 Path(leftover).unlink(missing_ok=True)
+
+
+def _new_index(ndim: int, metric: MetricKind, scalar: ScalarKind) -> Index:
+    """Return an empty graph (a graph read from a file takes its own parameters from it)."""
+    return Index(
+        ndim=ndim,
+        dtype=scalar,
+        connectivity=CONNECTIVITY,
+        expansion_add=EXPANSION_ADD,
+        expansion_search=EXPANSION_SEARCH,
+        metric_kind=metric,
+        metric_signature=MetricSignature.ArrayArraySize,
+    )
+
+
+def _restore(buffer: memoryview, *, view: bool) -> Index | None:
+    """Return the graph saved in ``buffer``: viewed in place or loaded (copied); None if empty.
+
+    Raises `RuntimeError` or `ValueError` for bytes that are not a graph.
+    """
+    meta = index_dense_metadata_from_buffer(buffer)
+    if not meta:
+        return None
+    index = _new_index(meta["dimensions"], meta["kind_metric"], meta["kind_scalar"])
+    if view:
+        index.view_index_from_buffer(buffer, None)
+    else:
+        index.load_index_from_buffer(buffer, None)
+    return index
+
+
+def _add(index: Index, keys: npt.NDArray[np.uint64], matrix: npt.NDArray[np.float32]) -> None:
+    """Add rows to the graph on every thread."""
+    index.add_many(keys, matrix, copy=True, threads=0, progress=None, dtype=ScalarKind.Unknown)
 
 
 def _prefers_exact(rows: int, total: int, k: int) -> bool:
