@@ -39,7 +39,7 @@ from vrom.ingest.embedding import (
     stored_fingerprint,
 )
 from vrom.results import Hit, SearchReport, VectorInfo
-from vrom.search.fusion import first_k, first_pool, fuse, widen
+from vrom.search.fusion import first_k, first_pool, fuse, fuse_arrays, widen
 from vrom.search.keyword import KeywordRanker, check_k, make_hit, prior_factor, rank_keyword
 from vrom.search.query import as_filter, check_query, parse_query, query_words
 from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
@@ -399,6 +399,8 @@ class Corpus:
         ef_search: int | None,
         per_document: bool,
     ) -> list[Hit]:
+        import numpy as np  # loaded with the vectors
+
         owners: dict[int, tuple[int, float]] = {}  # candidate -> (document, prior)
         # while embedding runs, the vector ranking sees only the chunks that have vectors
         vectors, total = self._counts()
@@ -420,21 +422,39 @@ class Corpus:
                     else set()
                 )
                 unseen = {row.chunk_id for row in keyword_rows if row.chunk_id not in have}
-            fused = fuse([(row.chunk_id, row.bm25) for row in keyword_rows], nearest, share, unseen)
+            fused = fuse_arrays(
+                np.fromiter((r.chunk_id for r in keyword_rows), np.int64, len(keyword_rows)),
+                np.fromiter((r.bm25 for r in keyword_rows), np.float64, len(keyword_rows)),
+                np.fromiter((i for i, _ in nearest), np.int64, len(nearest)),
+                np.fromiter((score for _, score in nearest), np.float64, len(nearest)),
+                share,
+                np.fromiter((r.chunk_id in unseen for r in keyword_rows), bool) if unseen else None,
+            )
             owners.update(
                 (row.chunk_id, (row.document_id, row.human_relevance_score)) for row in keyword_rows
             )
+            ids = fused.ids.tolist()
+            if not ids:
+                return [], False
             # vector-only candidates: their document and its prior
-            owners.update(self._owners([i for i in fused if i not in owners]))
-            scored = []
-            for chunk_id, parts in fused.items():
-                if chunk_id not in owners:
-                    continue  # deleted between the two retrievals
-                document_id, prior = owners[chunk_id]
-                parts["prior"] = prior_factor(prior)
-                scored.append((parts["fused"] * parts["prior"], chunk_id, parts, document_id))
-            scored.sort(key=lambda item: (-item[0], -item[2]["rrf"], item[1]))
-            kept = first_k(scored, k, itemgetter(3) if per_document else None)
+            owners.update(self._owners([i for i in ids if i not in owners]))
+            gone = (None, 0.5)  # deleted between the two retrievals: left out below
+            documents, relevance = zip(*(owners.get(i, gone) for i in ids), strict=True)
+            factors = {score: prior_factor(score) for score in set(relevance)}
+            priors = np.fromiter((factors[r] for r in relevance), np.float64, len(relevance))
+            scores = fused.fused * priors
+            kept: list[tuple[float, int, Parts, int]] = []
+            seen: set[int] = set()
+            for at in np.lexsort((fused.ids, -fused.rrf, -scores)).tolist():
+                document_id = documents[at]
+                if document_id is None or (per_document and document_id in seen):
+                    continue
+                seen.add(document_id)
+                parts = fused.parts(at)
+                parts["prior"] = float(priors[at])
+                kept.append((float(scores[at]), ids[at], parts, document_id))
+                if len(kept) == k:
+                    break
             return kept, len(keyword_rows) == pool or len(nearest) == pool
 
         with self.store.snapshot():  # chunks are read from the state the ranks came from

@@ -10,6 +10,10 @@ first `FUSION_DEPTH` candidates only, so a search asked for 10 hits ranks them a
 of a search asked for 100. Candidates beyond that depth in both rankings tie at 0 and are
 ordered by reciprocal rank fusion (k=60), which is kept as ``rrf`` in the parts.
 
+The fusion itself runs on arrays (`fuse_arrays`, numpy): a hybrid search at depth 100 fuses 400
++ 400 candidates, and building a dict of parts for each cost more than the rest of the fusion.
+Parts are built only for the hits returned (`FusedCandidates.parts`).
+
 Pool widening asks a retriever for more candidates when one-per-document ranking left fewer
 than ``k``: a few long documents can fill a pool with their chunks.
 """
@@ -17,7 +21,12 @@ than ``k``: a few long documents can fill a pool with their chunks.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 RRF_K = 60
 FUSION_DEPTH = 50
@@ -78,10 +87,79 @@ def normalised(ranking: Sequence[tuple[K, float]], depth: int = FUSION_DEPTH) ->
     vector's score (or its last score, if lower), so a memory store's second memory is not
     scored 0 for being last of two. A ranking whose scores are all equal gives each 1.
     """
-    floor, span = _scale(ranking, depth)
+    floor, span = _scale([score for _, score in ranking], depth)
     if span <= 0:
         return {candidate: 1.0 for candidate, _ in ranking}
     return {candidate: max(0.0, (score - floor) / span) for candidate, score in ranking}
+
+
+@dataclass(frozen=True)
+class FusedCandidates:
+    """The candidates of two rankings fused, as arrays in candidate-id order (not ranked).
+
+    ``fused`` is the score, ``rrf`` orders equal scores; ``bm25`` and ``vector`` are each
+    candidate's raw score in that ranking, NaN where it is absent.
+    """
+
+    ids: npt.NDArray[np.int64]
+    fused: npt.NDArray[np.float64]
+    rrf: npt.NDArray[np.float64]
+    bm25: npt.NDArray[np.float64]
+    vector: npt.NDArray[np.float64]
+
+    def parts(self, at: int) -> dict[str, float]:
+        """Return the score parts of the candidate at position ``at``: ``bm25`` and ``vector``
+        (where it is in that ranking), ``fused`` and ``rrf``."""
+        parts = {}
+        if (bm25 := float(self.bm25[at])) == bm25:  # NaN is not equal to itself
+            parts["bm25"] = bm25
+        if (vector := float(self.vector[at])) == vector:
+            parts["vector"] = vector
+        parts["fused"] = float(self.fused[at])
+        parts["rrf"] = float(self.rrf[at])
+        return parts
+
+
+def fuse_arrays(
+    keyword_ids: npt.NDArray[np.int64],
+    keyword_scores: npt.NDArray[np.float64],
+    vector_ids: npt.NDArray[np.int64],
+    vector_scores: npt.NDArray[np.float64],
+    coverage: float = 1.0,
+    unseen: npt.NDArray[np.bool_] | None = None,
+) -> FusedCandidates:
+    """Return the two rankings' candidates fused: ``fused`` is ``w * keyword part + (1 - w) *
+    vector part``, each part the candidate's `normalised` score in that ranking (0 when
+    absent) and ``w`` `KEYWORD_WEIGHT`.
+
+    Each ranking is its candidates' ids and scores, best first, no id twice. ``coverage`` is
+    the share of the candidates the vector ranking could see (chunks still being embedded), in
+    (0, 1]: the vector part's weight shrinks with it, so fusion moves smoothly from keyword
+    alone towards full hybrid as vectors arrive. ``unseen`` marks the keyword candidates with
+    no vector yet: their keyword part (and rank) stands in for the vector part, so a candidate
+    is neither helped nor hurt by a vector it does not have yet.
+    """
+    import numpy as np
+
+    share = min(1.0, max(coverage, 0.0))
+    vector_weight = (1.0 - KEYWORD_WEIGHT) * share
+    keyword_weight = 1.0 - vector_weight
+    ids, where = np.unique(np.concatenate((keyword_ids, vector_ids)), return_inverse=True)
+    in_keyword, in_vector = where[: len(keyword_ids)], where[len(keyword_ids) :]
+    fused, rrf = np.zeros(len(ids)), np.zeros(len(ids))
+    bm25, vector = np.full(len(ids), np.nan), np.full(len(ids), np.nan)
+    keyword_rrf = 1.0 / (RRF_K + np.arange(1, len(keyword_ids) + 1))
+    weights = np.full(len(keyword_ids), keyword_weight)
+    if unseen is not None:
+        weights[unseen] = 1.0
+        keyword_rrf = np.where(unseen, 2 * keyword_rrf, keyword_rrf)
+    fused[in_keyword] = weights * _normalised_array(keyword_scores)
+    rrf[in_keyword] = keyword_rrf
+    bm25[in_keyword] = keyword_scores
+    fused[in_vector] += vector_weight * _normalised_array(vector_scores)
+    rrf[in_vector] += 1.0 / (RRF_K + np.arange(1, len(vector_ids) + 1))
+    vector[in_vector] = vector_scores
+    return FusedCandidates(ids, fused, rrf, bm25, vector)
 
 
 def fuse(
@@ -90,56 +168,45 @@ def fuse(
     coverage: float = 1.0,
     unseen: Iterable[K] = (),
 ) -> dict[K, dict[str, float]]:
-    """Return each candidate's score parts: ``bm25`` and ``vector`` (its raw score in each
-    ranking it is in), ``fused`` (the score) and ``rrf`` (the order among equal ``fused``).
+    """Return each candidate's score parts, as `fuse_arrays` fuses them, for rankings of any
+    hashable candidates: [(candidate, score), ...] best first. ``unseen`` candidates have no
+    vector yet."""
+    import numpy as np
 
-    ``keyword`` and ``vector`` are [(candidate, score), ...] best first. ``fused`` is
-    ``w * keyword part + (1 - w) * vector part``, each part the candidate's `normalised` score
-    in that ranking (0 when absent) and ``w`` `KEYWORD_WEIGHT`.
-
-    ``coverage`` is the share of the candidates the vector ranking could see (chunks still
-    being embedded), in (0, 1]: the vector part's weight shrinks with it, so fusion moves
-    smoothly from keyword alone towards full hybrid as vectors arrive. ``unseen`` candidates
-    have no vector yet: their keyword part stands in for the vector part, so a candidate is
-    neither helped nor hurt by a vector it does not have yet.
-    """
-    share = min(1.0, max(coverage, 0.0))
-    vector_weight = (1.0 - KEYWORD_WEIGHT) * share
-    keyword_weight = 1.0 - vector_weight
+    number: dict[K, int] = {}
+    for candidate, _ in (*keyword, *vector):
+        number.setdefault(candidate, len(number))
     stand_ins = set(unseen)
-    fused: dict[K, dict[str, float]] = {}
-    # one pass a ranking, the parts written in place: this runs on every hybrid search
-    floor, span = _scale(keyword)
-    for rank, (candidate, score) in enumerate(keyword, start=1):
-        part = 1.0 if span <= 0 else max(0.0, (score - floor) / span)
-        rrf = 1.0 / (RRF_K + rank)
-        if candidate in stand_ins:  # its keyword part and rank stand in for the vector's
-            fused[candidate] = {"bm25": score, "rrf": 2 * rrf, "fused": part}
-        else:
-            fused[candidate] = {"bm25": score, "rrf": rrf, "fused": keyword_weight * part}
-    floor, span = _scale(vector)
-    for rank, (candidate, score) in enumerate(vector, start=1):
-        part = 1.0 if span <= 0 else max(0.0, (score - floor) / span)
-        parts = fused.get(candidate)
-        if parts is None:
-            fused[candidate] = {
-                "vector": score,
-                "rrf": 1.0 / (RRF_K + rank),
-                "fused": vector_weight * part,
-            }
-        else:
-            parts["vector"] = score
-            parts["rrf"] += 1.0 / (RRF_K + rank)
-            parts["fused"] += vector_weight * part
-    return fused
+    fused = fuse_arrays(
+        np.array([number[c] for c, _ in keyword], dtype=np.int64),
+        np.array([score for _, score in keyword], dtype=np.float64),
+        np.array([number[c] for c, _ in vector], dtype=np.int64),
+        np.array([score for _, score in vector], dtype=np.float64),
+        coverage,
+        np.array([c in stand_ins for c, _ in keyword], dtype=bool) if stand_ins else None,
+    )
+    candidates = list(number)
+    return {candidates[n]: fused.parts(at) for at, n in enumerate(fused.ids.tolist())}
 
 
-def _scale(ranking: Sequence[tuple[K, float]], depth: int = FUSION_DEPTH) -> tuple[float, float]:
-    """Return the (floor, span) `normalised` rescales a ranking's scores with."""
-    if not ranking:
+def _normalised_array(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Return `normalised` for a ranking's scores, best first."""
+    import numpy as np
+
+    floor, span = _scale(scores)
+    if span <= 0:
+        return np.ones(len(scores))
+    return np.maximum(0.0, (scores - floor) / span)
+
+
+def _scale(
+    scores: Sequence[float] | npt.NDArray[np.float64], depth: int = FUSION_DEPTH
+) -> tuple[float, float]:
+    """Return the (floor, span) `normalised` rescales a ranking's scores (best first) with."""
+    if not len(scores):
         return 0.0, 0.0
-    floor = ranking[depth - 1][1] if len(ranking) >= depth else min(0.0, ranking[-1][1])
-    return floor, ranking[0][1] - floor
+    floor = float(scores[depth - 1]) if len(scores) >= depth else min(0.0, float(scores[-1]))
+    return floor, float(scores[0]) - floor
 
 
 def reciprocal_rank_fusion(
