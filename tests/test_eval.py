@@ -362,27 +362,29 @@ def test_memories_are_evaluated_through_remember_and_recall(dataset: Path) -> No
         evaluate(dataset, embedder="fake", target="pack")
 
 
-def test_a_memory_takes_its_title_tags_and_time_from_the_entry() -> None:
+def test_a_memory_takes_its_title_tags_time_and_source_from_the_entry() -> None:
     dated = CorpusEntry(
         "conv:D1:3",
         "session 1 (1:56 pm on 8 May, 2023)",
         "Caroline: I went to a support group yesterday.",
         {"date_time": "1:56 pm on 8 May, 2023", "tags": ["support", 3, " "]},
     )
-    title, content, tags, timestamp, cut = memory_fields(dated)
-    assert (title, content, tags, timestamp, cut) == (
+    assert memory_fields(dated) == (
         "session 1 (1:56 pm on 8 May, 2023)",
         "Caroline: I went to a support group yesterday.",
         ["support"],
         "1:56 pm on 8 May, 2023",
+        "session 1 (1:56 pm on 8 May, 2023)",  # the source: the turns sharing a title
         False,
     )
+    sourced = CorpusEntry("y", "A title", "text", {"source": " chat\n42 "})
+    assert memory_fields(sourced).source == "chat 42", "the metadata's source first"
     untitled = CorpusEntry("x", "", "First line here\nsecond line " + "y" * 30_000, {})
-    title, content, tags, timestamp, cut = memory_fields(untitled)
+    title, content, tags, timestamp, source, cut = memory_fields(untitled)
     assert title == "First line here" and len(content) == MAX_CONTENT_CHARS and cut
-    assert timestamp is None and tags == []
+    assert timestamp is None and tags == [] and source is None
     long_title = CorpusEntry("z", "t" * 300, "", {"date": "2023-05-08"})
-    title, content, _, timestamp, cut = memory_fields(long_title)
+    title, content, _, timestamp, _, cut = memory_fields(long_title)
     assert len(title) == MAX_TITLE_CHARS and content == "t" * 300 and cut
     assert timestamp == "2023-05-08"
 

@@ -17,8 +17,15 @@ from postgres_server import StoreSpot
 
 from vrom import Embedder, Vault
 from vrom.errors import ModelError, NotFoundError, ValidationError
+from vrom.index.codec import encode
+from vrom.ingest.embedding import (
+    MEMORY_RECIPE,
+    MEMORY_RECIPE_META_KEY,
+    TURN_CHARS,
+    memory_text,
+)
 from vrom.memories import FINGERPRINT_META_KEY, Memories, Memory
-from vrom.store import Store
+from vrom.store import MemoryFilter, Store
 from vrom.store.schema import MIGRATIONS, SCHEMA_VERSION
 from vrom.store.sqlite import SQLiteStore
 
@@ -527,3 +534,93 @@ def test_memories_past_the_threshold_are_recalled_through_an_hnsw_graph(
         assert list((tmp_path / "state").rglob("store.db.memories.hnsw.usearch")), "cached"
         v.memories.archive(made["coffee"].id)  # the filter keeps it out, graph or not
         assert all(h.memory.id != made["coffee"].id for h in v.memories.recall("espresso"))
+
+
+def _vector_of(store: Store, memory_id: str) -> bytes:
+    keys = store.memories.keys_matching(MemoryFilter(status=None))
+    key = next(key for key, m in store.memories.by_keys(keys).items() if m.id == memory_id)
+    return store.memories.vectors.of([key])[key]
+
+
+def _embedded(text: str) -> bytes:
+    return encode(Embedder.fake().embed_documents([text]), "float32")[0]
+
+
+def test_a_memory_from_a_source_is_embedded_after_the_turns_before_it(store: Store) -> None:
+    memories = Memories(store, Embedder.fake())
+    turns = [
+        memories.remember("Chat", "Did you paint the sunrise over the lake?", source="chat 1"),
+        memories.remember("Chat", "Yeah, I painted that last year!", source="chat 1"),
+        memories.remember("Other", "The build is green", source="standup"),
+        memories.remember("Chat", "It hangs in my kitchen now.", source="chat 1"),
+    ]
+    alone = memories.remember("Coffee", "Espresso, no sugar")
+    first, second, other, third = (_vector_of(store, m.id) for m in turns)
+    assert first == _embedded("Chat\n\nDid you paint the sunrise over the lake?"), "no turn before"
+    assert second == _embedded(
+        "Chat\n\nDid you paint the sunrise over the lake?\nYeah, I painted that last year!"
+    )
+    assert other == _embedded("Other\n\nThe build is green"), "another source's turns are not its"
+    assert third == _embedded(
+        "Chat\n\nDid you paint the sunrise over the lake?\nYeah, I painted that last year!\n"
+        "It hangs in my kitchen now."
+    ), "the two before it, oldest first"
+    assert _vector_of(store, alone.id) == _embedded("Coffee\n\nEspresso, no sugar")
+    # what the vague turn answers is found by meaning; what is shown is the turn alone
+    hits = memories.recall("sunrise painting", k=3, mode="vector")
+    assert turns[1].id in [hit.memory.id for hit in hits]
+    assert next(h for h in hits if h.memory.id == turns[1].id).memory.content == (
+        "Yeah, I painted that last year!"
+    )
+    # memories stored without a model are embedded the same way by the next recall
+    plain = Memories(store)
+    late = plain.remember("Chat", "And one of the sea.", source="chat 1")
+    memories.recall("sea", k=1)
+    assert _vector_of(store, late.id) == _embedded(
+        "Chat\n\nYeah, I painted that last year!\nIt hangs in my kitchen now.\nAnd one of the sea."
+    )
+
+
+def test_only_the_end_of_a_long_turn_before_is_embedded(store: Store) -> None:
+    memories = Memories(store, Embedder.fake())
+    long_turn = " ".join(f"word{n}" for n in range(200))
+    memories.remember("Chat", long_turn, source="chat")
+    reply = memories.remember("Chat", "Agreed.", source="chat")
+    end = memory_text(store.memories.get(reply.id), store.memories.preceding("chat", reply.id, 2))
+    context = end.split("\n\n", 1)[1].split("\n")[0]
+    assert len(context) <= TURN_CHARS and long_turn.endswith(context), "its end, whole words"
+    assert context.startswith("word") and "word199" in context and "word0 " not in context
+    assert _vector_of(store, reply.id) == _embedded(end)
+
+
+def test_memory_vectors_from_before_the_recipe_are_made_again_only_when_it_changes_them(
+    store: Store,
+) -> None:
+    fake = Embedder.fake()
+    plain = Memories(store)
+    chat = [plain.remember("Chat", text, source="chat") for text in ("Hello there", "Hi!")]
+    lone = plain.remember("Coffee", "Espresso", source="kitchen")
+    # vectors as a store written before recipes holds them: title and content alone
+    store.memories.vectors.put(
+        [(m.id, _embedded(f"{m.title}\n\n{m.content}")) for m in (*chat, lone)]
+    )
+    store.set_meta(FINGERPRINT_META_KEY, fake.fingerprint.to_json())
+    assert store.get_meta(MEMORY_RECIPE_META_KEY) is None
+    Memories(store, fake).recall("hello", k=2)
+    assert store.get_meta(MEMORY_RECIPE_META_KEY) == MEMORY_RECIPE
+    assert _vector_of(store, chat[1].id) == _embedded("Chat\n\nHello there\nHi!"), "made again"
+    assert store.memories.vectors.count() == 3
+
+
+def test_memory_vectors_from_before_the_recipe_are_kept_when_it_does_not_change_them(
+    store: Store,
+) -> None:
+    fake = Embedder.fake()
+    plain = Memories(store)
+    made = [plain.remember(*FACTS[key], source=key) for key in FACTS]  # one memory a source
+    store.memories.vectors.put([(m.id, _embedded(f"{m.title}\n\n{m.content}")) for m in made])
+    store.set_meta(FINGERPRINT_META_KEY, fake.fingerprint.to_json())
+    generation = store.memories.vectors.generation()
+    Memories(store, fake).recall("espresso", k=1)
+    assert store.get_meta(MEMORY_RECIPE_META_KEY) == MEMORY_RECIPE
+    assert store.memories.vectors.generation() == generation, "nothing dropped or re-embedded"

@@ -384,3 +384,27 @@ def test_memories_are_written_searched_and_counted(store: Store) -> None:
     counts = memories.counts()
     assert counts.total == 2 and counts.by_status == {"active": 1, "archived": 1}
     assert counts.by_type == {"fact": 2} and counts.embedded == 0
+
+
+def test_a_memory_s_preceding_turns_are_the_last_from_its_source(store: Store) -> None:
+    memories = store.memories
+    # ids out of order on purpose: storing order (the key) decides, not the id
+    for memory_id, source in [
+        ("t3", "chat"),
+        ("t1", "chat"),
+        ("x1", "other"),
+        ("t2", "chat"),
+        ("t0", None),
+    ]:
+        memories.put(
+            MemoryRecord(memory_id, 1.0, 1.0, None, "fact", "Turn", memory_id, source=source)
+        )
+
+    def preceding(memory_id: str | None, count: int = 2) -> list[str]:
+        return [m.id for m in memories.preceding("chat", memory_id, count)]
+
+    assert preceding("t2") == ["t3", "t1"], "the last two before it, oldest first; others skipped"
+    assert preceding("t1") == ["t3"] and preceding("t3") == []
+    assert preceding(None) == ["t1", "t2"], "before a new memory: the source's last"
+    assert preceding("not stored", 5) == ["t3", "t1", "t2"]
+    assert memories.preceding("nobody", None, 2) == []

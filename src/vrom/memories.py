@@ -34,6 +34,7 @@ from vrom.ingest.embedding import (
     bind_memory_embedder,
     embed_missing_memories,
     memory_text,
+    memory_turns,
 )
 from vrom.search.fusion import MAX_K
 from vrom.search.keyword import check_k
@@ -160,11 +161,12 @@ def _new_id(now: float) -> str:
     return f"mem_{milliseconds:012x}{counter:08x}"
 
 
-def _encode(embedder: Embedder, memory: MemoryRecord) -> bytes:
-    """Return the float32 vector bytes of a memory's title and content."""
+def _encode(embedder: Embedder, memory: MemoryRecord, store: Store) -> bytes:
+    """Return the float32 vector bytes of a memory about to be stored (`memory_text`)."""
     from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
-    return encode(embedder.embed_documents([memory_text(memory)]), "float32")[0]
+    text = memory_text(memory, memory_turns(store, memory))
+    return encode(embedder.embed_documents([text]), "float32")[0]
 
 
 def _text(name: str, value: object, limit: int, *, one_line: bool = False) -> str:
@@ -339,7 +341,7 @@ class Memories:
             source=_optional_text("source", source, MAX_SOURCE_CHARS),
         )
         embedder = self.embedder
-        blob = None if embedder is None else _encode(embedder, record)
+        blob = None if embedder is None else _encode(embedder, record, self._store)
         with self._store.transaction():
             if embedder is not None:
                 bind_memory_embedder(self._store, embedder)  # refuses another model's vectors

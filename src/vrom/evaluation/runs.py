@@ -7,11 +7,12 @@ and `recall_queries` do the same through `Memories.remember` and `Memories.recal
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from vrom.collection import Collection
 from vrom.documents import MAX_TEXT_CHARS, Document
@@ -19,7 +20,7 @@ from vrom.embed import Embedder, Fingerprint
 from vrom.errors import ValidationError
 from vrom.evaluation.beir import CorpusEntry, corpus_documents, corpus_entries, count_corpus
 from vrom.ingest.embedding import metadata_date
-from vrom.memories import MAX_CONTENT_CHARS, MAX_TITLE_CHARS, Memories
+from vrom.memories import MAX_CONTENT_CHARS, MAX_SOURCE_CHARS, MAX_TITLE_CHARS, Memories
 
 if TYPE_CHECKING:
     from vrom.embed import Matrix
@@ -184,13 +185,27 @@ class MemoryLoad:
     cut: int
 
 
-def memory_fields(entry: CorpusEntry) -> tuple[str, str, list[str], object, bool]:
-    """Return (title, content, tags, timestamp, cut) for remembering a corpus entry.
+class MemoryFields(NamedTuple):
+    """What a corpus entry is remembered as (`memory_fields`)."""
+
+    title: str
+    content: str
+    tags: list[str]
+    timestamp: object
+    source: str | None
+    cut: bool
+
+
+def memory_fields(entry: CorpusEntry) -> MemoryFields:
+    """Return what a corpus entry is remembered as.
 
     The title is the entry's title, else its text's first line, cut to `MAX_TITLE_CHARS`; the
     content is its text (its title when it has none), cut to `MAX_CONTENT_CHARS`; tags are the
     metadata's ``tags`` when a list of strings; the timestamp is the first of `DATE_KEYS` in
-    the metadata (None: the memory is timed now).
+    the metadata (None: the memory is timed now). The source is the metadata's ``source`` when
+    a string, else the entry's title: entries sharing a title (a dialogue session's turns) are
+    one conversation, whose memories' vectors include the turns before them
+    (`vrom.ingest.embedding.memory_text`).
     """
     first_line = entry.text.strip().split("\n", 1)[0]
     title = " ".join((entry.title or first_line).split())
@@ -200,8 +215,16 @@ def memory_fields(entry: CorpusEntry) -> tuple[str, str, list[str], object, bool
     tag_list = (
         [t for t in tags if isinstance(t, str) and t.strip()] if isinstance(tags, list) else []
     )
-    timestamp = metadata_date(entry.metadata)
-    return title[:MAX_TITLE_CHARS], content[:MAX_CONTENT_CHARS], tag_list, timestamp, cut
+    named = entry.metadata.get("source")
+    source = " ".join(named.split()) if isinstance(named, str) else " ".join(entry.title.split())
+    return MemoryFields(
+        title[:MAX_TITLE_CHARS],
+        content[:MAX_CONTENT_CHARS],
+        tag_list,
+        metadata_date(entry.metadata),
+        source[:MAX_SOURCE_CHARS] or None,
+        cut,
+    )
 
 
 def add_memories(
@@ -222,16 +245,19 @@ def add_memories(
     dated = cut = 0
     started = time.perf_counter()
     for done, entry in enumerate(corpus_entries(folder), start=1):
-        title, content, tags, timestamp, was_cut = memory_fields(entry)
+        fields = memory_fields(entry)
+        remember = functools.partial(
+            memories.remember, fields.title, fields.content, tags=fields.tags, source=fields.source
+        )
         try:
-            memory = memories.remember(title, content, tags=tags, timestamp=timestamp)
-            dated += timestamp is not None
+            memory = remember(timestamp=fields.timestamp)
+            dated += fields.timestamp is not None
         except ValidationError:
-            if timestamp is None:
+            if fields.timestamp is None:
                 raise
-            memory = memories.remember(title, content, tags=tags)
+            memory = remember()
         documents[memory.id] = entry.id
-        cut += was_cut
+        cut += fields.cut
         if progress is not None and done % ADD_BATCH == 0:
             progress("indexing", done, total)
     if embedded is not None:

@@ -336,6 +336,13 @@ class MemoryStore(Protocol):
         """Return the integer keys of the memories passing the filter, by key."""
         ...
 
+    def preceding(
+        self, source: str, memory_id: str | None, count: int
+    ) -> builtins.list[MemoryRecord]:
+        """Return the last ``count`` memories from ``source`` stored before memory
+        ``memory_id`` (before any new one: None, or an id not stored), oldest first."""
+        ...
+
     def list(self, where: MemoryFilter, limit: int) -> builtins.list[MemoryRecord]:
         """Return up to ``limit`` memories passing the filter, newest first."""
         ...

@@ -147,6 +147,20 @@ class SQLiteMemories:
             )
             return [row[0] for row in rows]
 
+    def preceding(
+        self, source: str, memory_id: str | None, count: int
+    ) -> builtins.list[MemoryRecord]:
+        """Return the last ``count`` memories from ``source`` stored before memory
+        ``memory_id`` (before any new one: None, or an id not stored), oldest first."""
+        with self._db.guard("reading memories"):
+            rows = self._db.conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.source = ?"
+                " AND m.key < coalesce((SELECT key FROM memories WHERE id = ?), 1 << 62)"
+                " ORDER BY m.key DESC LIMIT ?",
+                (source, memory_id, count),
+            )
+            return [memory_from_row(row) for row in rows][::-1]
+
     def list(self, where: MemoryFilter, limit: int) -> builtins.list[MemoryRecord]:
         """Return up to ``limit`` memories passing the filter, newest first."""
         with self._db.guard("listing memories"):
