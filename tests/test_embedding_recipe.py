@@ -21,6 +21,7 @@ from vrom.index.codec import decode
 from vrom.ingest.embedding import (
     EMBEDDING_RECIPE,
     LEGACY_RECIPE,
+    PREVIOUS_RECIPE,
     RECIPE_META_KEY,
     context_text,
     stored_recipe,
@@ -147,7 +148,7 @@ def test_a_collection_of_another_recipe_is_searched_but_refuses_new_vectors(
         docs._store.set_meta(RECIPE_META_KEY, LEGACY_RECIPE)
     with Collection.open("c", embedder=Embedder.fake(), storage=tmp_path) as docs:
         assert docs.search("cats purr", k=1, mode="hybrid")[0].id == "a", "searching is fine"
-        with pytest.raises(ModelError, match=r"recipe 'text/0'.*'context/1'.*reembed\(\)"):
+        with pytest.raises(ModelError, match=r"recipe 'text/0'.*'context/2'.*reembed\(\)"):
             docs.add([{"id": "b", "text": "Dogs bark."}])
         assert docs.count() == 1, "nothing was written"
         docs.add([{"id": "a", "text": "Cats purr."}])  # its vector is stored: nothing to embed
@@ -184,3 +185,91 @@ def _vectors(docs: Collection) -> dict[int, np.ndarray]:
     rows = docs._store.vectors.rows()
     matrix = decode([blob for _, blob in rows], docs._store.vectors.encoding())
     return {chunk_id: matrix[i] for i, (chunk_id, _) in enumerate(rows)}
+
+
+@pytest.mark.parametrize(
+    ("text", "metadata", "turns", "expected"),
+    [
+        (  # the turns' ends between the title and the text (its own title moves up)
+            "session 1\n\nMel: Yeah, I painted that last year!",
+            {"title": "session 1"},
+            ["session 1\n\nAna: Did you paint the lake?", "Ana: At sunrise?"],
+            "session 1\n\nAna: Did you paint the lake?\nAna: At sunrise?\n"
+            "Mel: Yeah, I painted that last year!",
+        ),
+        # a long turn: its last TURN_CHARS (300) characters, from a word's start
+        ("Agreed.", {}, ["x " * 200 + "the end"], "x " * 146 + "the end\nAgreed."),
+        ("Agreed.", {}, [], "Agreed."),
+    ],
+)
+def test_a_document_s_turns_go_between_its_context_and_its_text(
+    text: str, metadata: dict[str, object], turns: list[str], expected: str
+) -> None:
+    assert context_text(text, "", "", metadata, turns) == expected
+
+
+def _turn(doc_id: str, text: str, source: str | None = "chat") -> dict[str, Any]:
+    metadata: dict[str, Any] = {"title": "Chat"} | ({"source": source} if source else {})
+    return {"id": doc_id, "text": f"Chat\n\n{text}", "metadata": metadata}
+
+
+def test_a_collection_document_is_embedded_after_the_turns_before_it_from_its_source(
+    tmp_path: Path,
+) -> None:
+    recorder = Recorder()
+    with Collection.open("c", embedder=recorder, storage=tmp_path) as docs:
+        docs.add(
+            [
+                _turn("1", "Ana: Did you paint the sunrise?"),
+                _turn("x", "Bo: The build is green.", source="standup"),
+                _turn("2", "Mel: Yeah, I painted that last year!"),
+                _turn("n", "Ana: No source, no turns.", source=None),
+            ]
+        )
+        docs.add([_turn("3", "Mel: It hangs in my kitchen.")])  # a later add: turns from the store
+        assert recorder.texts == [
+            "Chat\n\nAna: Did you paint the sunrise?",
+            "Chat\n\nBo: The build is green.",
+            "Chat\n\nAna: Did you paint the sunrise?\nMel: Yeah, I painted that last year!",
+            "Chat\n\nAna: No source, no turns.",
+            "Chat\n\nAna: Did you paint the sunrise?\nMel: Yeah, I painted that last year!\n"
+            "Mel: It hangs in my kitchen.",
+        ]
+        hits = docs.search("sunrise painting", k=2, mode="vector")
+        assert "2" in [hit.id for hit in hits], "the vague turn is found by what it answers"
+        assert next(h for h in hits if h.id == "2").text == (
+            "Chat\n\nMel: Yeah, I painted that last year!"
+        ), "and shown as written"
+        # added again unchanged, a turn keeps its place and its vector
+        count = len(recorder.texts)
+        docs.add([_turn("2", "Mel: Yeah, I painted that last year!")])
+        assert len(recorder.texts) == count
+        # a full re-embed reads the turns from the store: the same texts, the same vectors
+        before = _vectors(docs)
+        embedded = sorted(recorder.texts)
+        recorder.texts.clear()
+        assert docs.reembed() == len(before)
+        assert sorted(recorder.texts) == embedded
+        after = _vectors(docs)
+        for chunk_id, vector in before.items():
+            np.testing.assert_array_equal(vector, after[chunk_id])
+
+
+def test_the_previous_recipe_is_brought_up_to_date_where_the_turns_change_nothing(
+    tmp_path: Path,
+) -> None:
+    with Collection.open("alone", embedder=Embedder.fake(), storage=tmp_path) as docs:
+        docs.add([_turn("1", "Ana: hi"), _turn("2", "Bo: hi", source="other")])
+        docs._store.set_meta(RECIPE_META_KEY, PREVIOUS_RECIPE)
+    with Collection.open("alone", embedder=Embedder.fake(), storage=tmp_path) as docs:
+        docs.add([_turn("3", "Cy: hi", source="third")])  # one document a source: no change
+        assert stored_recipe(docs._store) == EMBEDDING_RECIPE
+    with Collection.open("chat", embedder=Embedder.fake(), storage=tmp_path) as docs:
+        docs.add([_turn("1", "Ana: hi"), _turn("2", "Bo: hi")])
+        docs._store.set_meta(RECIPE_META_KEY, PREVIOUS_RECIPE)
+    with Collection.open("chat", embedder=Embedder.fake(), storage=tmp_path) as docs:
+        with pytest.raises(ModelError, match=r"recipe 'context/1'.*reembed\(\)"):
+            docs.add([_turn("3", "Cy: hi", source="new")])
+        docs.reembed()
+        docs.add([_turn("3", "Cy: hi", source="new")])
+        assert stored_recipe(docs._store) == EMBEDDING_RECIPE

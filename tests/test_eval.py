@@ -275,9 +275,11 @@ def test_load_beir_reads_the_judged_queries(dataset: Path) -> None:
     assert (beir.without_relevant, beir.without_text) == (1, 1)
     assert [q for q, _ in load_beir(dataset, "test", limit_queries=2).queries] == ["q1", "q2"]
     assert available_splits(dataset) == ["dev", "test", "train"]
-    docs = {doc.id: doc.text for doc in corpus_documents(dataset)}
+    documents = {doc.id: doc for doc in corpus_documents(dataset)}
+    docs = {doc_id: doc.text for doc_id, doc in documents.items()}
     assert docs["dog"].startswith("Dogs\n\nDogs are loyal") and docs["train"].startswith("Trains")
     assert "blank" not in docs and len(docs) == len(DOCS) - 1
+    assert documents["dog"].metadata == {"title": "Dogs", "source": "Dogs"}, "a title: a source"
 
 
 def test_a_missing_split_lists_the_splits_found(dataset: Path) -> None:

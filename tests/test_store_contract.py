@@ -209,6 +209,41 @@ def test_a_document_text_is_kept_once_and_chunks_read_their_slices(store: Store)
     assert store.integrity_problems() == []
 
 
+def test_a_document_s_turns_are_the_last_texts_stored_before_it_from_its_source(
+    store: Store,
+) -> None:
+    def put(path: str, text: str | None, **frontmatter: object) -> int:
+        record = note_record(path, text=text, **frontmatter)
+        return store.documents.put(record, [ChunkRecord(0, "", text or "x", 0, 1, "h")], [], [])
+
+    assert not store.documents.has_shared_source()
+    first = put("1", "one", source="chat")
+    put("x", "elsewhere", source="other")
+    put("n", "a number is no source", source=7)
+    second = put("2", "two", source="chat")
+    put("t", None, source="chat")  # stored without its text (a note): left out
+    third = put("3", "three", source="chat")
+    documents = store.documents
+    assert documents.turns_before("chat", third, 2) == ["one", "two"], "oldest first"
+    assert documents.turns_before("chat", second, 5) == ["one"]
+    assert documents.turns_before("chat", first, 2) == []
+    assert documents.turns_before("chat", None, 2) == ["two", "three"], "before a new one"
+    assert documents.turns_before("7", None, 2) == [] and documents.turns_before("z", None, 2) == []
+    put("4", "again", source="chat")
+    assert documents.turns_before("chat", third, 2) == ["one", "two"], "only those before it"
+    # a document written again keeps its place
+    put("2", "two, edited", source="chat")
+    assert documents.turns_before("chat", third, 2) == ["one", "two, edited"]
+    assert documents.has_shared_source()
+
+
+def test_one_document_a_source_shares_none(store: Store) -> None:
+    for path, source in [("a", "s1"), ("b", "s2"), ("c", 3), ("d", 3)]:
+        record = note_record(path, text=path, source=source)
+        store.documents.put(record, [ChunkRecord(0, "", path, 0, 1, "h")], [], [])
+    assert not store.documents.has_shared_source(), "numbers are not sources"
+
+
 def test_chunks_are_read_whole_or_light_with_their_document(store: Store) -> None:
     first = store.documents.put(
         note_record("a.md", n=1, tags=["x"]), _chunks("a1", "a2", "a3"), [], []

@@ -40,7 +40,15 @@ from vrom.documents import (
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import ModelError, StorageError, ValidationError, VromError, shown
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
-from vrom.ingest.embedding import bind_embedder, check_recipe, context_text, embedding_text
+from vrom.ingest.embedding import (
+    TURNS_BEFORE,
+    bind_embedder,
+    check_recipe,
+    context_text,
+    document_turns,
+    embedding_text,
+    metadata_source,
+)
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.results import Hit, changed_hit
 from vrom.search.keyword import check_k
@@ -51,6 +59,7 @@ from vrom.store import (
     DocumentRecord,
     Location,
     Store,
+    StoredChunk,
     database_file,
     is_server_url,
     open_store,
@@ -153,7 +162,7 @@ class Collection:
         except BaseException:
             binding.close()
             raise
-        corpus = Corpus(store, binding, index=index, ef_search=ef_search)
+        corpus = Corpus(store, binding, index=index, ef_search=ef_search, turns=True)
         try:
             _claim_store(store, name)
             if resolved is not None:
@@ -373,8 +382,11 @@ class Collection:
             return {}
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
+        turns = self._turns(prepared)
         texts = {
-            (place, chunk.position): context_text(chunk.text, "", chunk.heading_path, doc.metadata)
+            (place, chunk.position): context_text(
+                chunk.text, "", chunk.heading_path, doc.metadata, turns[place]
+            )
             for place, (doc, chunks) in enumerate(prepared)
             for chunk in chunks
         }
@@ -382,7 +394,7 @@ class Collection:
         vectors = {key: kept[text] for key, text in texts.items() if text in kept}
         missing = [key for key in texts if key not in vectors]
         if missing:
-            check_recipe(self._store)
+            check_recipe(self._store, turns=True)
             unique = list(dict.fromkeys(texts[key] for key in missing))
             try:
                 matrix = self._embedder.embed_documents(unique)
@@ -394,17 +406,41 @@ class Collection:
             vectors.update((key, blobs[texts[key]]) for key in missing)
         return vectors
 
+    def _turns(self, prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]]) -> list[list[str]]:
+        """Return the turns each document is embedded with (`document_turns`), by place.
+
+        A document already held keeps its place in its conversation (its turns are the ones
+        stored before it); a new one follows the documents stored from its source and the new
+        ones before it in ``prepared``.
+        """
+        held = self._store.documents.states([doc.id for doc, _ in prepared])
+        added: dict[str, list[str]] = {}  # source -> its new documents' texts, in order
+        turns = []
+        for doc, _ in prepared:
+            state = held.get(doc.id)
+            source = metadata_source(doc.metadata)
+            if state is not None or source is None:
+                document_id = None if state is None else state.document_id
+                turns.append(document_turns(self._store, doc.metadata, document_id))
+                continue
+            if source not in added:
+                added[source] = document_turns(self._store, doc.metadata, None)
+            turns.append(added[source][-TURNS_BEFORE:])
+            added[source].append(doc.text)
+        return turns
+
     def _stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
         """Return the stored vectors of these documents' chunks, by the text each was made from."""
-        chunks = [
-            chunk
-            for state in self._store.documents.states(list(ids)).values()
-            for chunk in self._store.documents.chunks_of(state.document_id)
-        ]
-        blobs = self._store.vectors.of([chunk.chunk_id for chunk in chunks]) if chunks else {}
+        made: list[tuple[StoredChunk, list[str]]] = []  # each chunk and its document's turns
+        for state in self._store.documents.states(list(ids)).values():
+            chunks = self._store.documents.chunks_of(state.document_id)
+            if chunks:
+                turns = document_turns(self._store, chunks[0].metadata, state.document_id)
+                made += [(chunk, turns) for chunk in chunks]
+        blobs = self._store.vectors.of([chunk.chunk_id for chunk, _ in made]) if made else {}
         return {
-            embedding_text(chunk): blobs[chunk.chunk_id]
-            for chunk in chunks
+            embedding_text(chunk, turns): blobs[chunk.chunk_id]
+            for chunk, turns in made
             if chunk.chunk_id in blobs
         }
 

@@ -59,8 +59,9 @@ class Corpus:
 
     ``index`` (``auto``, ``flat``, ``hnsw``), ``metric``, ``hnsw_threshold`` and ``ef_search``
     configure the vector indexes, or ``vector_index`` is one opened already (a pack's graph);
-    ``encoding`` (``float32``, ``int8``, None: the store's) the vectors written. The embedder
-    loads when first needed.
+    ``encoding`` (``float32``, ``int8``, None: the store's) the vectors written; ``turns``
+    embeds each document with the turns before it from its source (a collection's documents:
+    `vrom.ingest.embedding.context_text`). The embedder loads when first needed.
     """
 
     def __init__(
@@ -74,8 +75,10 @@ class Corpus:
         ef_search: int | None = None,
         encoding: str | None = None,
         vector_index: VectorIndex | None = None,
+        turns: bool = False,
     ) -> None:
         self.store = store
+        self._turns = turns
         self._binding = embedder
         self._encoding = encoding
         self._metric = metric
@@ -145,7 +148,7 @@ class Corpus:
                 if progress is not None:
                     progress(done, total)
 
-            done = embed_missing(self.store, embedder, report, stop=stop)
+            done = embed_missing(self.store, embedder, report, stop=stop, turns=self._turns)
             claim.report(counts.vectors + done, counts.chunks, done, final=True)
             return done
 

@@ -139,9 +139,11 @@ def corpus_entries(folder: str | Path) -> Iterator[CorpusEntry]:
 
 def corpus_documents(folder: str | Path) -> Iterator[Document]:
     """Yield the corpus as documents: id ``_id``, text ``title\\n\\ntext`` (title left out if
-    empty), and metadata ``title`` (when it has one) and the entry's date (its metadata's first
-    of `DATE_KEYS` holding a string; each up to `MAX_CONTEXT_CHARS`): what
-    `vrom.ingest.embedding.context_text` puts before each chunk it embeds.
+    empty), and metadata ``title`` (when it has one), the entry's date (its metadata's first
+    of `DATE_KEYS` holding a string) and ``source`` (its metadata's ``source`` when a string,
+    else its title: entries sharing a title, a dialogue session's turns, are one
+    conversation), each up to `MAX_CONTEXT_CHARS`: what `vrom.ingest.embedding.context_text`
+    embeds with each chunk.
 
     An entry with neither title nor text is skipped (nothing could find it). A repeated id is a
     `ValidationError`.
@@ -160,6 +162,10 @@ def corpus_documents(folder: str | Path) -> Iterator[Document]:
             if isinstance(value, str) and len(value) <= MAX_CONTEXT_CHARS:
                 metadata[key] = entry.metadata[key]
                 break
+        named = entry.metadata.get("source")
+        source = named if isinstance(named, str) and named.strip() else entry.title
+        if source and len(source) <= MAX_CONTEXT_CHARS:
+            metadata["source"] = source
         yield Document(entry.id, text, metadata)
 
 

@@ -349,6 +349,29 @@ class PgDocuments:
             )
             return {row[0]: row[1] for row in rows}
 
+    def turns_before(self, source: str, document_id: int | None, count: int) -> list[str]:
+        """Return the whole texts of the last ``count`` documents whose metadata ``source`` is
+        ``source`` (a string), stored before document ``document_id`` (None: before any new
+        one), oldest first; documents stored without their text are left out."""
+        with self._db.guard("reading document texts"), self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT t.text FROM documents d JOIN document_texts t ON t.document_id = d.id"
+                " WHERE d.frontmatter::jsonb -> 'source' = to_jsonb(%s::text)"
+                " AND d.id < coalesce(%s, 1::bigint << 62) ORDER BY d.id DESC LIMIT %s",
+                (source, document_id, count),
+            )
+            return [row[0] for row in rows][::-1]
+
+    def has_shared_source(self) -> bool:
+        """True if two documents or more have the same metadata ``source`` (a string)."""
+        with self._db.guard("reading documents"), self._db.connection() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM documents"
+                " WHERE jsonb_typeof(frontmatter::jsonb -> 'source') = 'string'"
+                " GROUP BY frontmatter::jsonb ->> 'source' HAVING count(*) > 1 LIMIT 1"
+            ).fetchone()
+            return row is not None
+
     def links_of(self, document_id: int) -> list[LinkRecord]:
         """Return the links written in a document, in order."""
         with self._db.guard("reading links"), self._db.connection() as conn:

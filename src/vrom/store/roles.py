@@ -256,6 +256,16 @@ class DocumentStore(Protocol):
         """Return id → whole text of those documents stored with one (`DocumentRecord.text`)."""
         ...
 
+    def turns_before(self, source: str, document_id: int | None, count: int) -> list[str]:
+        """Return the whole texts of the last ``count`` documents whose metadata ``source`` is
+        ``source`` (a string), stored before document ``document_id`` (None: before any new
+        one), oldest first; documents stored without their text are left out."""
+        ...
+
+    def has_shared_source(self) -> bool:
+        """True if two documents or more have the same metadata ``source`` (a string)."""
+        ...
+
     def links_of(self, document_id: int) -> list[LinkRecord]:
         """Return the links written in a document, in order."""
         ...

@@ -339,6 +339,31 @@ class SQLiteDocuments:
             sql = "SELECT document_id, text FROM document_texts WHERE document_id IN ({marks})"
             return {row[0]: row[1] for row in self._db.select_in(sql, list(document_ids))}
 
+    def turns_before(self, source: str, document_id: int | None, count: int) -> list[str]:
+        """Return the whole texts of the last ``count`` documents whose metadata ``source`` is
+        ``source`` (a string), stored before document ``document_id`` (None: before any new
+        one), oldest first; documents stored without their text are left out."""
+        if not self._has_texts:
+            return []
+        with self._db.guard("reading document texts"):
+            rows = self._db.conn.execute(
+                "SELECT t.text FROM documents d JOIN document_texts t ON t.document_id = d.id"
+                " WHERE json_type(d.frontmatter, '$.source') = 'text'"
+                " AND json_extract(d.frontmatter, '$.source') = ?"
+                " AND d.id < coalesce(?, 1 << 62) ORDER BY d.id DESC LIMIT ?",
+                (source, document_id, count),
+            )
+            return [row[0] for row in rows][::-1]
+
+    def has_shared_source(self) -> bool:
+        """True if two documents or more have the same metadata ``source`` (a string)."""
+        with self._db.guard("reading documents"):
+            row = self._db.conn.execute(
+                "SELECT 1 FROM documents WHERE json_type(frontmatter, '$.source') = 'text'"
+                " GROUP BY json_extract(frontmatter, '$.source') HAVING count(*) > 1 LIMIT 1"
+            ).fetchone()
+            return row is not None
+
     def links_of(self, document_id: int) -> list[LinkRecord]:
         """Return the links written in a note, in order."""
         with self._db.guard("reading links"):
