@@ -89,7 +89,11 @@ def add_memory_command(
     sub.add_argument(
         "--related", action="append", default=[], metavar="NOTE", help="a related note (repeatable)"
     )
-    sub.add_argument("--source", help="where it came from (a URL, a session, a tool)")
+    sub.add_argument(
+        "--source",
+        help="where it came from (a URL, a session, a tool); memories from one source are its "
+        "turns, each embedded with the two before it",
+    )
     sub.add_argument(
         "--timestamp",
         metavar="WHEN",

@@ -31,7 +31,13 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
         related: Annotated[
             list[str] | None, Field(description="Paths of notes this memory relates to")
         ] = None,
-        source: Annotated[str | None, Field(description="Where it came from")] = None,
+        source: Annotated[
+            str | None,
+            Field(
+                description="Where it came from. A conversation's id makes its memories turns: "
+                "each is embedded with the two remembered before it from that source"
+            ),
+        ] = None,
         timestamp: Annotated[
             str | None,
             Field(description="When it happened, if not now: ISO 8601 or '8 May, 2023'"),
