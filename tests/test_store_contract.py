@@ -222,6 +222,7 @@ def test_a_document_s_turns_are_the_last_texts_stored_before_it_from_its_source(
     put("n", "a number is no source", source=7)
     second = put("2", "two", source="chat")
     put("t", None, source="chat")  # stored without its text (a note): left out
+    put("l", "listed", source=["chat", "other"])  # a list of sources is none
     third = put("3", "three", source="chat")
     documents = store.documents
     assert documents.turns_before("chat", third, 2) == ["one", "two"], "oldest first"

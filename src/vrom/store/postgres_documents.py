@@ -354,21 +354,25 @@ class PgDocuments:
         ``source`` (a string), stored before document ``document_id`` (None: before any new
         one), oldest first; documents stored without their text are left out."""
         with self._db.guard("reading document texts"), self._db.connection() as conn:
+            # the fields index finds the source's documents (a list holding it is left out)
             rows = conn.execute(
-                "SELECT t.text FROM documents d JOIN document_texts t ON t.document_id = d.id"
-                " WHERE d.frontmatter::jsonb -> 'source' = to_jsonb(%s::text)"
-                " AND d.id < coalesce(%s, 1::bigint << 62) ORDER BY d.id DESC LIMIT %s",
+                "SELECT t.text FROM fields f JOIN documents d ON d.id = f.document_id"
+                " JOIN document_texts t ON t.document_id = f.document_id"
+                " WHERE f.key = 'source' AND f.kind = 'text' AND f.text_value = %s"
+                " AND f.document_id < coalesce(%s, 1::bigint << 62)"
+                " AND jsonb_typeof(d.frontmatter::jsonb -> 'source') = 'string'"
+                " ORDER BY f.document_id DESC LIMIT %s",
                 (source, document_id, count),
             )
             return [row[0] for row in rows][::-1]
 
     def has_shared_source(self) -> bool:
-        """True if two documents or more have the same metadata ``source`` (a string)."""
+        """True if two documents or more have the same metadata ``source`` (a string; or
+        one held in a list, which errs towards True)."""
         with self._db.guard("reading documents"), self._db.connection() as conn:
             row = conn.execute(
-                "SELECT 1 FROM documents"
-                " WHERE jsonb_typeof(frontmatter::jsonb -> 'source') = 'string'"
-                " GROUP BY frontmatter::jsonb ->> 'source' HAVING count(*) > 1 LIMIT 1"
+                "SELECT 1 FROM fields WHERE key = 'source' AND kind = 'text'"
+                " GROUP BY text_value HAVING count(*) > 1 LIMIT 1"
             ).fetchone()
             return row is not None
 

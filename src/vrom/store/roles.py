@@ -263,7 +263,8 @@ class DocumentStore(Protocol):
         ...
 
     def has_shared_source(self) -> bool:
-        """True if two documents or more have the same metadata ``source`` (a string)."""
+        """True if two documents or more have the same metadata ``source`` (a string; or
+        one held in a list, which errs towards True)."""
         ...
 
     def links_of(self, document_id: int) -> list[LinkRecord]:

@@ -346,21 +346,25 @@ class SQLiteDocuments:
         if not self._has_texts:
             return []
         with self._db.guard("reading document texts"):
+            # the fields index finds the source's documents (a list holding it is left out)
             rows = self._db.conn.execute(
-                "SELECT t.text FROM documents d JOIN document_texts t ON t.document_id = d.id"
-                " WHERE json_type(d.frontmatter, '$.source') = 'text'"
-                " AND json_extract(d.frontmatter, '$.source') = ?"
-                " AND d.id < coalesce(?, 1 << 62) ORDER BY d.id DESC LIMIT ?",
+                "SELECT t.text FROM fields f JOIN documents d ON d.id = f.document_id"
+                " JOIN document_texts t ON t.document_id = f.document_id"
+                " WHERE f.key = 'source' AND f.kind = 'text' AND f.value = ?"
+                " AND f.document_id < coalesce(?, 1 << 62)"
+                " AND json_type(d.frontmatter, '$.source') = 'text'"
+                " ORDER BY f.document_id DESC LIMIT ?",
                 (source, document_id, count),
             )
             return [row[0] for row in rows][::-1]
 
     def has_shared_source(self) -> bool:
-        """True if two documents or more have the same metadata ``source`` (a string)."""
+        """True if two documents or more have the same metadata ``source`` (a string; or
+        one held in a list, which errs towards True)."""
         with self._db.guard("reading documents"):
             row = self._db.conn.execute(
-                "SELECT 1 FROM documents WHERE json_type(frontmatter, '$.source') = 'text'"
-                " GROUP BY json_extract(frontmatter, '$.source') HAVING count(*) > 1 LIMIT 1"
+                "SELECT 1 FROM fields WHERE key = 'source' AND kind = 'text'"
+                " GROUP BY value HAVING count(*) > 1 LIMIT 1"
             ).fetchone()
             return row is not None
 
