@@ -273,3 +273,22 @@ def test_the_previous_recipe_is_brought_up_to_date_where_the_turns_change_nothin
         docs.reembed()
         docs.add([_turn("3", "Cy: hi", source="new")])
         assert stored_recipe(docs._store) == EMBEDDING_RECIPE
+
+
+def test_a_document_longer_than_a_turn_is_embedded_alone_but_is_a_turn_before_the_next(
+    tmp_path: Path,
+) -> None:
+    recorder = Recorder()
+    page = ("Chapter one. " + "The lake at dawn was still. " * 30).strip()  # one chunk, > 600
+    assert 600 < len(page) < 1000
+    with Collection.open("c", embedder=recorder, storage=tmp_path) as docs:
+        docs.add([_turn("1", "Ana: hello")])
+        docs.add([_turn("p", page), _turn("2", "Mel: lovely")])
+        assert recorder.texts[1] == f"Chat\n\n{page}", "long: alone, its own words kept whole"
+        context, turn, own = recorder.texts[2].removeprefix("Chat\n\n").split("\n")
+        assert (context, own) == ("Ana: hello", "Mel: lovely")
+        assert len(turn) <= 300 and page.endswith(turn), "the page's end: a turn before the next"
+        embedded = sorted(recorder.texts)
+        recorder.texts.clear()
+        docs.reembed()
+        assert sorted(recorder.texts) == embedded, "the store's turns are the ones added with"

@@ -624,3 +624,11 @@ def test_memory_vectors_from_before_the_recipe_are_kept_when_it_does_not_change_
     Memories(store, fake).recall("espresso", k=1)
     assert store.get_meta(MEMORY_RECIPE_META_KEY) == MEMORY_RECIPE
     assert store.memories.vectors.generation() == generation, "nothing dropped or re-embedded"
+
+
+def test_a_memory_longer_than_a_turn_is_embedded_alone(store: Store) -> None:
+    memories = Memories(store, Embedder.fake())
+    memories.remember("Page", "First part.", source="book")
+    long_content = "The lake at dawn was still. " * 30
+    page = memories.remember("Page", long_content, source="book")
+    assert _vector_of(store, page.id) == _embedded(f"Page\n\n{long_content.strip()}")

@@ -47,6 +47,7 @@ from vrom.ingest.embedding import (
     context_text,
     document_turns,
     embedding_text,
+    is_turn,
     metadata_source,
 )
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
@@ -416,17 +417,18 @@ class Collection:
         held = self._store.documents.states([doc.id for doc, _ in prepared])
         added: dict[str, list[str]] = {}  # source -> its new documents' texts, in order
         turns = []
-        for doc, _ in prepared:
+        for doc, chunks in prepared:
             state = held.get(doc.id)
             source = metadata_source(doc.metadata)
+            texts = [chunk.text for chunk in chunks]
             if state is not None or source is None:
                 document_id = None if state is None else state.document_id
-                turns.append(document_turns(self._store, doc.metadata, document_id))
+                turns.append(document_turns(self._store, doc.metadata, document_id, texts))
                 continue
             if source not in added:
-                added[source] = document_turns(self._store, doc.metadata, None)
-            turns.append(added[source][-TURNS_BEFORE:])
-            added[source].append(doc.text)
+                added[source] = self._store.documents.turns_before(source, None, TURNS_BEFORE)
+            turns.append(added[source][-TURNS_BEFORE:] if is_turn(texts) else [])
+            added[source].append(doc.text)  # a turn of the next, long or not
         return turns
 
     def _stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
@@ -435,7 +437,8 @@ class Collection:
         for state in self._store.documents.states(list(ids)).values():
             chunks = self._store.documents.chunks_of(state.document_id)
             if chunks:
-                turns = document_turns(self._store, chunks[0].metadata, state.document_id)
+                texts = [chunk.text for chunk in chunks]
+                turns = document_turns(self._store, chunks[0].metadata, state.document_id, texts)
                 made += [(chunk, turns) for chunk in chunks]
         blobs = self._store.vectors.of([chunk.chunk_id for chunk, _ in made]) if made else {}
         return {

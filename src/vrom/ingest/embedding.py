@@ -140,8 +140,13 @@ TURNS_BEFORE = 2
 """How many turns before it from the same source (a conversation) a memory's or a collection
 document's vector includes."""
 TURN_CHARS = 300
-"""How much of each of those (its end) is included: the memory's own content stays within the
-model's window (all-MiniLM-L6-v2 reads 256 tokens, ~1,000 characters)."""
+"""How much of each of those (its end) is included."""
+TURN_MAX_CHARS = 600
+"""A memory or document is a turn, embedded with the turns before it, when its text is at most
+this long (a document: in one chunk): what is embedded then stays within the model's window
+(all-MiniLM-L6-v2 reads 256 tokens, ~1,000 characters), its own words last. A longer one (a
+page of a file whose path is its source) is embedded alone: context first would push its own
+text out of the window. LoCoMo's dialogue turns are at most 444 characters."""
 
 
 def _made_by_another_recipe(store: Store) -> bool:
@@ -186,13 +191,22 @@ def metadata_source(metadata: Mapping[str, Any]) -> str | None:
     return source if isinstance(source, str) and source.strip() else None
 
 
-def document_turns(store: Store, metadata: Mapping[str, Any], document_id: int | None) -> list[str]:
+def document_turns(
+    store: Store, metadata: Mapping[str, Any], document_id: int | None, chunks: Sequence[str]
+) -> list[str]:
     """Return the whole texts of the `TURNS_BEFORE` documents stored before a document from
-    its source (None: before a new one), oldest first; none without a source."""
+    its source (None: before a new one), oldest first; none without a source, or when the
+    document (its ``chunks``' texts) is longer than a turn (`TURN_MAX_CHARS`)."""
     source = metadata_source(metadata)
-    if source is None:
+    if source is None or not is_turn(chunks):
         return []
     return store.documents.turns_before(source, document_id, TURNS_BEFORE)
+
+
+def is_turn(chunks: Sequence[str]) -> bool:
+    """True if a document of these chunk texts is a turn: one chunk of at most
+    `TURN_MAX_CHARS` characters."""
+    return len(chunks) == 1 and len(chunks[0]) <= TURN_MAX_CHARS
 
 
 def context_text(
@@ -266,8 +280,9 @@ def memory_text(memory: MemoryRecord, before: Sequence[MemoryRecord] = ()) -> st
 
 def memory_turns(store: Store, memory: MemoryRecord) -> list[MemoryRecord]:
     """Return the memories a memory's vector includes: the last `TURNS_BEFORE` remembered
-    before it from its source (a conversation, a session), oldest first; none without one."""
-    if memory.source is None:
+    before it from its source (a conversation, a session), oldest first; none without one, or
+    for a memory longer than a turn (`TURN_MAX_CHARS`)."""
+    if memory.source is None or len(memory.content) > TURN_MAX_CHARS:
         return []
     return store.memories.preceding(memory.source, memory.id, TURNS_BEFORE)
 
@@ -320,8 +335,10 @@ def embed_missing(
         before: dict[int, list[str]] = {}  # document id -> its turns
         if turns:
             for c in chunks:
-                if c.document_id not in before:
-                    before[c.document_id] = document_turns(store, c.metadata, c.document_id)
+                if c.prev_id is None and c.next_id is None:  # a document of one chunk
+                    before[c.document_id] = document_turns(
+                        store, c.metadata, c.document_id, [c.text]
+                    )
         texts = [embedding_text(c, before.get(c.document_id, ())) for c in chunks]
         blobs = encode(embedder.embed_documents(texts), encoding)
         store.vectors.put([(c.chunk_id, blob) for c, blob in zip(chunks, blobs, strict=True)])
