@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
@@ -39,11 +40,19 @@ from vrom.ingest.embedding import (
     stored_fingerprint,
 )
 from vrom.results import Hit, SearchReport, VectorInfo
-from vrom.search.fusion import first_k, first_pool, fuse, fuse_arrays, widen
+from vrom.search.fusion import first_k, first_pool, fuse_arrays, widen
 from vrom.search.keyword import KeywordRanker, check_k, make_hit, prior_factor, rank_keyword
 from vrom.search.query import as_filter, check_query, parse_query, query_words
 from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
-from vrom.store import KeywordQuery, MemoryFilter, MemoryRecord, Store, StoredChunk, Where
+from vrom.store import (
+    KeywordQuery,
+    MemoryFilter,
+    MemoryKeywordRow,
+    MemoryRecord,
+    Store,
+    StoredChunk,
+    Where,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,6 +61,32 @@ if TYPE_CHECKING:
 Parts = dict[str, float]
 """A hit's score parts: ``bm25``, ``vector``, ``fused``, ``rrf``, ``prior`` (whichever took
 part; see `vrom.search.fusion.fuse`)."""
+
+
+def _one_part(name: str, scores: Sequence[float], at: int) -> Parts:
+    """Return the score parts of a candidate ranked by one retriever: its score, named."""
+    return {name: scores[at]}
+
+
+def _fused_memories(
+    keyword_rows: Sequence[MemoryKeywordRow], similar: Sequence[tuple[str, float]]
+) -> tuple[list[str], list[float], list[float], Callable[[int], Parts]]:
+    """Return recall's hybrid candidates fused (`fuse_arrays`): their memory ids, fused scores,
+    RRF and a function giving the score parts of the one at a position."""
+    import numpy as np  # loaded with the vectors
+
+    number: dict[str, int] = {}
+    for memory_id in (*(row.memory.id for row in keyword_rows), *(i for i, _ in similar)):
+        number.setdefault(memory_id, len(number))
+    fused = fuse_arrays(
+        np.fromiter((number[row.memory.id] for row in keyword_rows), np.int64, len(keyword_rows)),
+        np.fromiter((row.bm25 for row in keyword_rows), np.float64, len(keyword_rows)),
+        np.fromiter((number[i] for i, _ in similar), np.int64, len(similar)),
+        np.fromiter((score for _, score in similar), np.float64, len(similar)),
+    )
+    candidates = list(number)
+    ids = [candidates[n] for n in fused.ids.tolist()]
+    return ids, fused.fused.tolist(), fused.rrf.tolist(), fused.parts
 
 
 class Corpus:
@@ -531,9 +566,15 @@ class Corpus:
             [] if mode == "vector" else self.store.memories.keyword_search(parsed, pool, where)
         )
         records = {row.memory.id: row.memory for row in keyword_rows}
-        ranked: list[tuple[float, str, Parts]]
+        # the candidates: their ids, scores and RRF (ties), and their score parts by position
+        ids: list[str]
+        scores: list[float]
+        rrf: list[float] | None = None
+        parts_at: Callable[[int], Parts]
         if mode == "keyword":
-            ranked = [(row.bm25, row.memory.id, {"bm25": row.bm25}) for row in keyword_rows]
+            ids = [row.memory.id for row in keyword_rows]
+            scores = [row.bm25 for row in keyword_rows]
+            parts_at = functools.partial(_one_part, "bm25", scores)
         else:
             embedder = self.require_embedder(f"{mode} recall")
             self._embed_new_memories(embedder)
@@ -543,27 +584,35 @@ class Corpus:
             records.update((memory.id, memory) for memory in by_key.values())
             similar = [(by_key[key].id, s) for key, s in nearest if key in by_key]
             if mode == "vector":
-                ranked = [(s, memory_id, {"vector": s}) for memory_id, s in similar]
+                ids = [memory_id for memory_id, _ in similar]
+                scores = [score for _, score in similar]
+                parts_at = functools.partial(_one_part, "vector", scores)
             else:
-                fused = fuse([(row.memory.id, row.bm25) for row in keyword_rows], similar)
-                ranked = [(parts["fused"], memory_id, parts) for memory_id, parts in fused.items()]
+                ids, scores, rrf, parts_at = _fused_memories(keyword_rows, similar)
+        recency: list[float] | None = None
         if half_life_days is not None:
             now = time.time()
-            decayed = []
-            for score, memory_id, parts in ranked:
-                age_days = max(0.0, now - records[memory_id].created_unix) / 86_400
-                parts["recency"] = 0.5 ** (age_days / half_life_days)
-                decayed.append((score * parts["recency"], memory_id, parts))
-            ranked = decayed
-        ranked.sort(
-            key=lambda item: (
-                -item[0],
-                -item[2].get("rrf", 0.0),
-                -records[item[1]].created_unix,
-                item[1],
-            )
+            recency = [
+                0.5 ** (max(0.0, now - records[memory_id].created_unix) / 86_400 / half_life_days)
+                for memory_id in ids
+            ]
+            scores = [score * factor for score, factor in zip(scores, recency, strict=True)]
+        order = sorted(
+            range(len(ids)),
+            key=lambda at: (
+                -scores[at],
+                -(rrf[at] if rrf is not None else 0.0),
+                -records[ids[at]].created_unix,
+                ids[at],
+            ),
         )
-        return [(records[memory_id], score, parts) for score, memory_id, parts in ranked[:k]]
+        recalled = []
+        for at in order[:k]:  # parts only for the memories returned
+            parts = parts_at(at)
+            if recency is not None:
+                parts["recency"] = recency[at]
+            recalled.append((records[ids[at]], scores[at], parts))
+        return recalled
 
     def _embed_new_memories(self, embedder: Embedder) -> None:
         """Embed the memories without a vector, unless none was added and no vector dropped
