@@ -137,13 +137,19 @@ def corpus_entries(folder: str | Path) -> Iterator[CorpusEntry]:
             yield CorpusEntry(doc_id, title, body, metadata if isinstance(metadata, dict) else {})
 
 
+def entry_source(entry: CorpusEntry) -> str:
+    """Return the conversation an entry belongs to: its metadata's ``source`` when it is text,
+    else its title (entries sharing a title, a dialogue session's turns, are one), runs of
+    whitespace made one space ("" for neither)."""
+    named = entry.metadata.get("source")
+    return " ".join((named if isinstance(named, str) and named.strip() else entry.title).split())
+
+
 def corpus_documents(folder: str | Path) -> Iterator[Document]:
     """Yield the corpus as documents: id ``_id``, text ``title\\n\\ntext`` (title left out if
     empty), and metadata ``title`` (when it has one), the entry's date (its metadata's first
-    of `DATE_KEYS` holding a string) and ``source`` (its metadata's ``source`` when a string,
-    else its title: entries sharing a title, a dialogue session's turns, are one
-    conversation), each up to `MAX_CONTEXT_CHARS`: what `vrom.ingest.embedding.context_text`
-    embeds with each chunk.
+    of `DATE_KEYS` holding a string) and ``source`` (`entry_source`), each up to
+    `MAX_CONTEXT_CHARS`: what `vrom.ingest.embedding.context_text` embeds with each chunk.
 
     An entry with neither title nor text is skipped (nothing could find it). A repeated id is a
     `ValidationError`.
@@ -162,8 +168,7 @@ def corpus_documents(folder: str | Path) -> Iterator[Document]:
             if isinstance(value, str) and len(value) <= MAX_CONTEXT_CHARS:
                 metadata[key] = entry.metadata[key]
                 break
-        named = entry.metadata.get("source")
-        source = named if isinstance(named, str) and named.strip() else entry.title
+        source = entry_source(entry)
         if source and len(source) <= MAX_CONTEXT_CHARS:
             metadata["source"] = source
         yield Document(entry.id, text, metadata)

@@ -18,7 +18,13 @@ from vrom.collection import Collection
 from vrom.documents import MAX_TEXT_CHARS, Document
 from vrom.embed import Embedder, Fingerprint
 from vrom.errors import ValidationError
-from vrom.evaluation.beir import CorpusEntry, corpus_documents, corpus_entries, count_corpus
+from vrom.evaluation.beir import (
+    CorpusEntry,
+    corpus_documents,
+    corpus_entries,
+    count_corpus,
+    entry_source,
+)
 from vrom.ingest.embedding import metadata_date
 from vrom.memories import MAX_CONTENT_CHARS, MAX_SOURCE_CHARS, MAX_TITLE_CHARS, Memories
 
@@ -202,10 +208,9 @@ def memory_fields(entry: CorpusEntry) -> MemoryFields:
     The title is the entry's title, else its text's first line, cut to `MAX_TITLE_CHARS`; the
     content is its text (its title when it has none), cut to `MAX_CONTENT_CHARS`; tags are the
     metadata's ``tags`` when a list of strings; the timestamp is the first of `DATE_KEYS` in
-    the metadata (None: the memory is timed now). The source is the metadata's ``source`` when
-    a string, else the entry's title: entries sharing a title (a dialogue session's turns) are
-    one conversation, whose memories' vectors include the turns before them
-    (`vrom.ingest.embedding.memory_text`).
+    the metadata (None: the memory is timed now). The source is `entry_source` (cut to
+    `MAX_SOURCE_CHARS`; None for none): a conversation, whose memories' vectors include the
+    turns before them (`vrom.ingest.embedding.memory_text`).
     """
     first_line = entry.text.strip().split("\n", 1)[0]
     title = " ".join((entry.title or first_line).split())
@@ -215,8 +220,7 @@ def memory_fields(entry: CorpusEntry) -> MemoryFields:
     tag_list = (
         [t for t in tags if isinstance(t, str) and t.strip()] if isinstance(tags, list) else []
     )
-    named = entry.metadata.get("source")
-    source = " ".join(named.split()) if isinstance(named, str) else " ".join(entry.title.split())
+    source = entry_source(entry)
     return MemoryFields(
         title[:MAX_TITLE_CHARS],
         content[:MAX_CONTENT_CHARS],
