@@ -58,6 +58,7 @@ from vrom.search.vector import INDEX_KINDS, check_ef_search, check_mode
 from vrom.store import (
     ChunkRecord,
     DocumentRecord,
+    DocumentState,
     Location,
     Store,
     StoredChunk,
@@ -383,7 +384,8 @@ class Collection:
             return {}
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
-        turns = self._turns(prepared)
+        held = self._store.documents.states([doc.id for doc, _ in prepared])
+        turns = self._turns(prepared, held)
         texts = {
             (place, chunk.position): context_text(
                 chunk.text, "", chunk.heading_path, doc.metadata, turns[place]
@@ -391,7 +393,7 @@ class Collection:
             for place, (doc, chunks) in enumerate(prepared)
             for chunk in chunks
         }
-        kept = self._stored_vectors([doc.id for doc, _ in prepared])
+        kept = self._stored_vectors(held.values())
         vectors = {key: kept[text] for key, text in texts.items() if text in kept}
         missing = [key for key in texts if key not in vectors]
         if missing:
@@ -407,14 +409,17 @@ class Collection:
             vectors.update((key, blobs[texts[key]]) for key in missing)
         return vectors
 
-    def _turns(self, prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]]) -> list[list[str]]:
+    def _turns(
+        self,
+        prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]],
+        held: Mapping[str, DocumentState],
+    ) -> list[list[str]]:
         """Return the turns each document is embedded with (`document_turns`), by place.
 
-        A document already held keeps its place in its conversation (its turns are the ones
-        stored before it); a new one follows the documents stored from its source and the new
-        ones before it in ``prepared``.
+        A document already ``held`` (by id) keeps its place in its conversation (its turns are
+        the ones stored before it); a new one follows the documents stored from its source and
+        the new ones before it in ``prepared``.
         """
-        held = self._store.documents.states([doc.id for doc, _ in prepared])
         added: dict[str, list[str]] = {}  # source -> its new documents' texts, in order
         turns = []
         for doc, chunks in prepared:
@@ -431,10 +436,10 @@ class Collection:
             added[source].append(doc.text)  # a turn of the next, long or not
         return turns
 
-    def _stored_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+    def _stored_vectors(self, held: Iterable[DocumentState]) -> dict[str, bytes]:
         """Return the stored vectors of these documents' chunks, by the text each was made from."""
         made: list[tuple[StoredChunk, list[str]]] = []  # each chunk and its document's turns
-        for state in self._store.documents.states(list(ids)).values():
+        for state in held:
             chunks = self._store.documents.chunks_of(state.document_id)
             if chunks:
                 texts = [chunk.text for chunk in chunks]
