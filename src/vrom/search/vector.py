@@ -125,8 +125,7 @@ class VectorIndex:
                     )
             else:
                 if due:  # a graph is due but not paid for: exact, timed, until it is
-                    assert self._counted is not None  # counted by _uses_hnsw
-                    self._renting = self._counted[1] * BUILD_SECONDS_PER_VECTOR
+                    self._renting = self._build_seconds()
                 if not isinstance(self._index, ExactIndex):
                     self.close()
                     self._index = ExactIndex(self._vectors, self._metric, cache=self._matrix_cache)
@@ -147,8 +146,12 @@ class VectorIndex:
             return True
         if self.graph()["state"] in ("current", "behind"):
             return True
-        assert self._counted is not None  # counted by _holds_at_least
-        return self._exact_seconds >= self._counted[1] * BUILD_SECONDS_PER_VECTOR
+        return self._exact_seconds >= self._build_seconds()
+
+    def _build_seconds(self) -> float:
+        """Return what building the graph is taken to cost, for the vectors last counted."""
+        assert self._counted is not None  # counted by _uses_hnsw and _holds_at_least
+        return self._counted[1] * BUILD_SECONDS_PER_VECTOR
 
     def _uses_hnsw(self) -> bool:
         """True when searches use the HNSW graph: fixed so, or ``hnsw_threshold`` vectors."""
