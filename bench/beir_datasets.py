@@ -41,3 +41,18 @@ def chosen_datasets(
     if len(splits) != len(folders):
         raise SystemExit(f"give one --split for all datasets or one per dataset ({len(folders)})")
     return list(zip(folders, splits, strict=True))
+
+
+def chosen_dev_sets(
+    folders: Sequence[Path], splits: Sequence[str] | None
+) -> list[tuple[Path, str]]:
+    """Return `chosen_datasets` with `DEV_SETS` as the defaults, those not on this machine left
+    out; exit with a message when none is left."""
+    datasets = [
+        (folder, split)
+        for folder, split in chosen_datasets(folders, splits, DEV_SETS)
+        if folders or folder.is_dir()  # the default sets that are here
+    ]
+    if not datasets:
+        raise SystemExit(f"no dataset given and none under {DATA}")
+    return datasets

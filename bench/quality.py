@@ -29,7 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from beir_datasets import DATA, DEV_SETS, add_dataset_arguments, chosen_datasets
+from beir_datasets import add_dataset_arguments, chosen_dev_sets
 from hybrid_peers import CACHE, PrecomputedEmbedder, VectorCache, cache_stem
 
 from vrom import __version__
@@ -89,13 +89,7 @@ def main() -> None:
     parser.add_argument("--embedder", choices=("default", "fake"), default="default")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    datasets = [
-        (folder, split)
-        for folder, split in chosen_datasets(args.datasets, args.split, DEV_SETS)
-        if args.datasets or folder.is_dir()  # the default sets that are here
-    ]
-    if not datasets:
-        raise SystemExit(f"no dataset given and none under {DATA}")
+    datasets = chosen_dev_sets(args.datasets, args.split)
     model = Embedder.default() if args.embedder == "default" else Embedder.fake()
     rows = run(datasets, args.targets, model, args.cache)
     args.out.parent.mkdir(parents=True, exist_ok=True)
