@@ -292,3 +292,73 @@ def test_a_document_longer_than_a_turn_is_embedded_alone_but_is_a_turn_before_th
         recorder.texts.clear()
         docs.reembed()
         assert sorted(recorder.texts) == embedded, "the store's turns are the ones added with"
+
+
+def test_the_turns_after_a_changed_moved_or_removed_turn_are_embedded_again(
+    tmp_path: Path,
+) -> None:
+    recorder = Recorder()
+
+    def embedded_again(docs: Collection) -> list[str]:
+        """The turns embedded since the last call, by their own words; and the stored vectors
+        must be the ones a full re-embed makes from the store."""
+        texts = [text.rsplit("\n", 1)[-1] for text in recorder.texts]
+        recorder.texts.clear()
+        before = _vectors(docs)
+        docs.reembed()
+        recorder.texts.clear()
+        after = _vectors(docs)
+        assert before.keys() == after.keys()
+        for chunk_id, vector in after.items():
+            np.testing.assert_array_equal(before[chunk_id], vector)
+        return texts
+
+    with Collection.open("c", embedder=recorder, storage=tmp_path) as docs:
+        docs.add([_turn(str(i), f"T{i}: line {i}") for i in range(1, 6)])
+        docs.add([_turn("o", "O: elsewhere", source="other")])
+        recorder.texts.clear()
+        docs.add([_turn("2", "T2: line 2, edited")])
+        assert embedded_again(docs) == ["T2: line 2, edited", "T3: line 3", "T4: line 4"]
+        docs.add([_turn("2", "T2: line 2, edited")])
+        assert embedded_again(docs) == [], "added again unchanged: nothing to embed"
+        docs.add([_turn("1", "T1: line 1, edited"), _turn("2", "T2: line 2, again")])
+        assert set(embedded_again(docs)) == {
+            "T1: line 1, edited",
+            "T2: line 2, again",  # after the new T1, not the stored one
+            "T3: line 3",
+            "T4: line 4",
+        }
+        assert docs.remove("3")
+        assert embedded_again(docs) == ["T4: line 4", "T5: line 5"]
+        docs.add([_turn("4", "T4: line 4", source="other")])  # moved: both conversations
+        assert embedded_again(docs) == ["T4: line 4", "T5: line 5", "O: elsewhere"]
+        assert docs.remove("5")
+        assert embedded_again(docs) == [], "the last turn: none after it"
+
+
+def test_a_turn_that_cannot_be_embedded_again_keeps_its_vector_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class FailsOnThree(Recorder):
+        failing = False
+
+        def _embed(self, texts: Sequence[str], kind: str) -> Any:
+            if self.failing and any("T3" in text for text in texts):
+                raise RuntimeError("the model went away")
+            return super()._embed(texts, kind)
+
+    recorder = FailsOnThree()
+    with Collection.open("c", embedder=recorder, storage=tmp_path) as docs:
+        docs.add([_turn(str(i), f"T{i}: line {i}") for i in range(1, 4)])
+        before = _vectors(docs)
+        recorder.failing = True
+        with caplog.at_level("WARNING", logger="vrom.collection"):
+            assert docs.add([_turn("2", "T2: edited")]) == 3, "the change itself is kept"
+        assert "1 turns after a changed one keep their old context" in caplog.text
+        assert "reembed() refreshes them" in caplog.text
+        after = _vectors(docs)
+        three = docs._store.documents.state("3")
+        assert three is not None
+        (chunk,) = docs._store.documents.chunks_of(three.document_id)
+        np.testing.assert_array_equal(after[chunk.chunk_id], before[chunk.chunk_id])
+        assert [hit.id for hit in docs.search("edited", k=1, mode="keyword")] == ["2"]

@@ -236,6 +236,17 @@ def test_a_document_s_turns_are_the_last_texts_stored_before_it_from_its_source(
     put("2", "two, edited", source="chat")
     assert documents.turns_before("chat", third, 2) == ["one", "two, edited"]
     assert documents.has_shared_source()
+    fourth = documents.state("4")
+    assert fourth is not None
+    assert documents.turns_after("chat", first, 2) == [second, third], "the next two, in order"
+    assert documents.turns_after("chat", second, 5) == [third, fourth.document_id]
+    assert documents.turns_after("chat", fourth.document_id, 2) == []
+    elsewhere = documents.state("x")
+    assert elsewhere is not None
+    assert documents.turns_after("other", 0, 2) == [elsewhere.document_id], "one source's own"
+    assert documents.turns_after("7", 0, 2) == [], "a number is no source"
+    store.documents.delete(second)
+    assert documents.turns_after("chat", second, 1) == [third], "a removed turn's place"
 
 
 def test_one_document_a_source_shares_none(store: Store) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -41,6 +42,7 @@ from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import ModelError, StorageError, ValidationError, VromError, shown
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
 from vrom.ingest.embedding import (
+    EMBEDDING_RECIPE,
     TURNS_BEFORE,
     bind_embedder,
     check_recipe,
@@ -49,6 +51,7 @@ from vrom.ingest.embedding import (
     embedding_text,
     is_turn,
     metadata_source,
+    stored_recipe,
 )
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.results import Hit, changed_hit
@@ -82,6 +85,8 @@ KEY_ENV = settings.STORAGE_KEY_ENV
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KIND_META_KEY = "collection_name"
+
+logger = logging.getLogger(__name__)
 
 
 class Collection:
@@ -204,7 +209,9 @@ class Collection:
     def add(self, documents: Iterable[Document | Mapping[str, Any]]) -> int:
         """Embed, store and index documents; return how many documents the collection holds.
 
-        A document whose id is already held replaces it (its old chunks and vectors go). Every
+        A document whose id is already held replaces it (its old chunks and vectors go), and
+        when its text or its source changes, the turns after it in its conversation are
+        embedded again with it (see `vrom.ingest.embedding.context_text`). Every
         document is checked before anything is written: one bad document (an id over 256 bytes,
         a text over 100,000 characters or blank, metadata over 8 KiB as JSON, an unknown key)
         is a `ValidationError` with code ``invalid_value`` and nothing is written. An embedding
@@ -214,7 +221,9 @@ class Collection:
             self._check_open()
             batch = validated_batch(documents)
             prepared = [(doc, self._chunks(doc)) for doc in batch]
-            vectors = self._vectors(prepared)
+            held = self._store.documents.states([doc.id for doc, _ in prepared])
+            vectors = self._vectors(prepared, held)
+            moved = self._moved_turns(prepared, held)
             now = time.time()
             with self._store.transaction():
                 rows: list[tuple[int, bytes]] = []
@@ -225,10 +234,15 @@ class Collection:
                         rows += [(c.chunk_id, vectors[place, c.position]) for c in stored]
                 if rows:  # one write (and one change-log prune) for the batch, not per document
                     self._store.vectors.put(rows)
+            self._refresh_turns_after(moved)
             return self._store.documents.count()
 
     def remove(self, id: str) -> bool:
-        """Remove a document by id; return True if it was there."""
+        """Remove a document by id; return True if it was there.
+
+        The turns after it in its conversation (its metadata ``source``) are embedded again
+        without it.
+        """
         with self._lock:
             self._check_open()
             if not isinstance(id, str):
@@ -237,7 +251,11 @@ class Collection:
                 state = self._store.documents.state(id)
                 if state is None:
                     return False
+                stored = self._store.documents.get(state.document_id)
+                source = None if stored is None else metadata_source(stored.frontmatter)
                 self._store.documents.delete(state.document_id)
+            if source is not None:
+                self._refresh_turns_after([(source, state.document_id)])
             return True
 
     def reembed(self) -> int:
@@ -375,16 +393,18 @@ class Collection:
         ]
 
     def _vectors(
-        self, prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]]
+        self,
+        prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]],
+        held: Mapping[str, DocumentState],
     ) -> dict[tuple[int, int], bytes]:
         """Return the encoded vector of each chunk, by (document's place in ``prepared``, chunk
-        position), embedding `context_text`. A document added again keeps the vectors of its
-        chunks whose embedded text is unchanged (its text and its context alike)."""
+        position), embedding `context_text`. A document added again (``held``, by id) keeps
+        the vectors of its chunks whose embedded text is unchanged (its text and its context
+        alike)."""
         if self._embedder is None or not prepared:
             return {}
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
-        held = self._store.documents.states([doc.id for doc, _ in prepared])
         turns = self._turns(prepared, held)
         texts = {
             (place, chunk.position): context_text(
@@ -436,6 +456,73 @@ class Collection:
             added[source].append(doc.text)  # a turn of the next, long or not
         return turns
 
+    def _moved_turns(
+        self,
+        prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]],
+        held: Mapping[str, DocumentState],
+    ) -> list[tuple[str, int]]:
+        """Return (source, document id) for each turn about to change in its conversation: a
+        document added again with another text or another source, at its place in its old
+        source and in its new one. The turns after it are embedded with it."""
+        if self._embedder is None:
+            return []
+        moved: list[tuple[str, int]] = []
+        for doc, _ in prepared:
+            state = held.get(doc.id)
+            stored = None if state is None else self._store.documents.get(state.document_id)
+            if state is None or stored is None:
+                continue
+            sources = dict.fromkeys(
+                [metadata_source(stored.frontmatter), metadata_source(doc.metadata)]
+            )
+            if len(sources) == 1 and stored.content_hash == _content_hash(doc.text):
+                continue
+            moved += [(source, state.document_id) for source in sources if source is not None]
+        return moved
+
+    def _refresh_turns_after(self, moved: Sequence[tuple[str, int]]) -> None:
+        """Embed again the turns that follow each (source, document id) place in ``moved``:
+        their vectors were made with the turns before them as they were.
+
+        Runs after the change is committed, in a transaction of its own. If embedding fails
+        (or the store awaits `reembed`), those turns keep their vectors and a warning says so:
+        search stays correct, only their context is stale.
+        """
+        if self._embedder is None or not moved:
+            return
+        followers = dict.fromkeys(
+            document_id
+            for source, place in moved
+            for document_id in self._store.documents.turns_after(source, place, TURNS_BEFORE)
+        )
+        made: list[tuple[int, str]] = []  # each turn's chunk and what it is embedded as now
+        for document_id in followers:
+            chunks = self._store.documents.chunks_of(document_id)
+            texts = [chunk.text for chunk in chunks]
+            if chunks and is_turn(texts):
+                turns = document_turns(self._store, chunks[0].metadata, document_id, texts)
+                made.append((chunks[0].chunk_id, embedding_text(chunks[0], turns)))
+        if not made or stored_recipe(self._store) != EMBEDDING_RECIPE:
+            return
+        from vrom.index.codec import encode  # numpy: loaded already by any embedder
+
+        try:
+            matrix = self._embedder.embed_documents([text for _, text in made])
+        except Exception as exc:  # the change is committed; these vectors are only stale
+            logger.warning(
+                "collection %r: %d turns after a changed one keep their old context (%s); "
+                "reembed() refreshes them",
+                self._name,
+                len(made),
+                exc,
+            )
+            return
+        blobs = encode(matrix, self._store.vectors.encoding())
+        with self._store.transaction():
+            self._store.vectors.put(
+                [(chunk_id, blob) for (chunk_id, _), blob in zip(made, blobs, strict=True)]
+            )
+
     def _stored_vectors(self, held: Iterable[DocumentState]) -> dict[str, bytes]:
         """Return the stored vectors of these documents' chunks, by the text each was made from."""
         made: list[tuple[StoredChunk, list[str]]] = []  # each chunk and its document's turns
@@ -460,7 +547,7 @@ class Collection:
             name_key=doc.id,
             title="",
             frontmatter=dict(doc.metadata),
-            content_hash=hashlib.sha256(text_bytes).hexdigest(),
+            content_hash=_content_hash(doc.text),
             mtime=now,
             size=len(text_bytes),
             human_relevance_score=0.5,  # neutral: the prior is a vault's, not a collection's
@@ -554,6 +641,11 @@ def _whole_document(hit: Hit, text: str | None) -> Hit:
 
 
 # -- storage ---------------------------------------------------------------------------------
+
+
+def _content_hash(text: str) -> str:
+    """Return a document text's hash as the store records it."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def storage_path(name: str, storage: str | os.PathLike[str] | None) -> Path | None:

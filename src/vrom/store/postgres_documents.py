@@ -366,6 +366,22 @@ class PgDocuments:
             )
             return [row[0] for row in rows][::-1]
 
+    def turns_after(self, source: str, document_id: int, count: int) -> list[int]:
+        """Return the ids of the first ``count`` documents whose metadata ``source`` is
+        ``source`` (a string), stored after document ``document_id``, oldest first: the
+        documents whose `turns_before` it is among. Documents without their text are left out."""
+        with self._db.guard("reading documents"), self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT f.document_id FROM fields f JOIN documents d ON d.id = f.document_id"
+                " JOIN document_texts t ON t.document_id = f.document_id"
+                " WHERE f.key = 'source' AND f.kind = 'text' AND f.text_value = %s"
+                " AND f.document_id > %s"
+                " AND jsonb_typeof(d.frontmatter::jsonb -> 'source') = 'string'"
+                " ORDER BY f.document_id LIMIT %s",
+                (source, document_id, count),
+            )
+            return [row[0] for row in rows]
+
     def has_shared_source(self) -> bool:
         """True if two documents or more have the same metadata ``source`` (a string; or
         one held in a list, which errs towards True)."""

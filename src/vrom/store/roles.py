@@ -262,6 +262,12 @@ class DocumentStore(Protocol):
         one), oldest first; documents stored without their text are left out."""
         ...
 
+    def turns_after(self, source: str, document_id: int, count: int) -> list[int]:
+        """Return the ids of the first ``count`` documents whose metadata ``source`` is
+        ``source`` (a string), stored after document ``document_id``, oldest first: the
+        documents whose `turns_before` it is among. Documents without their text are left out."""
+        ...
+
     def has_shared_source(self) -> bool:
         """True if two documents or more have the same metadata ``source`` (a string; or
         one held in a list, which errs towards True)."""

@@ -358,6 +358,24 @@ class SQLiteDocuments:
             )
             return [row[0] for row in rows][::-1]
 
+    def turns_after(self, source: str, document_id: int, count: int) -> list[int]:
+        """Return the ids of the first ``count`` documents whose metadata ``source`` is
+        ``source`` (a string), stored after document ``document_id``, oldest first: the
+        documents whose `turns_before` it is among. Documents without their text are left out."""
+        if not self._has_texts:
+            return []
+        with self._db.guard("reading documents"):
+            rows = self._db.conn.execute(
+                "SELECT f.document_id FROM fields f JOIN documents d ON d.id = f.document_id"
+                " JOIN document_texts t ON t.document_id = f.document_id"
+                " WHERE f.key = 'source' AND f.kind = 'text' AND f.value = ?"
+                " AND f.document_id > ?"
+                " AND json_type(d.frontmatter, '$.source') = 'text'"
+                " ORDER BY f.document_id LIMIT ?",
+                (source, document_id, count),
+            )
+            return [row[0] for row in rows]
+
     def has_shared_source(self) -> bool:
         """True if two documents or more have the same metadata ``source`` (a string; or
         one held in a list, which errs towards True)."""
