@@ -69,10 +69,13 @@ def test_memories_are_timed_and_recalled_by_time_span_and_mode(run: Run) -> None
     spans = {
         ("--since", "2023-05-15"): [june["id"]],
         ("--until", "2023-05-15"): [may["id"]],
+        ("--since", "2023-06"): [june["id"]],  # a month: its first day
+        ("--since", "2023"): sorted([may["id"], june["id"]]),  # a year, not 2,023 s after 1970
+        ("--since", "2024"): [],
     }
     for span, expected in spans.items():
         hits = _json(run, "recall", "team met", *span)
-        assert [h["memory"]["id"] for h in hits] == expected, span
+        assert sorted(h["memory"]["id"] for h in hits) == expected, span
     keyword = _json(run, "recall", "Lisbon", "--mode", "keyword")
     assert [h["score_kind"] for h in keyword] == ["bm25"]
     decayed = _json(run, "recall", "team met", "--half-life-days", "30", "-k", "2")

@@ -28,6 +28,10 @@ UTC = dt.timezone.utc
         ("May 8, 2023", dt.datetime(2023, 5, 8, tzinfo=UTC)),
         ("Sept. 3, 2022", dt.datetime(2022, 9, 3, tzinfo=UTC)),
         ("  7  pm,  3   March  2021 ", dt.datetime(2021, 3, 3, 19, tzinfo=UTC)),
+        ("2023", dt.datetime(2023, 1, 1, tzinfo=UTC)),  # a year or a month: its first midnight
+        ("2023-05", dt.datetime(2023, 5, 1, tzinfo=UTC)),
+        ("May 2023", dt.datetime(2023, 5, 1, tzinfo=UTC)),
+        ("Sept., 2022", dt.datetime(2022, 9, 1, tzinfo=UTC)),
     ],
 )
 def test_written_and_iso_dates_are_read(text: str, expected: dt.datetime) -> None:
@@ -43,6 +47,9 @@ def test_written_and_iso_dates_are_read(text: str, expected: dt.datetime) -> Non
         "0:30 am on 8 May, 2023",
         "8 Mayday 2023",
         "2023-13-01",
+        "2023-13",
+        "0000",
+        "Mayday 2023",
         "",
         None,
         True,

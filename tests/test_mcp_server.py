@@ -517,6 +517,15 @@ def test_memory_tools(state: ServerState) -> None:
             await client.call_tool("vault_recall", {"query": "deploy", "half_life_days": 30})
         )
         assert recent["results"][0]["memory"]["id"] == first["id"], "stored now: the recent one"
+        by_words = _data(
+            await client.call_tool("vault_recall", {"query": "Thursdays", "mode": "keyword"})
+        )
+        assert [hit["score_kind"] for hit in by_words["results"]] == ["bm25"]
+        assert [hit["memory"]["id"] for hit in by_words["results"]] == [second["id"]]
+        this_year = _data(
+            await client.call_tool("vault_recall", {"query": "deploy", "since": "2024"})
+        )
+        assert {hit["memory"]["id"] for hit in this_year["results"]} == {first["id"], second["id"]}
         assert "since must be a date" in _error(
             await client.call_tool("vault_recall", {"query": "deploy", "since": "someday"})
         )

@@ -3,8 +3,9 @@
 `parse_instant` reads ISO 8601 only (what OKF and metadata filters accept); `parse_when` reads
 anything a memory or a document may carry as its date: a `datetime` or `date`, Unix seconds, an
 ISO 8601 text, or a written date with an optional time before it (``1:56 pm on 8 May, 2023``,
-``May 8, 2023``, ``8 May 2023``). Both return an aware UTC `datetime`; a time without an
-offset is taken as UTC, a date alone as its midnight UTC.
+``May 8, 2023``, ``8 May 2023``), or a year or a month alone (``2023``, ``2023-05``, ``May
+2023``). Both return an aware UTC `datetime`; a time without an offset is taken as UTC, a date
+alone as its midnight UTC, a year or a month as its first midnight.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ _DAY_MONTH = re.compile(
 _MONTH_DAY = re.compile(
     rf"^{_TIME}{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})$", re.IGNORECASE
 )
+
+_ISO_PERIOD = re.compile(r"^(\d{4})(?:-(\d{2}))?$")
+_WRITTEN_MONTH = re.compile(rf"^{_MONTH},?\s+(\d{{4}})$", re.IGNORECASE)
 
 
 def parse_instant(value: object) -> dt.datetime | None:
@@ -100,7 +104,23 @@ def parse_when(value: object) -> dt.datetime | None:
     if not isinstance(value, str):
         return None
     text = " ".join(value.split())
-    return parse_instant(text) or _written(text)
+    return parse_instant(text) or _written(text) or _period(text)
+
+
+def _period(text: str) -> dt.datetime | None:
+    """Return the first instant of a year or a month written alone (``2023``, ``2023-05``,
+    ``May 2023``), or None."""
+    match = _ISO_PERIOD.match(text)
+    if match is not None:
+        year, month = int(match.group(1)), int(match.group(2) or 1)
+    else:
+        written = _WRITTEN_MONTH.match(text)
+        if written is None:
+            return None
+        year, month = int(written.group(2)), _MONTHS[written.group(1).lower()]
+    if not 1 <= month <= 12 or year < 1:
+        return None
+    return dt.datetime(year, month, 1, tzinfo=dt.timezone.utc)
 
 
 def _written(text: str) -> dt.datetime | None:

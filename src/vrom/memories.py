@@ -407,7 +407,7 @@ class Memories:
         ``project`` and ``type`` must match exactly; ``status`` is one of the statuses or
         ``"any"``. ``since`` and ``until`` keep memories whose ``timestamp`` is at or after,
         and at or before, an instant (as ``timestamp`` in `remember`; a date alone is its
-        midnight UTC). ``mode``: ``hybrid`` (the default with an embedder), ``keyword`` or
+        midnight UTC, a year or a month its first). ``mode``: ``hybrid`` (the default with an embedder), ``keyword`` or
         ``vector``. ``half_life_days`` favours recent memories: each score is multiplied by
         ``0.5 ** (age in days / half_life_days)`` (``recency`` in the parts). Query syntax is
         keyword search's: words, "phrases", -excluded, prefix*.

@@ -8,6 +8,7 @@ does (``--vault``, ``--db`` or the default vault) and prints text, or with ``--j
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
@@ -274,9 +275,10 @@ def _format_stats(stats: MemoryStats, out: TextIO) -> None:
 
 
 def _when(text: str | None) -> str | float | None:
-    """Return a command line's date or time: Unix seconds as a number, anything else as is."""
-    if text is None:
-        return None
+    """Return a command line's date or time: Unix seconds as a number, anything else as is
+    (four digits are a year, not seconds after 1970)."""
+    if text is None or re.fullmatch(r"\s*\d{4}\s*", text):
+        return text
     try:
         return float(text)
     except ValueError:

@@ -68,14 +68,20 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
         type: str | None = None,
         status: Literal["active", "archived", "superseded", "any"] = "active",
         since: Annotated[
-            str | None, Field(description="Only memories from this date or time on (ISO 8601)")
+            str | None,
+            Field(description="Only memories from this date or time on (ISO 8601, or a year)"),
         ] = None,
         until: Annotated[
-            str | None, Field(description="Only memories up to this date or time (ISO 8601)")
+            str | None,
+            Field(description="Only memories up to this date or time (ISO 8601, or a year)"),
         ] = None,
         half_life_days: Annotated[
             float | None,
             Field(gt=0, description="Favour recent memories: a score halves every this many days"),
+        ] = None,
+        mode: Annotated[
+            Literal["hybrid", "keyword", "vector"] | None,
+            Field(description="hybrid (default with a model), keyword or vector"),
         ] = None,
     ) -> CallToolResult:
         """Recall memories by meaning and keywords, best first."""
@@ -91,6 +97,7 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
                 since=since,
                 until=until,
                 half_life_days=half_life_days,
+                mode=mode,
             ),
         )
 
