@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from vrom.search.fusion import (
     FUSION_DEPTH,
     KEYWORD_WEIGHT,
     fuse,
+    fuse_arrays,
     normalised,
     reciprocal_rank_fusion,
 )
@@ -122,3 +124,87 @@ def test_a_candidate_without_a_vector_is_neither_helped_nor_hurt() -> None:
     assert "vector" not in fused["new"], "no vector part invented"
     assert fused["new"]["rrf"] == pytest.approx(2 / 61)
     assert fuse(keyword, vector)["new"]["fused"] == pytest.approx(KEYWORD_WEIGHT), "else: 0"
+
+
+def test_a_document_is_matched_by_its_best_chunk_in_each_ranking() -> None:
+    """Document A matches the words in one chunk (a1) and the meaning in another (a2); B's one
+    chunk is second in both. Chunk by chunk, b1 outranks each of A's; by document, A is
+    first: matched both ways. A is cited at its best fused chunk, and its raw scores are its
+    best chunks'."""
+    keyword = [("a1", 9.0), ("b1", 8.5)] + [(f"k{i}", 5.0 - i * 0.01) for i in range(60)]
+    vector = [("a2", 0.9), ("b1", 0.88)] + [(f"v{i}", 0.5 - i * 0.001) for i in range(60)]
+    by_chunk = fuse(keyword, vector)
+    assert _ranked(by_chunk)[0] == "b1"
+    names = sorted({c for c, _ in (*keyword, *vector)})
+    number = {c: n for n, c in enumerate(names)}
+    fused = fuse_arrays(
+        np.array([number[c] for c, _ in keyword]),
+        np.array([s for _, s in keyword]),
+        np.array([number[c] for c, _ in vector]),
+        np.array([s for _, s in vector]),
+    )
+    document = {"a1": 0, "a2": 0, "b1": 1}  # every other chunk is its own document
+    groups = np.array([document.get(names[i], 10 + i) for i in fused.ids.tolist()])
+    by_document, cited = fused.by_group(groups)
+    order = np.lexsort((cited, -by_document.rrf, -by_document.fused)).tolist()
+    assert by_document.ids[order[:2]].tolist() == [0, 1]
+    a, b = order[0], order[1]
+    assert by_document.fused[a] == pytest.approx(1.0), "best in both rankings"
+    assert by_document.fused[b] == pytest.approx(by_chunk["b1"]["fused"]), "one chunk: as it was"
+    assert names[int(cited[a])] == "a1", "a tie between its chunks: the lower id"
+    assert by_document.parts(a)["bm25"] == 9.0 and by_document.parts(a)["vector"] == 0.9
+    singles = [i for i, g in enumerate(by_document.ids.tolist()) if g >= 10]
+    for at in singles:  # a document of one chunk scores as its chunk
+        assert by_document.fused[at] == pytest.approx(by_chunk[names[int(cited[at])]]["fused"])
+
+
+def test_a_document_s_cited_chunk_is_its_best_fused_one() -> None:
+    keyword = [("x", 9.0), ("y", 8.0), ("z", 1.0)]
+    vector = [("y", 0.9), ("x", 0.1), ("z", 0.05)]
+    fused = fuse_arrays(
+        np.array([0, 1, 2]),
+        np.array([s for _, s in keyword]),
+        np.array([1, 0, 2]),
+        np.array([s for _, s in vector]),
+    )
+    grouped, cited = fused.by_group(np.array([7, 7, 7]))
+    assert grouped.ids.tolist() == [7] and cited.tolist() == [1], "y: high in both"
+    masked = fused.take(np.array([True, False, True]))
+    assert masked.ids.tolist() == [0, 2]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.floats(0, 50, allow_nan=False), min_size=1, max_size=400, unique=True),
+    st.lists(st.floats(-1, 1, allow_nan=False), min_size=1, max_size=400, unique=True),
+    st.integers(0, 2**31),
+)
+def test_the_first_documents_do_not_depend_on_how_many_candidates_were_fetched(
+    keyword_scores: list[float], vector_scores: list[float], seed: int
+) -> None:
+    """As for chunks: a document's parts are its chunks' normalised parts, so every document
+    scored above 0 from the first 50 candidates a ranking scores the same from 400."""
+    rng = random.Random(seed)
+    document = [rng.randrange(120) for _ in range(500)]  # 500 chunks of 120 documents
+    keyword = list(
+        zip(rng.sample(range(500), len(keyword_scores)), sorted(keyword_scores)[::-1], strict=True)
+    )
+    vector = list(
+        zip(rng.sample(range(500), len(vector_scores)), sorted(vector_scores)[::-1], strict=True)
+    )
+
+    def by_document(depth: int) -> dict[int, float]:
+        fused = fuse_arrays(
+            np.array([i for i, _ in keyword[:depth]], dtype=np.int64),
+            np.array([score for _, score in keyword[:depth]]),
+            np.array([i for i, _ in vector[:depth]], dtype=np.int64),
+            np.array([score for _, score in vector[:depth]]),
+        )
+        grouped, _ = fused.by_group(np.array([document[i] for i in fused.ids.tolist()]))
+        return dict(zip(grouped.ids.tolist(), grouped.fused.tolist(), strict=True))
+
+    small, large = by_document(FUSION_DEPTH), by_document(400)
+    assert any(score > 0 for score in small.values())
+    for group, score in small.items():
+        if score > 0:
+            assert large[group] == score

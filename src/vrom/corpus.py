@@ -296,7 +296,8 @@ class Corpus:
         `vrom.search.fusion.fuse`, times the prior), ``rerank`` (keyword candidates rescored by
         meaning, prior and text quality); None is `default_mode`. ``where`` filters inside every
         retriever, so ``k`` hits come back whenever ``k`` chunks pass it. ``per_document`` keeps
-        each document's best chunk (``k`` documents). ``ef_search`` widens an HNSW search. A
+        each document's best chunk (``k`` documents; hybrid fuses by document, its best chunk
+        in each ranking: `FusedCandidates.by_group`). ``ef_search`` widens an HNSW search. A
         blank ``query`` is a `ValidationError`.
         """
         check_query(query)
@@ -476,23 +477,27 @@ class Corpus:
                 return [], False
             # vector-only candidates: their document and its prior
             owners.update(self._owners([i for i in ids if i not in owners]))
-            gone = (None, 0.5)  # deleted between the two retrievals: left out below
-            documents, relevance = zip(*(owners.get(i, gone) for i in ids), strict=True)
+            known = [i in owners for i in ids]  # the others were deleted between the retrievals
+            cited = fused.ids
+            if not all(known):
+                fused = fused.take(np.fromiter(known, bool, len(known)))
+                cited = fused.ids
+            if per_document:  # each document matched by its best chunk in each ranking
+                fused, cited = fused.by_group(
+                    np.fromiter((owners[i][0] for i in cited.tolist()), np.int64, len(cited))
+                )
+                documents = fused.ids.tolist()
+            else:
+                documents = [owners[i][0] for i in cited.tolist()]
+            relevance = [owners[i][1] for i in cited.tolist()]
             factors = {score: prior_factor(score) for score in set(relevance)}
             priors = np.fromiter((factors[r] for r in relevance), np.float64, len(relevance))
             scores = fused.fused * priors
             kept: list[tuple[float, int, Parts, int]] = []
-            seen: set[int] = set()
-            for at in np.lexsort((fused.ids, -fused.rrf, -scores)).tolist():
-                document_id = documents[at]
-                if document_id is None or (per_document and document_id in seen):
-                    continue
-                seen.add(document_id)
+            for at in np.lexsort((cited, -fused.rrf, -scores))[:k].tolist():
                 parts = fused.parts(at)
                 parts["prior"] = float(priors[at])
-                kept.append((float(scores[at]), ids[at], parts, document_id))
-                if len(kept) == k:
-                    break
+                kept.append((float(scores[at]), int(cited[at]), parts, documents[at]))
             return kept, len(keyword_rows) == pool or len(nearest) == pool
 
         with self.store.snapshot():  # chunks are read from the state the ranks came from

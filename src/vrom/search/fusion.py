@@ -10,6 +10,13 @@ first `FUSION_DEPTH` candidates only, so a search asked for 10 hits ranks them a
 of a search asked for 100. Candidates beyond that depth in both rankings tie at 0 and are
 ordered by reciprocal rank fusion (k=60), which is kept as ``rrf`` in the parts.
 
+A search for documents (one hit each) fuses by document (`FusedCandidates.by_group`): a
+document's keyword part is its best chunk's in the keyword ranking and its vector part its best
+chunk's in the vector ranking, so a document that matches the words in one chunk and the
+meaning in another is matched both ways; it is cited at its best fused chunk. Against ranking
+documents by their best fused chunk, nDCG@10 rose 0.0025 on NFCorpus and 0.0037 on SciFact on
+the same candidates (dialogue turns, one chunk each, do not change).
+
 The fusion itself runs on arrays (`fuse_arrays`, numpy): a hybrid search at depth 100 fuses 400
 + 400 candidates, and building a dict of parts for each cost more than the rest of the fusion.
 Parts are built only for the hits returned (`FusedCandidates.parts`).
@@ -98,7 +105,9 @@ class FusedCandidates:
     """The candidates of two rankings fused, as arrays in candidate-id order (not ranked).
 
     ``fused`` is the score, ``rrf`` orders equal scores; ``bm25`` and ``vector`` are each
-    candidate's raw score in that ranking, NaN where it is absent.
+    candidate's raw score in that ranking, NaN where it is absent. ``keyword_part`` and
+    ``vector_part`` are the `normalised` scores ``fused`` weighs (a candidate with no vector
+    yet has its keyword part as its vector part), with ``weights`` (keyword, vector).
     """
 
     ids: npt.NDArray[np.int64]
@@ -106,6 +115,55 @@ class FusedCandidates:
     rrf: npt.NDArray[np.float64]
     bm25: npt.NDArray[np.float64]
     vector: npt.NDArray[np.float64]
+    keyword_part: npt.NDArray[np.float64]
+    vector_part: npt.NDArray[np.float64]
+    weights: tuple[float, float]
+
+    def take(self, mask: npt.NDArray[np.bool_]) -> FusedCandidates:
+        """Return the candidates ``mask`` keeps."""
+        return FusedCandidates(
+            self.ids[mask],
+            self.fused[mask],
+            self.rrf[mask],
+            self.bm25[mask],
+            self.vector[mask],
+            self.keyword_part[mask],
+            self.vector_part[mask],
+            self.weights,
+        )
+
+    def by_group(
+        self, groups: npt.NDArray[np.int64]
+    ) -> tuple[FusedCandidates, npt.NDArray[np.int64]]:
+        """Return the candidates fused by group (a chunk's document), and each group's best
+        candidate (its cited chunk), in group-id order.
+
+        A group's keyword and vector parts are its best candidate's in each ranking, which
+        need not be the same candidate: a document that matches the words in one chunk and
+        the meaning in another is matched both ways. Its ``bm25``, ``vector`` and ``rrf`` are
+        the highest of its candidates'. The best candidate is the highest fused (then RRF,
+        then lowest id). Parts stay normalised per candidate, so a search for 10 documents
+        ranks them as the first 10 of a search for 100.
+        """
+        import numpy as np
+
+        ids, where = np.unique(groups, return_inverse=True)
+        keyword_part, vector_part = np.zeros(len(ids)), np.zeros(len(ids))
+        rrf = np.zeros(len(ids))
+        bm25, vector = np.full(len(ids), np.nan), np.full(len(ids), np.nan)
+        np.maximum.at(keyword_part, where, self.keyword_part)
+        np.maximum.at(vector_part, where, self.vector_part)
+        np.maximum.at(rrf, where, self.rrf)
+        np.fmax.at(bm25, where, self.bm25)
+        np.fmax.at(vector, where, self.vector)
+        keyword_weight, vector_weight = self.weights
+        fused = keyword_weight * keyword_part + vector_weight * vector_part
+        best = np.lexsort((self.ids, -self.rrf, -self.fused))
+        first = np.unique(where[best], return_index=True)[1]
+        grouped = FusedCandidates(
+            ids, fused, rrf, bm25, vector, keyword_part, vector_part, self.weights
+        )
+        return grouped, self.ids[best[first]]
 
     def parts(self, at: int) -> dict[str, float]:
         """Return the score parts of the candidate at position ``at``: ``bm25`` and ``vector``
@@ -146,20 +204,22 @@ def fuse_arrays(
     keyword_weight = 1.0 - vector_weight
     ids, where = np.unique(np.concatenate((keyword_ids, vector_ids)), return_inverse=True)
     in_keyword, in_vector = where[: len(keyword_ids)], where[len(keyword_ids) :]
-    fused, rrf = np.zeros(len(ids)), np.zeros(len(ids))
+    keyword_part, vector_part, rrf = np.zeros(len(ids)), np.zeros(len(ids)), np.zeros(len(ids))
     bm25, vector = np.full(len(ids), np.nan), np.full(len(ids), np.nan)
     keyword_rrf = 1.0 / (RRF_K + np.arange(1, len(keyword_ids) + 1))
-    weights = np.full(len(keyword_ids), keyword_weight)
-    if unseen is not None:
-        weights[unseen] = 1.0
+    keyword_part[in_keyword] = _normalised_array(keyword_scores)
+    vector_part[in_vector] = _normalised_array(vector_scores)
+    if unseen is not None:  # no vector yet: the keyword part and rank stand in for it
+        vector_part[in_keyword[unseen]] = keyword_part[in_keyword[unseen]]
         keyword_rrf = np.where(unseen, 2 * keyword_rrf, keyword_rrf)
-    fused[in_keyword] = weights * _normalised_array(keyword_scores)
     rrf[in_keyword] = keyword_rrf
     bm25[in_keyword] = keyword_scores
-    fused[in_vector] += vector_weight * _normalised_array(vector_scores)
     rrf[in_vector] += 1.0 / (RRF_K + np.arange(1, len(vector_ids) + 1))
     vector[in_vector] = vector_scores
-    return FusedCandidates(ids, fused, rrf, bm25, vector)
+    fused = keyword_weight * keyword_part + vector_weight * vector_part
+    return FusedCandidates(
+        ids, fused, rrf, bm25, vector, keyword_part, vector_part, (keyword_weight, vector_weight)
+    )
 
 
 def fuse(
