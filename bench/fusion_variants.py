@@ -14,7 +14,9 @@ the documents (each at its best chunk, or best plus a share of its second) by ea
 - ``keyword``, ``vector``: one ranking alone;
 - ``rrf``: reciprocal rank fusion, k=60 (vrom's fusion before this round);
 - ``convex w``: `vrom.search.fusion.fuse` with the keyword weight ``w`` (0.5 is vrom's);
-- ``convex 0.5, second β``: a document scores its best chunk plus β times its second.
+- ``convex 0.5, second β``: a document scores its best chunk plus β times its second;
+- ``convex 0.5, by document``: a document's keyword and vector parts are its best chunk's in
+  each ranking (`FusedCandidates.by_group`, what vrom does since).
 
 nDCG@10, recall@10 and recall@100 per rule and dataset come from
 `vrom.evaluation.metrics.score_ranking`. Every rule sees the same candidates, so differences
@@ -47,24 +49,25 @@ RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "fusion_va
 POOL = 4 * RECALL_DEPTH
 """Candidates per ranking: what a search for `RECALL_DEPTH` documents fetches."""
 Ranking = list[tuple[int, float]]
-Rule = Callable[[Ranking, Ranking], dict[int, float]]
+Rule = Callable[[Ranking, Ranking, dict[int, str]], dict[int, float]]
+"""Chunk scores from the two rankings and each chunk's document."""
 
 
 def rules() -> dict[str, tuple[Rule, float]]:
     """Return each rule by name: (chunk scores from the two rankings, second-chunk share)."""
 
-    def keyword(kw: Ranking, _: Ranking) -> dict[int, float]:
+    def keyword(kw: Ranking, _: Ranking, __: dict[int, str]) -> dict[int, float]:
         return dict(kw)
 
-    def vector(_: Ranking, vec: Ranking) -> dict[int, float]:
+    def vector(_: Ranking, vec: Ranking, __: dict[int, str]) -> dict[int, float]:
         return dict(vec)
 
-    def rrf(kw: Ranking, vec: Ranking) -> dict[int, float]:
+    def rrf(kw: Ranking, vec: Ranking, _: dict[int, str] | None = None) -> dict[int, float]:
         fused = fusion.reciprocal_rank_fusion([("bm25", kw), ("vector", vec)])
         return {chunk: parts["rrf"] for chunk, parts in fused.items()}
 
     def convex(weight: float) -> Rule:
-        def rule(kw: Ranking, vec: Ranking) -> dict[int, float]:
+        def rule(kw: Ranking, vec: Ranking, _: dict[int, str]) -> dict[int, float]:
             keyword_parts, vector_parts = fusion.normalised(kw), fusion.normalised(vec)
             ties = rrf(kw, vec)
             return {
@@ -85,7 +88,30 @@ def rules() -> dict[str, tuple[Rule, float]]:
         chosen[f"convex {weight}"] = (convex(weight), 0.0)
     for share in (0.1, 0.2):
         chosen[f"convex 0.5, second {share}"] = (convex(0.5), share)
+    chosen["convex 0.5, by document"] = (by_document, 0.0)
     return chosen
+
+
+def by_document(kw: Ranking, vec: Ranking, owner: dict[int, str]) -> dict[int, float]:
+    """Return vrom's fusion by document: each document's score on its cited chunk alone."""
+    import numpy as np
+
+    fused = fusion.fuse_arrays(
+        np.array([chunk for chunk, _ in kw], dtype=np.int64),
+        np.array([score for _, score in kw]),
+        np.array([chunk for chunk, _ in vec], dtype=np.int64),
+        np.array([score for _, score in vec]),
+    )
+    number = {path: n for n, path in enumerate(sorted({owner[c] for c in fused.ids.tolist()}))}
+    grouped, cited = fused.by_group(
+        np.array([number[owner[c]] for c in fused.ids.tolist()], dtype=np.int64)
+    )
+    return {
+        int(chunk): score + 1e-9 * ties
+        for chunk, score, ties in zip(
+            cited.tolist(), grouped.fused.tolist(), grouped.rrf.tolist(), strict=True
+        )
+    }
 
 
 def documents_of(scores: dict[int, float], owner: dict[int, str], share: float) -> list[str]:
@@ -129,7 +155,7 @@ def run_dataset(folder: Path, split: str, model: Embedder, cache_dir: Path) -> d
                 ]
                 vec = core.index.nearest(embedder.embed_query(text), POOL)
                 for name, (rule, share) in chosen.items():
-                    ranked = documents_of(rule(kw, vec), owner, share)
+                    ranked = documents_of(rule(kw, vec, owner), owner, share)
                     scores = score_ranking(ranked, dataset.qrels[qid], 10)
                     for i, value in enumerate((scores.ndcg, scores.recall, scores.recall_100)):
                         totals[name][i] += value

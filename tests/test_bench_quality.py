@@ -46,6 +46,7 @@ def test_fusion_variants_scores_every_rule_on_the_same_candidates(tmp_path: Path
     (row,) = json.loads(out.read_text())["datasets"]
     assert row["queries"] == 5
     assert {"keyword", "vector", "rrf", "convex 0.5", "convex 0.5, second 0.1"} <= set(row["rules"])
+    assert "convex 0.5, by document" in row["rules"]
     for scores in row["rules"].values():
         assert 0 <= scores["ndcg@10"] <= 1 and 0 <= scores["recall@100"] <= 1
     assert row["rules"]["keyword"]["ndcg@10"] > 0, "each topic's notes share the query's word"
