@@ -181,10 +181,14 @@ class SQLiteMemories:
                 return []
             weights = ", ".join(str(w) for w in MEMORY_BM25_WEIGHTS)
             filter_sql, params = _filter_sql(where)
+            # ranked on ids and scores alone; only the rows kept are read whole (a memory's
+            # text carried through the sort cost a fifth of the time on SciFact's abstracts)
             rows = self._db.conn.execute(
-                f"SELECT {MEMORY_COLUMNS}, bm25(memories_fts, {weights}) AS score FROM memories_fts"
+                f"SELECT {MEMORY_COLUMNS}, r.score FROM (SELECT m.id AS id,"
+                f" bm25(memories_fts, {weights}) AS score FROM memories_fts"
                 " JOIN memories m ON m.id = memories_fts.memory_id"
-                f" WHERE memories_fts MATCH ?{filter_sql} ORDER BY score, m.id LIMIT ?",
+                f" WHERE memories_fts MATCH ?{filter_sql} ORDER BY score, m.id LIMIT ?) r"
+                " JOIN memories m ON m.id = r.id ORDER BY r.score, m.id",
                 [match_expression(query), *params, limit],
             )
             return [MemoryKeywordRow(memory_from_row(row[:-1]), -float(row[-1])) for row in rows]
