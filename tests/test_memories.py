@@ -632,3 +632,24 @@ def test_a_memory_longer_than_a_turn_is_embedded_alone(store: Store) -> None:
     long_content = "The lake at dawn was still. " * 30
     page = memories.remember("Page", long_content, source="book")
     assert _vector_of(store, page.id) == _embedded(f"Page\n\n{long_content.strip()}")
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_question_that_names_a_person_recalls_that_person_s_turns(
+    memories: Memories, mode: str
+) -> None:
+    """A turn names its speaker ("Bo: ..."), and a question's own words ("what", "did") are
+    not searched for, so a question naming one finds that person's turn before another's on
+    the same subject, though the turns before a turn (embedded with it) name the other
+    speaker. (The fake model matches words, not meaning: vector mode alone is measured with
+    the real one, on LoCoMo.)"""
+    conversation = [
+        "Ana: I painted a sunrise over the lake last summer.",
+        "Bo: Nice! I went hiking in the mountains.",
+        "Ana: Did you take photos up there?",
+        "Bo: I painted the mountains at dawn afterwards.",
+    ]
+    turns = [memories.remember("Chat", text, source="chat") for text in conversation]
+    for question, speaker in [("What did Bo paint?", turns[3]), ("What did Ana paint?", turns[0])]:
+        hits = memories.recall(question, k=2, mode=mode)
+        assert hits[0].memory.id == speaker.id, (question, [h.memory.content for h in hits])

@@ -187,6 +187,9 @@ def test_stopwords_are_dropped_only_while_other_words_remain() -> None:
     assert parse_query('"the who" and the*').phrases == ("the who",)
     assert parse_query('"the who" and the*').terms == ("the*",)
     assert parse_query("the -atlas").terms == ("the",)  # nothing positive would be left
+    assert parse_query("When did Melanie paint a sunrise?").terms == ("Melanie", "paint", "sunrise")
+    assert parse_query("who did what").terms == ("who", "did", "what"), "all form: kept"
+    assert parse_query('"what it does" How').phrases == ("what it does",), "phrases are kept"
 
 
 def test_stopwords_neither_rank_nor_stop_a_search(vault: Vault) -> None:
