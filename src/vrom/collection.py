@@ -484,11 +484,12 @@ class Collection:
         """Embed again the turns that follow each (source, document id) place in ``moved``:
         their vectors were made with the turns before them as they were.
 
-        Runs after the change is committed, in a transaction of its own. If embedding fails
-        (or the store awaits `reembed`), those turns keep their vectors and a warning says so:
-        search stays correct, only their context is stale.
+        Runs after the change is committed, in a transaction of its own. If embedding fails,
+        those turns keep their vectors and a warning says so: search stays correct, only their
+        context is stale. A store of an older recipe is left as it is (`reembed` makes every
+        vector again).
         """
-        if self._embedder is None or not moved:
+        if self._embedder is None or not moved or stored_recipe(self._store) != EMBEDDING_RECIPE:
             return
         followers = dict.fromkeys(
             document_id
@@ -502,7 +503,7 @@ class Collection:
             if chunks and is_turn(texts):
                 turns = document_turns(self._store, chunks[0].metadata, document_id, texts)
                 made.append((chunks[0].chunk_id, embedding_text(chunks[0], turns)))
-        if not made or stored_recipe(self._store) != EMBEDDING_RECIPE:
+        if not made:
             return
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
