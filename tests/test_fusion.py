@@ -24,6 +24,13 @@ from vrom.search.fusion import (
     reciprocal_rank_fusion,
 )
 
+RANKINGS = given(
+    st.lists(st.floats(0, 50, allow_nan=False), min_size=1, max_size=400, unique=True),
+    st.lists(st.floats(-1, 1, allow_nan=False), min_size=1, max_size=400, unique=True),
+    st.integers(0, 2**31),
+)
+"""Keyword scores, vector scores (each ranking's, up to 400) and a seed to shuffle ids with."""
+
 
 def _ranked(fused: dict[str, dict[str, float]]) -> list[str]:
     return sorted(fused, key=lambda c: (-fused[c]["fused"], -fused[c]["rrf"], c))
@@ -80,11 +87,7 @@ def test_agreement_wins_when_neither_retriever_is_sure() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.floats(0, 50, allow_nan=False), min_size=1, max_size=400, unique=True),
-    st.lists(st.floats(-1, 1, allow_nan=False), min_size=1, max_size=400, unique=True),
-    st.integers(0, 2**31),
-)
+@RANKINGS
 def test_the_first_hits_do_not_depend_on_how_many_candidates_were_fetched(
     keyword_scores: list[float], vector_scores: list[float], seed: int
 ) -> None:
@@ -174,11 +177,7 @@ def test_a_document_s_cited_chunk_is_its_best_fused_one() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(
-    st.lists(st.floats(0, 50, allow_nan=False), min_size=1, max_size=400, unique=True),
-    st.lists(st.floats(-1, 1, allow_nan=False), min_size=1, max_size=400, unique=True),
-    st.integers(0, 2**31),
-)
+@RANKINGS
 def test_the_first_documents_do_not_depend_on_how_many_candidates_were_fetched(
     keyword_scores: list[float], vector_scores: list[float], seed: int
 ) -> None:
