@@ -72,6 +72,10 @@ def test_memories_are_timed_and_recalled_by_time_span_and_mode(run: Run) -> None
         ("--since", "2023-06"): [june["id"]],  # a month: its first day
         ("--since", "2023"): sorted([may["id"], june["id"]]),  # a year, not 2,023 s after 1970
         ("--since", "2024"): [],
+        ("--until", "2023"): sorted([may["id"], june["id"]]),  # through the year's last instant
+        ("--until", "2023-05"): [may["id"]],
+        ("--until", "2023-05-08"): [may["id"]],
+        ("--until", "2023-05-07"): [],
     }
     for span, expected in spans.items():
         hits = _json(run, "recall", "team met", *span)

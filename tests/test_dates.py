@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vrom.dates import parse_instant, parse_when
+from vrom.dates import parse_instant, parse_span, parse_when
 
 UTC = dt.timezone.utc
 
@@ -84,3 +84,40 @@ def test_a_written_date_with_its_time_reads_back(moment: dt.datetime) -> None:
     text = f"{hour}:{minute.minute:02d} {half} on {minute.day} {minute:%B}, {minute.year}"
     assert parse_when(text) == minute.replace(tzinfo=UTC)
     assert parse_when(minute.isoformat()) == minute.replace(tzinfo=UTC)
+
+
+END = dt.timedelta(microseconds=1)
+
+
+@pytest.mark.parametrize(
+    ("value", "first", "after"),
+    [
+        ("2023", dt.datetime(2023, 1, 1, tzinfo=UTC), dt.datetime(2024, 1, 1, tzinfo=UTC)),
+        ("2023-12", dt.datetime(2023, 12, 1, tzinfo=UTC), dt.datetime(2024, 1, 1, tzinfo=UTC)),
+        ("Feb 2024", dt.datetime(2024, 2, 1, tzinfo=UTC), dt.datetime(2024, 3, 1, tzinfo=UTC)),
+        ("2023-05-08", dt.datetime(2023, 5, 8, tzinfo=UTC), dt.datetime(2023, 5, 9, tzinfo=UTC)),
+        ("8 May, 2023", dt.datetime(2023, 5, 8, tzinfo=UTC), dt.datetime(2023, 5, 9, tzinfo=UTC)),
+        (
+            dt.date(2024, 2, 29),
+            dt.datetime(2024, 2, 29, tzinfo=UTC),
+            dt.datetime(2024, 3, 1, tzinfo=UTC),
+        ),
+    ],
+)
+def test_a_day_month_or_year_written_alone_spans_all_of_it(
+    value: object, first: dt.datetime, after: dt.datetime
+) -> None:
+    assert parse_span(value) == (first, after - END)
+    assert parse_when(value) == first
+
+
+def test_an_instant_spans_itself_and_the_last_year_ends_with_datetime() -> None:
+    moment = dt.datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    for value in ("1:56 pm on 8 May, 2023", "2023-05-08T13:56:00Z", moment, moment.timestamp()):
+        assert parse_span(value) == (moment, moment), value
+    assert parse_span("9999") == (
+        dt.datetime(9999, 1, 1, tzinfo=UTC),
+        dt.datetime.max.replace(tzinfo=UTC),
+    )
+    assert parse_span("9999-12-31")[1] == dt.datetime.max.replace(tzinfo=UTC)  # type: ignore[index]
+    assert parse_span("someday") is None and parse_span(True) is None

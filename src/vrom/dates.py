@@ -5,7 +5,8 @@ anything a memory or a document may carry as its date: a `datetime` or `date`, U
 ISO 8601 text, or a written date with an optional time before it (``1:56 pm on 8 May, 2023``,
 ``May 8, 2023``, ``8 May 2023``), or a year or a month alone (``2023``, ``2023-05``, ``May
 2023``). Both return an aware UTC `datetime`; a time without an offset is taken as UTC, a date
-alone as its midnight UTC, a year or a month as its first midnight.
+alone as its midnight UTC, a year or a month as its first midnight. `parse_span` also gives the
+last instant of a day, month or year, for an ``until`` that includes it.
 """
 
 from __future__ import annotations
@@ -84,47 +85,101 @@ def parse_when(value: object) -> dt.datetime | None:
     """Return the instant ``value`` names as an aware UTC datetime, or None if it names none.
 
     ``value``: a `datetime` (naive: UTC), a `date` (its midnight UTC), Unix seconds (a finite
-    int or float, not a bool), or a text: ISO 8601, or a written date with an optional
-    12-hour time before it (see the module docstring).
+    int or float, not a bool), or a text: ISO 8601, a written date with an optional 12-hour
+    time before it, or a month or a year (see the module docstring). A day, month or year is
+    its first instant (`parse_span` gives its last too).
     """
+    span = parse_span(value)
+    return None if span is None else span[0]
+
+
+def parse_span(value: object) -> tuple[dt.datetime, dt.datetime] | None:
+    """Return the first and the last instant ``value`` names (as `parse_when` reads it), or None.
+
+    A day, a month or a year written without a time covers all of it: ``2023-05-08`` from its
+    midnight to the last microsecond before the next, ``May 2023`` the month, ``2023`` the
+    year. An instant (a time, a `datetime`, Unix seconds) is both ends. ``until="2023"`` thus
+    keeps what happened in 2023, as a person means it.
+    """
+    if isinstance(value, dt.datetime) or not isinstance(value, dt.date | str):
+        instant = _instant(value)
+        return None if instant is None else (instant, instant)
+    if isinstance(value, dt.date):
+        start = dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
+        return start, _next(start, "day") - _TICK
+    text = " ".join(value.split())
+    parsed = _text_start(text)
+    if parsed is None:
+        return None
+    start, unit = parsed
+    if unit is None:
+        return start, start
+    try:
+        return start, _next(start, unit) - _TICK
+    except (OverflowError, ValueError):  # the year 9999 ends where datetime does
+        return start, dt.datetime.max.replace(tzinfo=dt.timezone.utc)
+
+
+_TICK = dt.timedelta(microseconds=1)
+
+
+def _instant(value: object) -> dt.datetime | None:
+    """Return a `datetime` (naive: UTC) or Unix seconds as an aware UTC datetime, or None."""
     if isinstance(value, dt.datetime):
         zoned = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
         return zoned.astimezone(dt.timezone.utc)
-    if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    if isinstance(value, int | float):
-        if not math.isfinite(value):
-            return None
-        try:
-            return dt.datetime.fromtimestamp(value, dt.timezone.utc)
-        except (OverflowError, OSError, ValueError):
-            return None
-    if not isinstance(value, str):
+    if not math.isfinite(value):
         return None
-    text = " ".join(value.split())
-    return parse_instant(text) or _written(text) or _period(text)
+    try:
+        return dt.datetime.fromtimestamp(value, dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
-def _period(text: str) -> dt.datetime | None:
+def _text_start(text: str) -> tuple[dt.datetime, str | None] | None:
+    """Return a text's first instant and the span it names (``day``, ``month``, ``year``; None
+    for an instant), or None if it names none."""
+    iso = ISO_INSTANT.match(text)
+    if iso is not None:
+        instant = parse_instant(text)
+        return None if instant is None else (instant, None if iso.group(4) else "day")
+    written = _written(text)
+    if written is not None:
+        return written
+    return _period(text)
+
+
+def _next(start: dt.datetime, unit: str) -> dt.datetime:
+    """Return the first instant after the ``unit`` (day, month, year) that begins at ``start``."""
+    if unit == "day":
+        return start + dt.timedelta(days=1)
+    if unit == "month":
+        return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+    return start.replace(year=start.year + 1)
+
+
+def _period(text: str) -> tuple[dt.datetime, str] | None:
     """Return the first instant of a year or a month written alone (``2023``, ``2023-05``,
-    ``May 2023``), or None."""
+    ``May 2023``) and its unit, or None."""
     match = _ISO_PERIOD.match(text)
     if match is not None:
         year, month = int(match.group(1)), int(match.group(2) or 1)
+        unit = "year" if match.group(2) is None else "month"
     else:
         written = _WRITTEN_MONTH.match(text)
         if written is None:
             return None
-        year, month = int(written.group(2)), _MONTHS[written.group(1).lower()]
+        year, month, unit = int(written.group(2)), _MONTHS[written.group(1).lower()], "month"
     if not 1 <= month <= 12 or year < 1:
         return None
-    return dt.datetime(year, month, 1, tzinfo=dt.timezone.utc)
+    return dt.datetime(year, month, 1, tzinfo=dt.timezone.utc), unit
 
 
-def _written(text: str) -> dt.datetime | None:
-    """Return the instant of a written date (``[1:56 pm on] 8 May, 2023``), or None."""
+def _written(text: str) -> tuple[dt.datetime, str | None] | None:
+    """Return the first instant of a written date (``[1:56 pm on] 8 May, 2023``) and ``day``
+    when it has no time (None when it has), or None."""
     match = _DAY_MONTH.match(text)
     if match is not None:
         hour, minute, half, day, month, year = match.groups()
@@ -140,7 +195,7 @@ def _written(text: str) -> dt.datetime | None:
             return None
         hours = hours % 12 + (12 if half.lower() == "p" else 0)
     try:
-        return dt.datetime(
+        start = dt.datetime(
             int(year),
             _MONTHS[month.lower()],
             int(day),
@@ -150,6 +205,7 @@ def _written(text: str) -> dt.datetime | None:
         )
     except ValueError:  # the 31st of a 30-day month
         return None
+    return start, None if hour is not None else "day"
 
 
 def _offset(text: str | None) -> dt.timezone:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from vrom.corpus import Corpus
-from vrom.dates import parse_when
+from vrom.dates import parse_span
 from vrom.embed import Embedder, EmbedderBinding
 from vrom.errors import NotFoundError, ValidationError, shown
 from vrom.ingest.embedding import (
@@ -242,19 +242,21 @@ def _memory_filter(
         type=None if type_ is None else _type(type_),
         status=None if status == ANY_STATUS else status,
         since=None if since is None else _instant("since", since),
-        until=None if until is None else _instant("until", until),
+        until=None if until is None else _instant("until", until, last=True),
     )
 
 
-def _instant(name: str, value: object) -> float:
-    """Return the Unix time ``value`` names (`vrom.dates.parse_when`), or `ValidationError`."""
-    instant = parse_when(value)
-    if instant is None:
+def _instant(name: str, value: object, *, last: bool = False) -> float:
+    """Return the Unix time ``value`` names (`vrom.dates.parse_span`: with ``last``, the last
+    instant of a day, month or year written alone), or `ValidationError`."""
+    span = parse_span(value)
+    if span is None:
         raise ValidationError(
             f"{name} must be a date or time (ISO 8601 such as 2023-05-08 or "
-            f"2023-05-08T13:56:00Z, Unix seconds, or '8 May, 2023'), not {shown(value)}"
+            f"2023-05-08T13:56:00Z, Unix seconds, '8 May, 2023', or a year or month such as "
+            f"2023 or 2023-05), not {shown(value)}"
         )
-    return instant.timestamp()
+    return span[1 if last else 0].timestamp()
 
 
 def _score_kind(parts: Mapping[str, float]) -> str:
@@ -406,8 +408,9 @@ class Memories:
         alone.
         ``project`` and ``type`` must match exactly; ``status`` is one of the statuses or
         ``"any"``. ``since`` and ``until`` keep memories whose ``timestamp`` is at or after,
-        and at or before, an instant (as ``timestamp`` in `remember`; a date alone is its
-        midnight UTC, a year or a month its first). ``mode``: ``hybrid`` (the default with an embedder), ``keyword`` or
+        and at or before, an instant (as ``timestamp`` in `remember`); a day, month or year
+        written alone is all of it: ``since`` from its first instant, ``until`` through its
+        last (``until="2023"`` keeps 2023). ``mode``: ``hybrid`` (the default with an embedder), ``keyword`` or
         ``vector``. ``half_life_days`` favours recent memories: each score is multiplied by
         ``0.5 ** (age in days / half_life_days)`` (``recency`` in the parts). Query syntax is
         keyword search's: words, "phrases", -excluded, prefix*.
