@@ -52,6 +52,8 @@ _MONTH_DAY = re.compile(
 
 _ISO_PERIOD = re.compile(r"^(\d{4})(?:-(\d{2}))?$")
 _WRITTEN_MONTH = re.compile(rf"^{_MONTH},?\s+(\d{{4}})$", re.IGNORECASE)
+_TICK = dt.timedelta(microseconds=1)
+"""The last instant of a span is one tick before the next span's first."""
 
 
 def parse_instant(value: object) -> dt.datetime | None:
@@ -118,9 +120,6 @@ def parse_span(value: object) -> tuple[dt.datetime, dt.datetime] | None:
         return start, _next(start, unit) - _TICK
     except (OverflowError, ValueError):  # the year 9999 ends where datetime does
         return start, dt.datetime.max.replace(tzinfo=dt.timezone.utc)
-
-
-_TICK = dt.timedelta(microseconds=1)
 
 
 def _instant(value: object) -> dt.datetime | None:
