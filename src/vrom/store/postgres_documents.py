@@ -49,6 +49,16 @@ def _no_nul(text: str | None, what: str) -> None:
         raise ValidationError(f"{what} holds a NUL character, which PostgreSQL cannot store")
 
 
+_SOURCE_TURNS = (
+    " FROM fields f JOIN documents d ON d.id = f.document_id"
+    " JOIN document_texts t ON t.document_id = f.document_id"
+    " WHERE f.key = 'source' AND f.kind = 'text' AND f.text_value = %s"
+    " AND jsonb_typeof(d.frontmatter::jsonb -> 'source') = 'string'"
+)
+"""The documents whose metadata ``source`` is a given text (through the fields index; a list
+holding it is none), stored with their text: a conversation's turns, in either direction."""
+
+
 class PgDocuments:
     """The documents of one namespace (`vrom.store.DocumentStore`)."""
 
@@ -354,13 +364,10 @@ class PgDocuments:
         ``source`` (a string), stored before document ``document_id`` (None: before any new
         one), oldest first; documents stored without their text are left out."""
         with self._db.guard("reading document texts"), self._db.connection() as conn:
-            # the fields index finds the source's documents (a list holding it is left out)
             rows = conn.execute(
-                "SELECT t.text FROM fields f JOIN documents d ON d.id = f.document_id"
-                " JOIN document_texts t ON t.document_id = f.document_id"
-                " WHERE f.key = 'source' AND f.kind = 'text' AND f.text_value = %s"
-                " AND f.document_id < coalesce(%s, 1::bigint << 62)"
-                " AND jsonb_typeof(d.frontmatter::jsonb -> 'source') = 'string'"
+                "SELECT t.text"
+                + _SOURCE_TURNS
+                + " AND f.document_id < coalesce(%s, 1::bigint << 62)"
                 " ORDER BY f.document_id DESC LIMIT %s",
                 (source, document_id, count),
             )
@@ -372,11 +379,7 @@ class PgDocuments:
         documents whose `turns_before` it is among. Documents without their text are left out."""
         with self._db.guard("reading documents"), self._db.connection() as conn:
             rows = conn.execute(
-                "SELECT f.document_id FROM fields f JOIN documents d ON d.id = f.document_id"
-                " JOIN document_texts t ON t.document_id = f.document_id"
-                " WHERE f.key = 'source' AND f.kind = 'text' AND f.text_value = %s"
-                " AND f.document_id > %s"
-                " AND jsonb_typeof(d.frontmatter::jsonb -> 'source') = 'string'"
+                "SELECT f.document_id" + _SOURCE_TURNS + " AND f.document_id > %s"
                 " ORDER BY f.document_id LIMIT %s",
                 (source, document_id, count),
             )

@@ -57,6 +57,16 @@ most 6.4 MB at 100k chunks."""
 FilterKey = tuple[str, tuple[Any, ...]]
 
 
+_SOURCE_TURNS = (
+    " FROM fields f JOIN documents d ON d.id = f.document_id"
+    " JOIN document_texts t ON t.document_id = f.document_id"
+    " WHERE f.key = 'source' AND f.kind = 'text' AND f.value = ?"
+    " AND json_type(d.frontmatter, '$.source') = 'text'"
+)
+"""The documents whose metadata ``source`` is a given text (through the fields index; a list
+holding it is none), stored with their text: a conversation's turns, in either direction."""
+
+
 class SQLiteDocuments:
     """The documents of one store (`vrom.store.DocumentStore`); chunk vectors follow their chunk."""
 
@@ -346,13 +356,8 @@ class SQLiteDocuments:
         if not self._has_texts:
             return []
         with self._db.guard("reading document texts"):
-            # the fields index finds the source's documents (a list holding it is left out)
             rows = self._db.conn.execute(
-                "SELECT t.text FROM fields f JOIN documents d ON d.id = f.document_id"
-                " JOIN document_texts t ON t.document_id = f.document_id"
-                " WHERE f.key = 'source' AND f.kind = 'text' AND f.value = ?"
-                " AND f.document_id < coalesce(?, 1 << 62)"
-                " AND json_type(d.frontmatter, '$.source') = 'text'"
+                "SELECT t.text" + _SOURCE_TURNS + " AND f.document_id < coalesce(?, 1 << 62)"
                 " ORDER BY f.document_id DESC LIMIT ?",
                 (source, document_id, count),
             )
@@ -366,11 +371,7 @@ class SQLiteDocuments:
             return []
         with self._db.guard("reading documents"):
             rows = self._db.conn.execute(
-                "SELECT f.document_id FROM fields f JOIN documents d ON d.id = f.document_id"
-                " JOIN document_texts t ON t.document_id = f.document_id"
-                " WHERE f.key = 'source' AND f.kind = 'text' AND f.value = ?"
-                " AND f.document_id > ?"
-                " AND json_type(d.frontmatter, '$.source') = 'text'"
+                "SELECT f.document_id" + _SOURCE_TURNS + " AND f.document_id > ?"
                 " ORDER BY f.document_id LIMIT ?",
                 (source, document_id, count),
             )
