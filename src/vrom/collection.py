@@ -498,10 +498,8 @@ class Collection:
         )
         made: list[tuple[int, str]] = []  # each turn's chunk and what it is embedded as now
         for document_id in followers:
-            chunks = self._store.documents.chunks_of(document_id)
-            texts = [chunk.text for chunk in chunks]
-            if chunks and is_turn(texts):
-                turns = document_turns(self._store, chunks[0].metadata, document_id, texts)
+            chunks, turns = self._chunks_and_turns(document_id)
+            if chunks and is_turn([chunk.text for chunk in chunks]):
                 made.append((chunks[0].chunk_id, embedding_text(chunks[0], turns)))
         if not made:
             return
@@ -524,15 +522,21 @@ class Collection:
                 [(chunk_id, blob) for (chunk_id, _), blob in zip(made, blobs, strict=True)]
             )
 
+    def _chunks_and_turns(self, document_id: int) -> tuple[list[StoredChunk], list[str]]:
+        """Return a stored document's chunks and the turns they are embedded with now
+        (`document_turns`, read from the store)."""
+        chunks = self._store.documents.chunks_of(document_id)
+        if not chunks:
+            return [], []
+        texts = [chunk.text for chunk in chunks]
+        return chunks, document_turns(self._store, chunks[0].metadata, document_id, texts)
+
     def _stored_vectors(self, held: Iterable[DocumentState]) -> dict[str, bytes]:
         """Return the stored vectors of these documents' chunks, by the text each was made from."""
         made: list[tuple[StoredChunk, list[str]]] = []  # each chunk and its document's turns
         for state in held:
-            chunks = self._store.documents.chunks_of(state.document_id)
-            if chunks:
-                texts = [chunk.text for chunk in chunks]
-                turns = document_turns(self._store, chunks[0].metadata, state.document_id, texts)
-                made += [(chunk, turns) for chunk in chunks]
+            chunks, turns = self._chunks_and_turns(state.document_id)
+            made += [(chunk, turns) for chunk in chunks]
         blobs = self._store.vectors.of([chunk.chunk_id for chunk, _ in made]) if made else {}
         return {
             embedding_text(chunk, turns): blobs[chunk.chunk_id]

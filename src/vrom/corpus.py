@@ -40,7 +40,7 @@ from vrom.ingest.embedding import (
     stored_fingerprint,
 )
 from vrom.results import Hit, SearchReport, VectorInfo
-from vrom.search.fusion import first_k, first_pool, fuse_arrays, widen
+from vrom.search.fusion import first_k, first_pool, fuse_arrays, fuse_rankings, widen
 from vrom.search.keyword import KeywordRanker, check_k, make_hit, prior_factor, rank_keyword
 from vrom.search.query import as_filter, check_query, parse_query, query_words
 from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
@@ -71,20 +71,9 @@ def _one_part(name: str, scores: Sequence[float], at: int) -> Parts:
 def _fused_memories(
     keyword_rows: Sequence[MemoryKeywordRow], similar: Sequence[tuple[str, float]]
 ) -> tuple[list[str], list[float], list[float], Callable[[int], Parts]]:
-    """Return recall's hybrid candidates fused (`fuse_arrays`): their memory ids, fused scores,
-    RRF and a function giving the score parts of the one at a position."""
-    import numpy as np  # loaded with the vectors
-
-    number: dict[str, int] = {}
-    for memory_id in (*(row.memory.id for row in keyword_rows), *(i for i, _ in similar)):
-        number.setdefault(memory_id, len(number))
-    fused = fuse_arrays(
-        np.fromiter((number[row.memory.id] for row in keyword_rows), np.int64, len(keyword_rows)),
-        np.fromiter((row.bm25 for row in keyword_rows), np.float64, len(keyword_rows)),
-        np.fromiter((number[i] for i, _ in similar), np.int64, len(similar)),
-        np.fromiter((score for _, score in similar), np.float64, len(similar)),
-    )
-    candidates = list(number)
+    """Return recall's hybrid candidates fused (`fuse_rankings`): their memory ids, fused
+    scores, RRF and a function giving the score parts of the one at a position."""
+    candidates, fused = fuse_rankings([(row.memory.id, row.bm25) for row in keyword_rows], similar)
     ids = [candidates[n] for n in fused.ids.tolist()]
     return ids, fused.fused.tolist(), fused.rrf.tolist(), fused.parts
 
@@ -478,10 +467,9 @@ class Corpus:
             # vector-only candidates: their document and its prior
             owners.update(self._owners([i for i in ids if i not in owners]))
             known = [i in owners for i in ids]  # the others were deleted between the retrievals
-            cited = fused.ids
             if not all(known):
                 fused = fused.take(np.fromiter(known, bool, len(known)))
-                cited = fused.ids
+            cited = fused.ids
             if per_document:  # each document matched by its best chunk in each ranking
                 fused, cited = fused.by_group(
                     np.fromiter((owners[i][0] for i in cited.tolist()), np.int64, len(cited))

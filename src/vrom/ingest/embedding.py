@@ -282,7 +282,7 @@ def memory_turns(store: Store, memory: MemoryRecord) -> list[MemoryRecord]:
     """Return the memories a memory's vector includes: the last `TURNS_BEFORE` remembered
     before it from its source (a conversation, a session), oldest first; none without one, or
     for a memory longer than a turn (`TURN_MAX_CHARS`)."""
-    if memory.source is None or len(memory.content) > TURN_MAX_CHARS:
+    if memory.source is None or not is_turn([memory.content]):
         return []
     return store.memories.preceding(memory.source, memory.id, TURNS_BEFORE)
 

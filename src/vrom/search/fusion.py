@@ -223,15 +223,15 @@ def fuse_arrays(
     )
 
 
-def fuse(
+def fuse_rankings(
     keyword: Sequence[tuple[K, float]],
     vector: Sequence[tuple[K, float]],
     coverage: float = 1.0,
     unseen: Iterable[K] = (),
-) -> dict[K, dict[str, float]]:
-    """Return each candidate's score parts, as `fuse_arrays` fuses them, for rankings of any
-    hashable candidates: [(candidate, score), ...] best first. ``unseen`` candidates have no
-    vector yet."""
+) -> tuple[list[K], FusedCandidates]:
+    """Return rankings of any hashable candidates ([(candidate, score), ...] best first) fused
+    by `fuse_arrays`, with the candidates numbered: candidate ``n`` is the first list's
+    ``n``-th, and the fused ``ids`` are those numbers. ``unseen`` candidates have no vector yet."""
     import numpy as np
 
     number: dict[K, int] = {}
@@ -246,7 +246,18 @@ def fuse(
         coverage,
         np.array([c in stand_ins for c, _ in keyword], dtype=bool) if stand_ins else None,
     )
-    candidates = list(number)
+    return list(number), fused
+
+
+def fuse(
+    keyword: Sequence[tuple[K, float]],
+    vector: Sequence[tuple[K, float]],
+    coverage: float = 1.0,
+    unseen: Iterable[K] = (),
+) -> dict[K, dict[str, float]]:
+    """Return each candidate's score parts, as `fuse_arrays` fuses them, for rankings of any
+    hashable candidates (`fuse_rankings`)."""
+    candidates, fused = fuse_rankings(keyword, vector, coverage, unseen)
     return {candidates[n]: fused.parts(at) for at, n in enumerate(fused.ids.tolist())}
 
 
