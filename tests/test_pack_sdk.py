@@ -174,12 +174,21 @@ def test_log_levels_are_named_in_any_case(level: str) -> None:
     AgentMemory(log_level=level).destroy()
 
 
+def test_log_level_warn_is_the_seed_s_spelling_of_warning() -> None:
+    import logging
+
+    AgentMemory(log_level="debug").destroy()
+    AgentMemory(log_level="warn").destroy()
+    assert logging.getLogger("vrom").level == logging.WARNING
+
+
 @pytest.mark.parametrize("level", ["loud", "", "warn ", 30])
 def test_an_unknown_log_level_is_a_one_line_validation_error(level: Any) -> None:
     with pytest.raises(ValidationError) as err:
         AgentMemory(log_level=level)
     assert str(err.value) == (
-        f"log_level must be one of debug, info, warning, error, critical, silent, not {level!r}"
+        "log_level must be one of debug, info, warning, warn, error, critical, silent, not"
+        f" {level!r}"
     )
 
 

@@ -61,6 +61,7 @@ LOG_LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
     "warning": logging.WARNING,
+    "warn": logging.WARNING,  # the seed's own spelling (its TypeScript SDK's 'warn')
     "error": logging.ERROR,
     "critical": logging.CRITICAL,
     "silent": logging.CRITICAL + 10,  # above every level: nothing is logged
@@ -96,8 +97,8 @@ class AgentMemory:
         trusted_keys: Sequence[str | PublicKey] | None = None,
         cache_quota: int | str | None = None,
     ) -> None:
-        """``log_level``: ``debug``, ``info``, ``warning``, ``error``, ``critical`` or
-        ``silent``, set on the ``vrom`` logger (for the whole process, as logging levels are);
+        """``log_level``: ``debug``, ``info``, ``warning`` (or ``warn``), ``error``,
+        ``critical`` or ``silent``, set on the ``vrom`` logger (for the whole process, as logging levels are);
         ``silent`` also hides the warnings vrom raises during this object's calls (an unsigned
         pack, a stale registry), so nothing is written at all. ``embedder``: a model to use for
         packs built with it (besides the ones vrom ships: the default model and the fake one).
