@@ -192,13 +192,20 @@ def format_backend_info(info: BackendInfo, out: TextIO) -> None:
         out.write(f"{key + ':':<23}{value}\n")
 
 
+def _decoded(info: VectorInfo) -> bool:
+    """True when exact search scores stored int8 vectors as float32 (the mode's name says
+    float32 beside an int8 dtype)."""
+    return info.vector_mode == "exact-float32" and info.dtype == "int8"
+
+
 def format_vector_info(info: VectorInfo, out: TextIO) -> None:
     """Print the vectors' mode, count, dims, dtype, model fingerprint, index settings and the
     graph file's state, one per line."""
     settings = info.index_settings
     stored = "" if info.bytes_per_vector is None else f" ({info.bytes_per_vector:,} bytes a vector)"
     rows = {
-        "vector mode": info.vector_mode,
+        "vector mode": info.vector_mode
+        + (" (int8 vectors decoded to float32 to score)" if _decoded(info) else ""),
         "vectors": f"{vector_coverage(info.vectors, info.chunks)} chunks",
         "dims": "-" if info.dims is None else info.dims,
         "dtype": info.dtype + stored,
