@@ -362,7 +362,7 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
                 "--mode",
                 choices=MODES,
                 default=None,
-                help="keyword, vector, hybrid (rank fusion) or rerank (as hybrid-search); "
+                help="keyword, vector, hybrid (normalised scores fused) or rerank (as hybrid-search); "
                 "default: hybrid when the vault has vectors (vector with --pack)",
             )
         else:
