@@ -334,8 +334,9 @@ class AgentMemory:
         *,
         relative_cutoff: float | None = RELATIVE_CUTOFF,
     ) -> str:
-        """Return results as prompt context: ``## heading``, text, ``[Source: url]``, split by
-        ``---``, within ``max_tokens`` (estimated as ceil(characters / 4)), best first.
+        """Return results as prompt context: ``## heading`` (unless the text begins with it),
+        text, ``[Source: url]`` (the source file when the pack has no URL), split by ``---``,
+        within ``max_tokens`` (estimated as ceil(characters / 4)), best first.
 
         As `vrom.format_context` does for a vault: results far below the best are left out
         (``relative_cutoff`` of the best similarity, or of the best score outside vector mode;
@@ -358,9 +359,12 @@ class AgentMemory:
             for passage, body in zip(selection, bodies, strict=True):
                 first = kept[passage.members[0]]
                 heading = first.metadata.get("section_heading") or first.metadata.get("doc_title")
-                text = f"## {heading}\n\n{body}" if heading else body
-                url = first.metadata.get("url")
-                rendered.append(text + f"\n\n[Source: {url}]" if include_sources and url else text)
+                said = body.lstrip("# \n").split("\n", 1)[0].strip() == heading  # its own line
+                text = f"## {heading}\n\n{body}" if heading and not said else body
+                # a pack built without a URL base still names the file the text came from
+                source = first.metadata.get("url") or first.metadata.get("source_file")
+                cited = include_sources and source
+                rendered.append(text + f"\n\n[Source: {source}]" if cited else text)
             return rendered
 
         def fits(selection: list[Passage]) -> bool:
