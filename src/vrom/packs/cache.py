@@ -57,6 +57,7 @@ from vrom.packs.cache_folders import (
 )
 from vrom.packs.manifest import (
     MANIFEST_NAME,
+    MAX_JSON_BYTES,
     PackFile,
     PackManifest,
     Registry,
@@ -65,7 +66,6 @@ from vrom.packs.manifest import (
 )
 from vrom.packs.quota import make_room, pack_size, parse_quota
 from vrom.packs.registry import (
-    MAX_JSON_BYTES,
     PackRegistry,
     parse_json,
     parse_pack_ref,

@@ -17,8 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
-from vrom.errors import PackError
-from vrom.packs.manifest import PACK_ID, REGISTRY_NAME, VERSION, Registry, RegistryEntry
+from vrom.bounded_json import loads_bounded
+from vrom.errors import PackError, ValidationError, VromError
+from vrom.packs.manifest import (
+    MAX_JSON_BYTES,
+    MAX_JSON_DEPTH,
+    PACK_ID,
+    REGISTRY_NAME,
+    VERSION,
+    Registry,
+    RegistryEntry,
+)
 from vrom.packs.transfer import FetchFailed, Session, file_path, read_bytes
 from vrom.settings import REGISTRY_URL_ENV
 
@@ -27,7 +36,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_JSON_BYTES = 32 * 1024 * 1024  # a registry or manifest larger than this is refused
 HUB_PREFIX = "hub://"
 
 
@@ -65,11 +73,12 @@ def registry_location(value: str) -> str:
 
 
 def parse_json(raw: bytes, url: str) -> Any:
-    """Return the JSON document fetched from ``url``, or raise `FetchFailed` if it is not JSON."""
+    """Return the JSON document fetched from ``url``, or raise `FetchFailed` if it is not JSON,
+    or larger or nested deeper than a registry or manifest may be (`MAX_JSON_DEPTH`)."""
     try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise FetchFailed(f"{url} is not valid JSON: {exc}") from exc
+        return loads_bounded(raw, max_depth=MAX_JSON_DEPTH, max_bytes=MAX_JSON_BYTES, what=url)
+    except ValidationError as exc:
+        raise FetchFailed(str(exc)) from exc
 
 
 class PackRegistry:
@@ -176,12 +185,18 @@ class PackRegistry:
 
     def _read_copy(self, url: str) -> tuple[Registry, float] | None:
         """Return the cached copy of the registry at ``url`` and its fetch time, if readable."""
+        path = self._copy_dir / REGISTRY_NAME
         try:
-            data = json.loads((self._copy_dir / REGISTRY_NAME).read_text(encoding="utf-8"))
+            data = loads_bounded(
+                path.read_bytes(),
+                max_depth=MAX_JSON_DEPTH,
+                max_bytes=MAX_JSON_BYTES,
+                what=str(path),
+            )
             if data.get("fetched_from") != url:
                 return None
             return Registry.from_dict(data), float(data["fetched_at"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, PackError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, VromError):
             return None
 
     def _write_copy(self, url: str, data: Any, now: float) -> None:
