@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from pack_server import PackServer, pack_server_fixture  # noqa: F401 (the pack_server fixture)
+from vrom_cli import run_vrom
 
 from vrom import AgentMemory
 from vrom.errors import PackError, ValidationError
@@ -162,6 +163,49 @@ def test_registry_is_fetched_again_when_stale_or_asked(served: PackServer, tmp_p
     assert len(served.requests_for(REGISTRY_NAME)) == 3
     hourly.get_registry(refresh=True)
     assert len(served.requests_for(REGISTRY_NAME)) == 4
+
+
+def test_the_registry_copy_refreshes_on_a_miss_on_refresh_and_past_its_ttl(
+    served: PackServer, tmp_path: Path
+) -> None:
+    cache = new_cache(served, tmp_path)
+    assert [e.id for e in cache.list()] == ["alpha", "beta"]
+    assert len(served.requests_for(REGISTRY_NAME)) == 1
+    make_pack(tmp_path / "build" / "gamma-1.0.0", "gamma", "1.0.0")
+    publish(tmp_path / "build" / "gamma-1.0.0", served.root)
+    republish(tmp_path, served, "alpha", "2.0.0")
+    assert cache.resolve("alpha") is not None  # listed in the copy: no fetch
+    assert len(served.requests_for(REGISTRY_NAME)) == 1
+    entry = cache.require_entry("gamma")  # a miss in the copy fetches the registry again
+    assert (entry.id, len(served.requests_for(REGISTRY_NAME))) == ("gamma", 2)
+    assert cache.pull("gamma").version == "1.0.0"
+    assert cache.resolve("hub://alpha@2.0.0") is not None  # the copy is fresh now: no fetch
+    assert len(served.requests_for(REGISTRY_NAME)) == 2
+    assert cache.resolve("nothing") is None  # every miss asks again, once
+    assert len(served.requests_for(REGISTRY_NAME)) == 3
+    with pytest.raises(PackError, match="not in the registry"):
+        cache.require_entry("nothing")
+    assert len(served.requests_for(REGISTRY_NAME)) == 4
+
+
+def test_pack_pull_force_and_list_refresh_see_a_pack_published_after_the_copy(
+    served: PackServer, tmp_path: Path
+) -> None:
+    env = {"VROM_CACHE_DIR": str(tmp_path / "cache"), "VROM_REGISTRY_URL": served.url}
+    state = tmp_path / "state"
+    listed = run_vrom(state, "pack", "list", env=env)
+    assert listed.returncode == 0 and "gamma" not in listed.stdout, listed
+    make_pack(tmp_path / "build" / "gamma-1.0.0", "gamma", "1.0.0")
+    publish(tmp_path / "build" / "gamma-1.0.0", served.root)
+    assert "gamma" not in run_vrom(state, "pack", "list", env=env).stdout  # the copy, fresh
+    assert "gamma" in run_vrom(state, "pack", "list", "--refresh", env=env).stdout
+    make_pack(tmp_path / "build" / "delta-1.0.0", "delta", "1.0.0")
+    publish(tmp_path / "build" / "delta-1.0.0", served.root)
+    pulled = run_vrom(state, "pack", "pull", "delta", "--force", env=env)
+    assert pulled.returncode == 0 and "delta 1.0.0 is cached" in pulled.stdout, pulled.stderr
+    republish(tmp_path, served, "alpha", "2.0.0")
+    pulled = run_vrom(state, "pack", "pull", "alpha", "--refresh", env=env)
+    assert pulled.returncode == 0 and "alpha 2.0.0 is cached" in pulled.stdout, pulled.stderr
 
 
 def test_stale_copy_is_used_with_a_warning_when_the_server_fails(

@@ -111,13 +111,17 @@ class PackRegistry:
         the copy is used with a `RuntimeWarning`; with no copy, `PackError`. A registry that is
         JSON but breaks the format raises `PackError` naming what is wrong.
         """
+        return self._get(refresh)[0]
+
+    def _get(self, refresh: bool) -> tuple[Registry, bool]:
+        """Return the registry and whether it was fetched just now (False: the cached copy)."""
         url = self.require_url()
         copy = self._read_copy(url)
         now = time.time()
         if copy is not None and not refresh and not url.startswith("file:"):
             registry, fetched_at = copy
             if 0 <= now - fetched_at < self._ttl_seconds:
-                return registry
+                return registry, False
         try:
             with Session(self._http_client, self._timeout) as session:
                 raw = read_bytes(session, url, MAX_JSON_BYTES)
@@ -135,25 +139,39 @@ class PackRegistry:
             )
             logger.warning(message)
             # blame the caller of VromCache.get_registry, which called this
-            warnings.warn(message, RuntimeWarning, stacklevel=3)
-            return registry
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
+            return registry, False
         registry = Registry.from_dict(data, f"registry at {url}")
         self._write_copy(url, data, now)
-        return registry
+        return registry, True
+
+    def _lookup(self, id_or_uri: str) -> tuple[Registry, RegistryEntry | None]:
+        """Return the registry and its entry for the reference (None when it lists none).
+
+        A reference the cached copy does not list (no such id, or another version) fetches the
+        registry again before it is called missing: a pack published since the copy was made
+        is found at once, not after the copy's TTL.
+        """
+        pack_id, version = parse_pack_ref(id_or_uri)
+        registry, fetched = self._get(refresh=False)
+        entry = registry.get(pack_id)
+        if not fetched and (entry is None or version not in (None, entry.version)):
+            registry, _ = self._get(refresh=True)
+            entry = registry.get(pack_id)
+        return registry, entry
 
     def find(self, id_or_uri: str) -> RegistryEntry | None:
         """Return the registry's entry for ``id``, ``hub://id`` or ``hub://id@version``, or None
         when it lists no such pack (or not at that version)."""
-        pack_id, version = parse_pack_ref(id_or_uri)
-        entry = self.get().get(pack_id)
+        _, version = parse_pack_ref(id_or_uri)
+        entry = self._lookup(id_or_uri)[1]
         return entry if entry is not None and version in (None, entry.version) else None
 
     def resolve(self, id_or_uri: str) -> RegistryEntry:
         """Return the registry's entry for ``id``, ``hub://id`` or ``hub://id@version``, or
         raise `PackError` naming the packs it lists."""
         pack_id, version = parse_pack_ref(id_or_uri)
-        registry = self.get()
-        entry = registry.get(pack_id)
+        registry, entry = self._lookup(id_or_uri)
         if entry is None:
             available = ", ".join(sorted(e.id for e in registry.packs)) or "(none)"
             raise PackError(
