@@ -12,6 +12,8 @@ import logging
 import os
 import random
 import shutil
+import subprocess
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -719,3 +721,43 @@ def test_an_unsigned_pull_warns_only_that_it_is_unsigned(
     assert [(w.category, str(w.message).split(":")[0]) for w in caught] == [
         (UnverifiedPackWarning, "pack alpha 1.0.0 is not signed")
     ]
+
+
+# -- HTTP needs nothing beyond the core dependencies --------------------------------------------
+
+BLOCK_HTTPX = """
+import runpy, sys
+
+class NoHttpx:  # as on an install without httpx
+    def find_spec(self, name, path=None, target=None):
+        if name == "httpx" or name.startswith("httpx."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoHttpx())
+sys.argv = ["vrom", *sys.argv[1:]]
+runpy.run_module("vrom", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_an_http_registry_needs_no_extra_and_never_a_traceback_without_httpx(
+    served: PackServer, tmp_path: Path
+) -> None:
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    core = pyproject.split("\ndependencies = [", 1)[1].split("\n]", 1)[0]
+    assert '\n    "httpx>=' in core  # a plain pip install has it
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VROM_")}
+    env.update(VROM_CACHE_DIR=str(tmp_path / "cache"), VROM_REGISTRY_URL=served.url)
+    for args in (["pack", "list"], ["pack", "pull", "alpha"]):
+        done = subprocess.run(
+            [sys.executable, "-c", BLOCK_HTTPX, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        assert "needs httpx" in done.stderr and "reinstall vrom" in done.stderr, done.stderr
+    assert served.requests == []

@@ -16,8 +16,8 @@ corrupt partial must not be resumed forever) and leaves the previous good versio
 Loading a cached pack compares its files with that record (`check_record`) and, with trusted
 keys, checks its signature again; ``verify=True`` hashes every file again.
 
-Registries and packs can be served over ``https://``/``http://`` (needs httpx, the ``remote``
-extra, imported only then) or read from ``file://`` URLs and plain paths, which are copied with
+Registries and packs can be served over ``https://``/``http://`` (httpx, a core dependency,
+imported only then) or read from ``file://`` URLs and plain paths, which are copied with
 the same checks and progress events. Moving the bytes (streaming, resuming, copying, progress
 events) is `vrom.packs.transfer`'s job; this module decides what to fetch and where it goes.
 Two processes pulling the same pack take turns on the pack's lock file.

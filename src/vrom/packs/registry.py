@@ -1,7 +1,7 @@
 """The pack registry as the cache sees it: where it is, fetching it, and looking packs up in it.
 
 A registry is one ``registry.json`` (`vrom.packs.manifest.Registry`) at an ``https://``/
-``http://`` URL (fetched with httpx, the ``remote`` extra), a ``file://`` URL or a path. The
+``http://`` URL (fetched with httpx), a ``file://`` URL or a path. The
 last copy fetched over HTTP is kept in the cache folder as ``registry.json``, with where from and
 when, and reused while fresh, or with a warning when the registry cannot be fetched.
 """

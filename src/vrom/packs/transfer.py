@@ -1,7 +1,7 @@
 """Moving a pack's bytes into the cache: HTTP downloads, ``Range`` resume, local copies, progress.
 
 `fetch_file` brings one file in a pull's partial folder up to the size the manifest gives. From an
-``http://``/``https://`` URL it streams with httpx (imported only then; the ``remote`` extra),
+``http://``/``https://`` URL it streams with httpx (a core dependency, imported only then),
 asking with a ``Range`` request for only the rest of a file an interrupted pull left behind, and
 starting over when the server ignores or refuses that; from a ``file://`` URL it copies, resuming
 the same way. A file that would grow past the manifest's size, or whose size as the server or the
@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import IO, TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
@@ -94,13 +95,7 @@ class Session:
         if self._given is not None:
             return self._given
         if self._own is None:
-            try:
-                import httpx
-            except ImportError as exc:
-                raise PackError(
-                    "fetching packs over HTTP needs httpx: pip install 'vrom[remote]'"
-                ) from exc
-            self._own = httpx.Client(timeout=self._timeout, follow_redirects=True)
+            self._own = _httpx().Client(timeout=self._timeout, follow_redirects=True)
         return self._own
 
     def __enter__(self) -> Session:
@@ -170,8 +165,7 @@ def read_bytes(session: Session, url: str, limit: int) -> bytes:
             return path.read_bytes()
         except OSError as exc:
             raise FetchFailed(f"cannot read {path}: {exc.strerror or exc}") from exc
-    import httpx
-
+    httpx = _httpx()
     try:
         with session.client().stream("GET", url) as response:
             if response.status_code != 200:
@@ -230,8 +224,7 @@ def _download(session: Session, url: str, dest: Path, size: int, have: int, mete
     206 appends; 200 (a server ignoring ``Range``) starts over; 416 or a 206 for another range
     drop the partial file and ask again for all of it.
     """
-    import httpx
-
+    httpx = _httpx()
     for _ in range(2):
         headers = {"Accept-Encoding": "identity"}
         if have:
@@ -270,6 +263,18 @@ def _download(session: Session, url: str, dest: Path, size: int, have: int, mete
         meter.finish(have)
         return
     raise FetchFailed(f"{url} refused both a resumed and a full download")
+
+
+def _httpx() -> ModuleType:
+    """Return the httpx module, or raise `PackError` when this install lacks it."""
+    try:
+        import httpx
+    except ImportError as exc:
+        raise PackError(
+            "fetching packs over HTTP needs httpx, a dependency of vrom this install lacks: "
+            "reinstall vrom (pip install --force-reinstall vrom)"
+        ) from exc
+    return httpx
 
 
 def _append(out: IO[bytes], block: bytes, have: int, size: int, name: str) -> int:
