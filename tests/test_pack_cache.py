@@ -570,7 +570,8 @@ def test_evict(served: PackServer, tmp_path: Path) -> None:
 
 
 def test_storage_estimate(served: PackServer, tmp_path: Path) -> None:
-    cache = new_cache(served, tmp_path)
+    assert new_cache(served, tmp_path).storage_estimate().quota == 10 * 1024**3  # the default
+    cache = VromCache(served.url_for(REGISTRY_NAME), tmp_path / "cache", quota="unlimited")
     empty = cache.storage_estimate()
     assert (empty.used, empty.packs) == (0, 0) and empty.free_bytes > 0
     assert empty.quota == empty.free_bytes and not empty.limited, "no quota: the disk is the limit"
@@ -625,9 +626,13 @@ def data_requests(server: PackServer, pack_id: str) -> list[str]:
         ("2 GiB", 2 * 1024**3),
         ("1.5kb", 1500),
         (" 3 mib ", 3 * 1024**2),
+        (None, 10 * 1024**3),  # the default quota
+        ("Unlimited", None),  # the disk is the limit
     ],
 )
-def test_a_quota_is_bytes_or_a_size_with_a_unit(value: int | str, expected: int) -> None:
+def test_a_quota_is_bytes_or_a_size_with_a_unit(
+    value: int | str | None, expected: int | None
+) -> None:
     assert parse_quota(value) == expected
 
 

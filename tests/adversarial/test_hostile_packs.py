@@ -14,8 +14,11 @@ from vrom_cli import run_vrom
 
 from vrom.bounded_json import loads_bounded
 from vrom.errors import PackError, ValidationError
-from vrom.packs.manifest import REGISTRY_NAME
+from vrom.packs.cache import VromCache
+from vrom.packs.manifest import REGISTRY_NAME, PackManifest
+from vrom.packs.quota import pack_size
 from vrom.packs.signing import ManifestSignature
+from vrom.packs.transfer import SLOWEST_RATE
 
 pytestmark = pytest.mark.filterwarnings("ignore::vrom.packs.signing.UnverifiedPackWarning")
 DEEP = 100_000
@@ -80,3 +83,78 @@ def test_a_manifest_or_signature_nested_deep_over_http_is_refused(
     # a signature file (read when trusted keys are set) nested as deep as its 4 KB allow
     with pytest.raises(PackError, match="signature is nested more than 2 levels deep"):
         ManifestSignature.from_bytes(nested(2000).encode(), "pack alpha 1.0.0")
+
+
+# -- a server too slow, a manifest that lies about its size --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dripping", [REGISTRY_NAME, "alpha/1.0.0/manifest.json", "alpha/1.0.0/store.db"]
+)
+def test_a_pull_from_a_server_dripping_its_bytes_stops_at_its_deadline(
+    pack_server: PackServer, tmp_path: Path, dripping: str
+) -> None:
+    make_pack(tmp_path / "build" / "alpha-1.0.0", "alpha", "1.0.0")
+    publish(tmp_path / "build" / "alpha-1.0.0", pack_server.root)
+    pack_server.drip(dripping, 0.05, 400)  # 20 s of dripping at least, far past the deadline
+    cache = VromCache(pack_server.url_for(REGISTRY_NAME), tmp_path / "cache", pull_deadline=0.5)
+    with pytest.raises(PackError, match=r"not done within the deadline of 0\.5 s") as caught:
+        cache.pull("alpha")
+    assert "\n" not in str(caught.value)
+    assert not cache.is_cached("alpha")
+
+
+def lie_about_size(server: PackServer, role: str, size: int) -> None:
+    """Make the served manifest of alpha 1.0.0 claim ``size`` bytes for its ``role`` file."""
+    path = server.root / "alpha" / "1.0.0" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["files"][role]["size"] = size
+    path.write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    ("quota", "claim", "words"),
+    [
+        (None, 50 * 10**9, "more than the cache quota of 10,737,418,240 bytes"),  # the default
+        ("unlimited", 10**18, "but the disk holding the cache"),
+    ],
+)
+def test_a_manifest_claiming_more_than_the_quota_or_the_disk_is_refused_before_downloading(
+    pack_server: PackServer, tmp_path: Path, quota: str | None, claim: int, words: str
+) -> None:
+    make_pack(tmp_path / "build" / "alpha-1.0.0", "alpha", "1.0.0")
+    publish(tmp_path / "build" / "alpha-1.0.0", pack_server.root)
+    lie_about_size(pack_server, "store", claim)
+    pack_server.stream_forever("alpha/1.0.0/store.db")
+    cache = VromCache(pack_server.url_for(REGISTRY_NAME), tmp_path / "cache", quota=quota)
+    with pytest.raises(PackError, match=words):
+        cache.pull("alpha")
+    assert [r.path for r in pack_server.requests if not r.path.endswith(".json")] == []
+    assert cache.storage_estimate().used == 0
+
+
+def test_a_body_longer_than_the_manifest_says_is_cut_as_it_arrives(
+    pack_server: PackServer, tmp_path: Path
+) -> None:
+    make_pack(tmp_path / "build" / "alpha-1.0.0", "alpha", "1.0.0")
+    publish(tmp_path / "build" / "alpha-1.0.0", pack_server.root)
+    lie_about_size(pack_server, "index", 1000)
+    pack_server.stream_forever("alpha/1.0.0/index.usearch")  # no Content-Length: only bytes tell
+    cache = new_cache(pack_server, tmp_path)
+    with pytest.raises(PackError, match="longer than the 1000 bytes the manifest says"):
+        cache.pull("alpha")
+    assert cache.storage_estimate().used == 0  # the partial folder is gone
+
+
+def test_by_default_a_pull_must_average_64_kib_a_second_after_its_timeout(
+    pack_server: PackServer, tmp_path: Path
+) -> None:
+    make_pack(tmp_path / "build" / "alpha-1.0.0", "alpha", "1.0.0")
+    publish(tmp_path / "build" / "alpha-1.0.0", pack_server.root)
+    pack_server.drip("alpha/1.0.0/store.db", 0.05, 400)  # 20 s of dripping at least
+    cache = VromCache(pack_server.url_for(REGISTRY_NAME), tmp_path / "cache", timeout=3)
+    manifest = (pack_server.root / "alpha" / "1.0.0" / "manifest.json").read_bytes()
+    needed = pack_size(PackManifest.from_dict(json.loads(manifest)), len(manifest), 0)
+    assert 5 < 3 + needed / SLOWEST_RATE < 15
+    with pytest.raises(PackError, match=rf"deadline of {3 + needed / SLOWEST_RATE:g} s"):
+        cache.pull("alpha")

@@ -97,12 +97,14 @@ class PackRegistry:
         ttl_seconds: float,
         http_client: httpx.Client | None,
         timeout: float,
+        deadline: float | None,
     ) -> None:
         self.url = url
         self._copy_dir = copy_dir
         self._ttl_seconds = ttl_seconds
         self._http_client = http_client
         self._timeout = timeout
+        self._deadline = deadline
 
     def get(self, refresh: bool = False) -> Registry:
         """Return the registry: the cached copy while fresh, else fetched again.
@@ -123,7 +125,7 @@ class PackRegistry:
             if 0 <= now - fetched_at < self._ttl_seconds:
                 return registry, False
         try:
-            with Session(self._http_client, self._timeout) as session:
+            with Session(self._http_client, self._timeout, self._deadline) as session:
                 raw = read_bytes(session, url, MAX_JSON_BYTES)
             data = parse_json(raw, url)
         except FetchFailed as exc:

@@ -7,6 +7,11 @@ starting over when the server ignores or refuses that; from a ``file://`` URL it
 the same way. A file that would grow past the manifest's size, or whose size as the server or the
 file system states it differs, raises `Corrupt` (the caller deletes the partial folder); a fetch
 that fails or stops raises `FetchFailed` and leaves the partial file for the next pull to resume.
+A `Session` carries one overall deadline for everything fetched through it: it is checked as
+each block arrives, and no read waits past it, so a server dripping its bytes cannot hold a pull
+(or a registry fetch) longer than that; the pull stops with `FetchFailed` and can be resumed.
+By default (`deadline_for`) it is the timeout for the small documents, plus a second per
+`SLOWEST_RATE` bytes of the pack's files once the manifest has said how many there are.
 Each file is flushed to disk before the caller renames the folder into place; SHA-256 hashes are
 checked afterwards, by the caller, against the manifest. `read_bytes` fetches a whole small
 document (a registry or manifest) the same ways.
@@ -18,6 +23,7 @@ by a `Meter` to one event per `PROGRESS_STEP` bytes of a file plus one at its en
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COPY_BLOCK",
     "PROGRESS_STEP",
+    "SLOWEST_RATE",
     "Corrupt",
     "FetchFailed",
     "Meter",
@@ -41,6 +48,7 @@ __all__ = [
     "PullProgress",
     "Reporter",
     "Session",
+    "deadline_for",
     "fetch_file",
     "file_path",
     "read_bytes",
@@ -48,6 +56,7 @@ __all__ = [
 
 PROGRESS_STEP = 64 * 1024  # report progress at most once per this many bytes (and at each end)
 COPY_BLOCK = 256 * 1024
+SLOWEST_RATE = 64 * 1024  # bytes/s: a pull slower than this on average stops (and resumes later)
 
 
 @dataclass(frozen=True)
@@ -84,12 +93,36 @@ class Corrupt(PackError):
 
 
 class Session:
-    """An httpx client opened on first use (only http(s) URLs need one) and closed at the end."""
+    """An httpx client opened on first use (only http(s) URLs need one) and closed at the end,
+    and the deadline, ``deadline`` seconds from now (None: ``timeout``), by which everything
+    fetched must be in."""
 
-    def __init__(self, given: httpx.Client | None, timeout: float) -> None:
+    def __init__(
+        self, given: httpx.Client | None, timeout: float, deadline: float | None = None
+    ) -> None:
         self._given = given
         self._own: httpx.Client | None = None
         self._timeout = timeout
+        self._started = time.monotonic()
+        self.deadline = timeout if deadline is None else deadline
+        self._ends = self._started + self.deadline
+
+    def extend_deadline(self, seconds: float) -> None:
+        """Move the deadline to ``seconds`` after the session began."""
+        self.deadline = seconds
+        self._ends = self._started + seconds
+
+    def read_timeout(self, url: str, have: int, size: int | None) -> float:
+        """Return how long one request may wait now (the timeout, cut to the deadline), or
+        raise `FetchFailed` when the deadline has passed."""
+        left = self._ends - time.monotonic()
+        if left <= 0:
+            got = f"{have:,} of {size:,} bytes" if size is not None else f"{have:,} bytes"
+            raise FetchFailed(
+                f"{url}: not done within the deadline of {self.deadline:g} s ({got} in): the "
+                "server is too slow; pull again to resume, or allow more time (pull_deadline=)"
+            )
+        return min(self._timeout, left)
 
     def client(self) -> httpx.Client:
         if self._given is not None:
@@ -147,6 +180,12 @@ class Meter:
         self._reporter.event(self._phase, self._file, loaded, self._total)
 
 
+def deadline_for(timeout: float, data_bytes: int) -> float:
+    """Return the default deadline of a pull of ``data_bytes``: the timeout, plus a second per
+    `SLOWEST_RATE` bytes."""
+    return timeout + data_bytes / SLOWEST_RATE
+
+
 def file_path(url: str) -> Path:
     """Return the local path a ``file://`` URL names (``file:///C:/x`` is ``C:/x`` on Windows)."""
     path = unquote(urlsplit(url).path)
@@ -166,17 +205,20 @@ def read_bytes(session: Session, url: str, limit: int) -> bytes:
         except OSError as exc:
             raise FetchFailed(f"cannot read {path}: {exc.strerror or exc}") from exc
     httpx = _httpx()
+    body = bytearray()
     try:
-        with session.client().stream("GET", url) as response:
+        timeout = session.read_timeout(url, 0, None)
+        with session.client().stream("GET", url, timeout=timeout) as response:
             if response.status_code != 200:
                 raise FetchFailed(f"GET {url} returned HTTP {response.status_code}")
-            body = bytearray()
             for block in response.iter_bytes():
                 body += block
                 if len(body) > limit:
                     raise PackError(f"{url} is larger than {limit} bytes")
+                session.read_timeout(url, len(body), None)
             return bytes(body)
     except httpx.HTTPError as exc:
+        session.read_timeout(url, len(body), None)  # a read cut short by the deadline says so
         raise FetchFailed(f"cannot fetch {url}: {type(exc).__name__} {exc}") from exc
 
 
@@ -230,7 +272,8 @@ def _download(session: Session, url: str, dest: Path, size: int, have: int, mete
         if have:
             headers["Range"] = f"bytes={have}-"
         try:
-            with session.client().stream("GET", url, headers=headers) as response:
+            timeout = session.read_timeout(url, have, size)
+            with session.client().stream("GET", url, headers=headers, timeout=timeout) as response:
                 status = response.status_code
                 resumed = status == 206 and _range_start(response) == have
                 if have and (status == 416 or (status == 206 and not resumed)):
@@ -252,8 +295,10 @@ def _download(session: Session, url: str, dest: Path, size: int, have: int, mete
                     for block in response.iter_bytes():
                         have = _append(out, block, have, size, url)
                         meter.update(have)
+                        session.read_timeout(url, have, size)
                     _sync(out)
         except httpx.HTTPError as exc:
+            session.read_timeout(url, have, size)  # a read cut short by the deadline says so
             raise FetchFailed(
                 f"download of {url} stopped after {have} of {size} bytes "
                 f"({type(exc).__name__} {exc}): pull again to resume"
