@@ -317,6 +317,7 @@ class AgentMemory:
             )
         check_mode(mode)
         check_context_window(context_window)
+        mounted.pack.wait_until_hashed()  # with trusted keys: no text of a changed file
         hits = mounted.corpus.search(query, top_k, None, mode, ef_search=ef_search)
         if expand_context and context_window:
             hits = expand_hits(mounted.corpus.store, hits, context_window)

@@ -13,8 +13,10 @@ interrupted pull with an HTTP ``Range`` request), checks every file's size and S
 the manifest, records them (`verify_folder`), and only then renames the folder into place, so a
 pack folder that exists has been verified. A size or hash mismatch deletes the partial folder (a
 corrupt partial must not be resumed forever) and leaves the previous good version in place.
-Loading a cached pack compares its files with that record (`check_record`) and, with trusted
-keys, checks its signature again; ``verify=True`` hashes every file again.
+Loading a cached pack compares its files with that record (`check_record`, a stat per file)
+and, with trusted keys, checks its signature again and hashes every file again in the
+background (`vrom.packs.hash_check`; a reader waits for it before serving text);
+``verify=True`` hashes every file again before it returns.
 
 Registries and packs can be served over ``https://``/``http://`` (httpx, a core dependency,
 imported only then) or read from ``file://`` URLs and plain paths, which are copied with
@@ -55,6 +57,7 @@ from vrom.packs.cache_folders import (
     remove_others,
     verify_folder,
 )
+from vrom.packs.hash_check import HashCheck
 from vrom.packs.manifest import (
     MANIFEST_NAME,
     MAX_JSON_BYTES,
@@ -227,8 +230,10 @@ class VromCache:
         Every file's size and modification time are compared on each call with those recorded
         when its SHA-256 was checked (a stat per file): a file changed since, even to the same
         size, raises `PackError` saying to verify or pull again. With trusted keys, the cached
-        manifest's signature is checked again. ``verify`` re-hashes every file (and records them
-        again when they match). When several versions are cached (a pull stopped before deleting
+        manifest's signature is checked again, and every file is hashed again in a background
+        thread: `CachedPack.wait_until_hashed` waits for it (a same-size edit with its time put
+        back is caught there). ``verify`` re-hashes every file first (and records them again
+        when they match). When several versions are cached (a pull stopped before deleting
         the old one), the newest intact one is used.
         """
         pack = self._folders.current(pack_id)
@@ -435,9 +440,10 @@ class VromCache:
                         f"{what} failed verification ({exc}): pull it again with --force "
                         "(force_download=True)"
                     ) from exc
-        else:
-            check_record(pack)
-        return dataclasses.replace(pack, signed_by=signed_by)
+            return dataclasses.replace(pack, signed_by=signed_by)
+        check_record(pack)
+        hashing = HashCheck(pack.manifest, pack.directory) if self.trusted_keys else None
+        return dataclasses.replace(pack, signed_by=signed_by, hash_check=hashing)
 
 
 def _check_manifest(data: Any, entry: RegistryEntry, url: str) -> PackManifest:

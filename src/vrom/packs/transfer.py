@@ -119,7 +119,7 @@ class Session:
         if left <= 0:
             got = f"{have:,} of {size:,} bytes" if size is not None else f"{have:,} bytes"
             raise FetchFailed(
-                f"{url}: not done within the deadline of {self.deadline:g} s ({got} in): the "
+                f"{url}: not done within the deadline of {self.deadline:.1f} s ({got} in): the "
                 "server is too slow; pull again to resume, or allow more time (pull_deadline=)"
             )
         return min(self._timeout, left)
