@@ -158,3 +158,14 @@ def test_by_default_a_pull_must_average_64_kib_a_second_after_its_timeout(
     assert 5 < 3 + needed / SLOWEST_RATE < 15
     with pytest.raises(PackError, match=rf"deadline of {3 + needed / SLOWEST_RATE:.1f} s"):
         cache.pull("alpha")
+
+
+def test_a_local_copy_keeps_to_the_deadline_too(tmp_path: Path) -> None:
+    make_pack(tmp_path / "build" / "alpha-1.0.0", "alpha", "1.0.0")
+    publish(tmp_path / "build" / "alpha-1.0.0", tmp_path / "registry")  # a slow network mount, say
+    cache = VromCache(tmp_path / "registry", tmp_path / "cache", pull_deadline=1e-9)
+    with pytest.raises(
+        PackError, match=r"index\.usearch: not done within the deadline .*\(0 of 140,000 bytes in\)"
+    ):
+        cache.pull("alpha")
+    assert not cache.is_cached("alpha")

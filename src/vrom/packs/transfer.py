@@ -119,8 +119,8 @@ class Session:
         if left <= 0:
             got = f"{have:,} of {size:,} bytes" if size is not None else f"{have:,} bytes"
             raise FetchFailed(
-                f"{url}: not done within the deadline of {self.deadline:.1f} s ({got} in): the "
-                "server is too slow; pull again to resume, or allow more time (pull_deadline=)"
+                f"{url}: not done within the deadline of {self.deadline:.1f} s ({got} in): too "
+                "slow; pull again to resume, or allow more time (pull_deadline=)"
             )
         return min(self._timeout, left)
 
@@ -232,12 +232,14 @@ def fetch_file(session: Session, url: str, dest: Path, size: int, meter: Meter) 
         meter.finish(have)
         return
     if urlsplit(url).scheme.lower() == "file":
-        _copy_file(file_path(url), dest, size, have, meter)
+        _copy_file(session, file_path(url), dest, size, have, meter)
     else:
         _download(session, url, dest, size, have, meter)
 
 
-def _copy_file(source: Path, dest: Path, size: int, have: int, meter: Meter) -> None:
+def _copy_file(
+    session: Session, source: Path, dest: Path, size: int, have: int, meter: Meter
+) -> None:
     """Copy a local file into the partial folder from byte ``have`` on."""
     try:
         actual = source.stat().st_size
@@ -252,6 +254,7 @@ def _copy_file(source: Path, dest: Path, size: int, have: int, meter: Meter) -> 
             src.seek(have)
             meter.start(have)
             while block := src.read(COPY_BLOCK):
+                session.read_timeout(str(source), have, size)  # a slow network mount, say
                 have = _append(out, block, have, size, source.name)
                 meter.update(have)
             _sync(out)
@@ -293,9 +296,9 @@ def _download(session: Session, url: str, dest: Path, size: int, have: int, mete
                 meter.start(have)
                 with open(dest, "ab" if resumed else "wb") as out:
                     for block in response.iter_bytes():
+                        session.read_timeout(url, have, size)
                         have = _append(out, block, have, size, url)
                         meter.update(have)
-                        session.read_timeout(url, have, size)
                     _sync(out)
         except httpx.HTTPError as exc:
             session.read_timeout(url, have, size)  # a read cut short by the deadline says so
