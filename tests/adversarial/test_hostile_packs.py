@@ -97,9 +97,10 @@ def test_a_pull_from_a_server_dripping_its_bytes_stops_at_its_deadline(
     make_pack(tmp_path / "build" / "alpha-1.0.0", "alpha", "1.0.0")
     publish(tmp_path / "build" / "alpha-1.0.0", pack_server.root)
     pack_server.drip(dripping, 0.05, 400)  # 20 s of dripping at least, far past the deadline
-    cache = VromCache(pack_server.url_for(REGISTRY_NAME), tmp_path / "cache", pull_deadline=0.5)
-    with pytest.raises(PackError, match=r"not done within the deadline of 0\.5 s") as caught:
+    cache = VromCache(pack_server.url_for(REGISTRY_NAME), tmp_path / "cache", pull_deadline=2)
+    with pytest.raises(PackError) as caught:
         cache.pull("alpha")
+    assert f"{dripping}: not done within the deadline of 2.0 s" in str(caught.value)
     assert "\n" not in str(caught.value)
     assert not cache.is_cached("alpha")
 
