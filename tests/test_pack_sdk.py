@@ -382,7 +382,11 @@ def test_the_cli_keeps_to_the_quota_from_the_environment(
     estimate = json.loads(storage.stdout)
     assert estimate["packs"] == 1 and estimate["quota"] == int(quota) and estimate["limited"]
     assert 0 < estimate["used"] <= int(quota)
-    text = _vrom(tmp_path, "pack", "storage", quota=None)
+    text = _vrom(tmp_path, "pack", "storage", quota=None)  # the default quota
+    assert text.stdout.startswith(
+        f"1 pack uses {estimate['used']:,} bytes of a 10,737,418,240-byte quota"
+    )
+    text = _vrom(tmp_path, "pack", "storage", quota="unlimited")
     assert text.stdout.startswith(f"1 pack uses {estimate['used']:,} bytes; no quota")
     bad = _vrom(tmp_path, "pack", "storage", quota="lots")
     assert bad.returncode == 1 and bad.stderr.startswith("vrom: error: the cache quota must be")

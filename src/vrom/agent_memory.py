@@ -107,7 +107,7 @@ class AgentMemory:
         pack must be signed by; None reads ``$VROM_TRUSTED_KEYS``, and none at all accepts
         unsigned packs with a warning. ``cache_quota``: the most bytes cached packs may take
         (a number, or a size such as ``"2GiB"``); None reads ``$VROM_CACHE_QUOTA``, and none at
-        all is no limit but the disk. With a quota, a pull evicts the least recently used packs
+        all is 10 GiB (``"unlimited"``: the disk is the limit). A pull evicts the least recently used packs
         (never the mounted one) to make room, and a pack that cannot fit is refused before it
         is downloaded."""
         level = LOG_LEVELS.get(log_level.lower()) if isinstance(log_level, str) else None
@@ -123,9 +123,8 @@ class AgentMemory:
         self._http_client = http_client
         keys = trusted_keys if trusted_keys is not None else settings.trusted_keys()
         self._trusted_keys = load_trusted_keys(keys)
-        self._cache_quota = parse_quota(
-            cache_quota if cache_quota is not None else settings.cache_quota()
-        )
+        self._cache_quota = cache_quota if cache_quota is not None else settings.cache_quota()
+        parse_quota(self._cache_quota)  # a bad quota is refused here, not at the first pull
         self._extra_embedder = embedder
         self._cache: VromCache | None = None
         self._mounted: _Mounted | None = None
@@ -319,6 +318,7 @@ class AgentMemory:
             )
         check_mode(mode)
         check_context_window(context_window)
+        mounted.pack.wait_until_hashed()  # with trusted keys: no text of a changed file
         hits = mounted.corpus.search(query, top_k, None, mode, ef_search=ef_search)
         if expand_context and context_window:
             hits = expand_hits(mounted.corpus.store, hits, context_window)
