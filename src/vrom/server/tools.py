@@ -6,6 +6,7 @@ to build its input schema, and needs them as objects.)
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -120,6 +121,35 @@ def _error(message: str) -> CallToolResult:
     )
 
 
+_logger = logging.getLogger("vrom.server")
+
+ERROR_PATH_CHARS = 80
+"""How much of a file name an error message quotes (a path can be thousands of characters)."""
+
+
+def failure_reply(tool: str, exc: Exception) -> CallToolResult:
+    """Return the error result of a tool call that raised ``exc``: a `VromError`'s own message;
+    for a file the system refused (`OSError`: a name too long, a permission), what and where; for
+    anything else (a bug) a line naming it, its traceback logged, never the SDK's bare "Error
+    executing tool"."""
+    if isinstance(exc, VromError):
+        return _error(str(exc))
+    if isinstance(exc, OSError):
+        where = "" if exc.filename is None else f" on {_quoted_path(str(exc.filename))}"
+        return _error(f"{tool} failed{where}: {exc.strerror or type(exc).__name__}")
+    _logger.exception("%s failed unexpectedly", tool)
+    return _error(
+        f"{tool} failed unexpectedly ({type(exc).__name__}): this is a bug in vrom; "
+        "the server's log has the traceback"
+    )
+
+
+def _quoted_path(path: str) -> str:
+    if len(path) > ERROR_PATH_CHARS:
+        path = f"{path[: ERROR_PATH_CHARS // 2]}…{path[-ERROR_PATH_CHARS // 2 :]}"
+    return repr(path)
+
+
 Progress = tuple[float, float | None, str]
 """What a progress notification says: done, total (None: unknown), and a message."""
 
@@ -134,8 +164,9 @@ async def call_on_vault(
     progress: Callable[[], Progress | None] | None = None,
     reply: Callable[[Any], CallToolResult] = _result,
 ) -> CallToolResult:
-    """Run ``work`` on the served vault in a worker thread; a `VromError` is an error result,
-    anything else becomes ``reply(value)`` (by default JSON, as text and structured content).
+    """Run ``work`` on the served vault in a worker thread and return ``reply(value)`` (by
+    default JSON, as text and structured content); whatever it raises is a one-line error
+    result (`failure_reply`). Every tool runs through here, so none answers with a traceback.
 
     A client that sent a progress token hears how the wait for the keyword index goes (when
     the vault is still being opened) and, with ``progress``, how ``work`` goes.
@@ -145,9 +176,15 @@ async def call_on_vault(
         vault = await (opening if state.ready else _reporting(ctx, opening, state_progress(state)))
         running = asyncio.to_thread(state.run, work, vault)
         value = await (running if progress is None else _reporting(ctx, running, progress))
-    except VromError as exc:
-        return _error(str(exc))
-    return reply(value)
+        return reply(value)
+    except Exception as exc:
+        return failure_reply(_tool_name(ctx), exc)
+
+
+def _tool_name(ctx: Context) -> str:
+    """Return the name of the tool a call asked for (as the request's params say it)."""
+    name = (ctx.request_context.params or {}).get("name")
+    return name if isinstance(name, str) else "the tool call"
 
 
 async def _reporting(
