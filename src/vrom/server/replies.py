@@ -21,6 +21,7 @@ def json_result(value: Any) -> CallToolResult:
 
 
 def json_reply(structured: dict[str, Any]) -> CallToolResult:
+    """Return data as it is (already bounded): structured content, and the same JSON as text."""
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
         structured_content=structured,
@@ -56,8 +57,8 @@ def search_reply(report: SearchReport, offset: int = 0, k: int = MAX_HITS) -> Ca
 
 
 FORMAT_LINES = 50
-"""How many notes the text of a ``vault_format`` reply names (those with something to say);
-every note is in the structured content."""
+"""How many notes of its page the text of a ``vault_format`` reply names (those with something
+to say); every note of the page is in the structured content."""
 
 
 def format_reply(report: FormatReport, offset: int = 0, limit: int = PAGE_ITEMS) -> CallToolResult:
