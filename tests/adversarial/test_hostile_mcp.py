@@ -97,3 +97,34 @@ def test_a_message_the_sdk_cannot_read_is_answered_when_it_is_a_request(
     else:
         assert error is not None and (error.id, error.error.code) == answer
         error.model_dump_json()  # it can be sent
+
+
+def test_issue26_item10_mcp_tools_answer_a_long_path_or_a_bad_tag_with_a_one_line_error(
+    write_vault: Callable[[dict[str, str | bytes]], Path],
+) -> None:
+    root = write_vault(
+        {**GOOD_NOTES, "timestamp.md": "---\nd: !!timestamp not-a-date\n---\n# T\n\nbody\n"}
+    )
+    long = "x" * 300
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("vault_list", {"folder": long}),
+        ("vault_format", {"path": long}),
+        ("vault_format", {"path": f"{long}/{long}.md", "action": "enrich"}),
+        ("vault_frontmatter", {"path": f"{long}.md"}),
+        ("vault_frontmatter", {"path": f"{long}.md", "set": {"a": 1}}),
+        ("vault_read", {"path": f"{long}.md"}),
+        ("vault_write", {"path": f"{long}.md", "content": "x"}),
+        ("vault_format", {"path": "timestamp.md"}),
+        ("vault_frontmatter", {"path": "timestamp.md"}),
+        ("vault_frontmatter", {"path": "timestamp.md", "set": {"a": 1}}),
+    ]
+
+    async def session(client: Client) -> None:
+        for name, arguments in calls:
+            result = await client.call_tool(name, arguments)
+            text = result.content[0].text
+            assert "Error executing tool" not in text, (name, arguments)
+            assert "\n" not in text and "Traceback" not in text, (name, text)
+            assert len(text) < 400, (name, text)
+
+    run(root, session)
