@@ -20,6 +20,7 @@ from vrom.ingest.confine import (
     IS_SYMLINK,
     NOT_A_NOTE,
     OUTSIDE,
+    UNRESOLVED,
     ConfinedPath,
     Purpose,
     confine,
@@ -353,3 +354,24 @@ def test_the_mcp_tools_refuse_an_absolute_path_even_inside_the_vault(root: Path)
         assert refused.is_error and "absolute paths" in refused.content[0].text
         assert not allowed.is_error, allowed.content[0].text
         assert "Projects/Atlas.md" in json.dumps(json.loads(allowed.content[0].text))
+
+
+@pytest.mark.parametrize("purpose", ["read", "write", "reindex"])
+def test_issue26_item7_a_folder_swapped_while_its_path_is_resolved_is_a_refusal(
+    root: Path, purpose: Purpose, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    real_realpath = os.path.realpath
+
+    def swapped_meanwhile(path: Any, **options: Any) -> str:
+        if str(path).endswith("Atlas.md"):  # readlink after lstat: the symlink is gone again
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_realpath(path, **options)
+
+    monkeypatch.setattr(os.path, "realpath", swapped_meanwhile)
+    message = _refused(root, "Projects/Atlas.md", purpose, UNRESOLVED)
+    assert message == (
+        "refused path 'Projects/Atlas.md': it could not be resolved (No such file or"
+        " directory); a folder on the way changed meanwhile: try again"
+    )

@@ -50,8 +50,10 @@ the same two predicates as `confine`: `is_inside` and `is_symlink_free`, and app
 and ignored rules (`vrom.ingest.walk.is_ignored_path`) to where a symlink leads as well.
 
 A check cannot stop another process from swapping a folder for a symlink between the check and
-the write; the writer narrows that window (temporary files are created with ``O_EXCL`` and
-renamed over the target, which replaces a symlink rather than following it) but cannot close it.
+the write, so the writer does not act on the path it checked: it opens the note's folder one
+real folder at a time from the vault root and names every file in that open folder
+(`vrom.ingest.vault_folder`). A path whose folders change while it is resolved is refused with
+code ``path_unresolved``.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ IGNORED_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
 OUTSIDE = "path_outside_vault"
 NOT_A_NOTE = "not_a_note"
 IS_SYMLINK = "path_is_symlink"
+UNRESOLVED = "path_unresolved"
 
 ReadPurpose = Literal["read", "reference"]
 """How a note to read may be named: from the vault root, or also by an absolute path in it."""
@@ -117,6 +120,17 @@ def confine(root: Path, user_path: str, purpose: Purpose) -> ConfinedPath:
     except UnicodeEncodeError:  # a lone surrogate that is no file name's undecodable byte
         raise _refused(shown, "it is not valid Unicode and names no file") from None
     real_root = Path(os.path.realpath(root))
+    try:
+        return _confined(real_root, user_path, purpose, shown)
+    except OSError as exc:  # a folder on the way changed while it was resolved (readlink)
+        raise ValidationError(
+            f"refused path {shown}: it could not be resolved ({exc.strerror or exc}); a folder"
+            " on the way changed meanwhile: try again",
+            UNRESOLVED,
+        ) from None
+
+
+def _confined(real_root: Path, user_path: str, purpose: Purpose, shown: str) -> ConfinedPath:
     if purpose == "reindex":
         real = _resolved_inside(real_root, real_root / user_path, shown, "it")
         return ConfinedPath(real, real.relative_to(real_root).as_posix())
