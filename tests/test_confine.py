@@ -20,6 +20,7 @@ from vrom.ingest.confine import (
     IS_SYMLINK,
     NOT_A_NOTE,
     OUTSIDE,
+    TOO_LONG,
     UNRESOLVED,
     ConfinedPath,
     Purpose,
@@ -375,3 +376,44 @@ def test_issue26_item7_a_folder_swapped_while_its_path_is_resolved_is_a_refusal(
         "refused path 'Projects/Atlas.md': it could not be resolved (No such file or"
         " directory); a folder on the way changed meanwhile: try again"
     )
+
+
+LONG_NAME = "x" * 300
+
+
+@pytest.mark.parametrize("purpose", ["read", "reference", "write"])
+@pytest.mark.parametrize(
+    "path", [LONG_NAME, f"Projects/{LONG_NAME}.md", "/".join(["deep" * 50] * 25)]
+)
+def test_issue26_item10_a_path_too_long_for_the_file_system_is_a_one_line_refusal(
+    root: Path, purpose: Purpose, path: str
+) -> None:
+    message = _refused(root, path, purpose, TOO_LONG)
+    assert message.endswith(("use a shorter name", "use a shorter path"))
+    assert len(message) < 400
+
+
+def test_issue26_item10_every_vault_call_refuses_a_300_character_path(
+    root: Path, tmp_path: Path
+) -> None:
+    with Vault.open(root, tmp_path / "state", embedder=None) as vault:
+        vault.index()
+        calls = [
+            lambda: vault.list_folder(LONG_NAME),
+            lambda: vault.get_note(LONG_NAME),
+            lambda: vault.related(LONG_NAME),
+            lambda: vault.resolve_note_path(LONG_NAME),
+            lambda: vault.write_note(LONG_NAME, "# Long\n"),
+            lambda: vault.write_note(f"{LONG_NAME}/n.md", "# Long\n"),
+            lambda: vault.set_frontmatter(LONG_NAME, {"x": 1}),
+            lambda: vault.delete_note(LONG_NAME),
+            lambda: vault.check_format(LONG_NAME),
+        ]
+        for call in calls:
+            with pytest.raises(ValidationError) as caught:
+                call()
+            assert caught.value.code == TOO_LONG, str(caught.value)
+        # the longest name the file system takes is a note like any other
+        longest = "y" * 252 + ".md"
+        assert vault.write_note(longest, "# Longest\n").indexed
+        assert vault.get_note(longest).path == longest

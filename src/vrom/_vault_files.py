@@ -77,13 +77,13 @@ class VaultFiles:
         else:
             confined = confine(self.root, folder, "read")
             absolute, rel = confined.absolute, confined.relative
-        if not absolute.is_dir():
-            raise NotFoundError(f"no folder {rel!r} in vault {self.root}")
         prefix = f"{rel}/" if rel else ""
         try:
+            if not absolute.is_dir():
+                raise NotFoundError(f"no folder {rel!r} in vault {self.root}")
             with os.scandir(absolute) as scan:
                 entries = sorted(scan, key=lambda e: e.name)
-        except OSError as exc:
+        except OSError as exc:  # a folder on the way this user may not read, say
             raise StorageError(f"could not list folder {rel!r}: {exc.strerror or exc}") from exc
         folders = [
             prefix + entry.name

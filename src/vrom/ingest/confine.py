@@ -53,11 +53,13 @@ A check cannot stop another process from swapping a folder for a symlink between
 the write, so the writer does not act on the path it checked: it opens the note's folder one
 real folder at a time from the vault root and names every file in that open folder
 (`vrom.ingest.vault_folder`). A path whose folders change while it is resolved is refused with
-code ``path_unresolved``.
+code ``path_unresolved``; one the file system could not hold (a name over its 255-byte limit, a
+path over 4,096 bytes) with code ``path_too_long``, whatever it is for but ``reindex``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import unicodedata
@@ -75,6 +77,7 @@ IGNORED_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
 OUTSIDE = "path_outside_vault"
 NOT_A_NOTE = "not_a_note"
 IS_SYMLINK = "path_is_symlink"
+TOO_LONG = "path_too_long"
 UNRESOLVED = "path_unresolved"
 
 ReadPurpose = Literal["read", "reference"]
@@ -89,6 +92,7 @@ _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,9}$")  # a digit-only "extensi
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _DECODE_ROUNDS = 3  # %2e, %252e, %25252e
 _RELATIVE = "; name notes by their path from the vault root"
+_NAME_MAX, _PATH_MAX = 255, 4096  # where the file system does not say (Windows: 255, 32,767)
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,9 @@ def _confined(real_root: Path, user_path: str, purpose: Purpose, shown: str) -> 
     if purpose == "write":
         segments[-1] = _note_name(segments[-1], shown)
     absolute = real_root.joinpath(*segments)
+    why = _length_problem(real_root, absolute, segments)
+    if why is not None:
+        raise ValidationError(f"refused path {shown}: {why}", TOO_LONG)
     real = _resolved_inside(real_root, absolute, shown, "a symlink on the way")
     real_rel = real.relative_to(real_root).as_posix()
     for segment in real_rel.split("/"):
@@ -174,6 +181,39 @@ def is_symlink_free(path: str | os.PathLike[str]) -> bool:
     absolute and normalised.
     """
     return os.path.realpath(path) == os.fspath(path)
+
+
+def _length_problem(real_root: Path, absolute: Path, segments: list[str]) -> str | None:
+    """Return why the file system could not hold this path (a name or the whole too long)."""
+    name_max, path_max = _limits(real_root)
+    for segment in segments:
+        size = _size(segment)
+        if size > name_max:
+            return (
+                f"a name in it is {size:,} bytes, over the file system's {name_max}-byte limit"
+                " for one name: use a shorter name"
+            )
+    size = _size(str(absolute))
+    if size >= path_max:
+        return (
+            f"its full path is {size:,} bytes, over the file system's {path_max:,}-byte"
+            " limit for a path: use a shorter path"
+        )
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _limits(real_root: Path) -> tuple[int, int]:
+    """Return the longest name and path (in bytes) the vault's file system takes."""
+    try:
+        return os.pathconf(real_root, "PC_NAME_MAX"), os.pathconf(real_root, "PC_PATH_MAX")
+    except (AttributeError, OSError, ValueError):  # no pathconf (Windows), or no answer
+        return _NAME_MAX, _PATH_MAX
+
+
+def _size(text: str) -> int:
+    # POSIX limits count the bytes of the encoded name; Windows' count characters
+    return len(os.fsencode(text)) if hasattr(os, "pathconf") else len(text)
 
 
 def _from_root(real_root: Path, path: str, shown: str) -> str:
