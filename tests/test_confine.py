@@ -100,7 +100,6 @@ def test_read_takes_paths_from_the_vault_root(root: Path, path: str, relative: s
         "file:///tmp/x.md",
         "Home\x00.md",
         "Notes/\x1b[2Jx.md",
-        "Notes/\u202ex.md",
         ".obsidian/app.json",
         "%2eobsidian/app.json",
         "Projects/.hidden.md",
@@ -417,3 +416,11 @@ def test_issue26_item10_every_vault_call_refuses_a_300_character_path(
         longest = "y" * 252 + ".md"
         assert vault.write_note(longest, "# Longest\n").indexed
         assert vault.get_note(longest).path == longest
+
+
+def test_issue26_item15_a_bidi_override_is_read_but_never_written(root: Path) -> None:
+    # a note named with one is indexed; every face shows its name escaped (shown_path)
+    assert confine(root, "Notes/\u202ex.md", "read").relative == "Notes/\u202ex.md"
+    assert confine(root, "Notes/%E2%80%AEx.md", "read").relative == "Notes/%E2%80%AEx.md"
+    for path in ("Notes/\u202ex.md", "Notes/%E2%80%AEx.md", "\u2066x"):
+        assert "bidirectional-override" in _refused(root, path, "write")

@@ -97,3 +97,19 @@ def test_a_message_the_sdk_cannot_read_is_answered_when_it_is_a_request(
     else:
         assert error is not None and (error.id, error.error.code) == answer
         error.model_dump_json()  # it can be sent
+
+
+def test_issue26_item15_vault_read_takes_a_bidi_name_as_vault_list_gives_it(
+    write_vault: Callable[[dict[str, str | bytes]], Path],
+) -> None:
+    bidi = "bidi \u202egnp.md"
+    root = write_vault({**GOOD_NOTES, bidi: "# Bidi\n\nkumquat\n"})
+
+    async def session(client: Client) -> None:
+        data(await client.call_tool("vault_reindex", {}))
+        listed = data(await client.call_tool("vault_list", {}))
+        assert bidi in [note["path"] for note in listed["notes"]], listed
+        note = data(await client.call_tool("vault_read", {"path": bidi}))
+        assert note["path"] == bidi and "kumquat" in note["body"]
+
+    run(root, session)

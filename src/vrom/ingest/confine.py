@@ -25,9 +25,10 @@ Python names a file's bytes that are not UTF-8, and pass):
   cannot be named); ``.`` segments and repeated separators are dropped.
 - Refused: an empty path (or one naming the vault itself); absolute paths (``/x``, ``\\x``,
   ``//server/x``, ``\\\\server\\share``, ``C:\\x`` and drive-relative ``C:x``), except as said
-  for ``reference``; ``~`` home paths; URLs (``file:///x``); control characters and
-  bidirectional-override characters; every ``..`` segment, even one that would stay inside
-  (``a/../b.md``): a note is named from the vault root and never needs one; segments of only
+  for ``reference``; ``~`` home paths; URLs (``file:///x``); control characters (for writes,
+  bidirectional-override characters too: a note named with them is indexed and read, and every
+  face shows its name escaped, `vrom.ingest.parse.shown_path`); every ``..`` segment, even one
+  that would stay inside (``a/../b.md``): a note is named from the vault root and never needs one; segments of only
   dots and spaces (``...``, ``.. ``), which Windows collapses into ``..``; segments that only
   look harmless: percent-encoded (``%2e%2e``, ``%2F``, double-encoded ``%252e``) or Unicode
   look-alikes (fullwidth ``．．``, NFKC-normalised) that decode to ``..``, a hidden name or a
@@ -69,7 +70,7 @@ from typing import Literal, get_args
 from urllib.parse import unquote
 
 from vrom.errors import ValidationError
-from vrom.ingest.parse import NOTE_SUFFIXES
+from vrom.ingest.parse import BIDI_CONTROLS, NOTE_SUFFIXES
 
 IGNORED_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
 """Folders vrom never indexes, reads or writes into (besides every hidden one)."""
@@ -89,7 +90,10 @@ PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,9}$")  # a digit-only "extension" is not one
-_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_BIDI_WRITE = (
+    "it contains bidirectional-override characters, which make a name show as another:"
+    " vrom reads such a note but writes none"
+)
 _DECODE_ROUNDS = 3  # %2e, %252e, %25252e
 _RELATIVE = "; name notes by their path from the vault root"
 _NAME_MAX, _PATH_MAX = 255, 4096  # where the file system does not say (Windows: 255, 32,767)
@@ -140,10 +144,11 @@ def _confined(real_root: Path, user_path: str, purpose: Purpose, shown: str) -> 
         return ConfinedPath(real, real.relative_to(real_root).as_posix())
     if purpose == "reference" and os.path.isabs(user_path):
         user_path = _from_root(real_root, user_path, shown)
-    why = _string_problem(user_path)
+    writing = purpose == "write"
+    why = _string_problem(user_path, writing)
     if why is not None:
         raise _refused(shown, why)
-    segments = _segments(user_path, shown)
+    segments = _segments(user_path, shown, writing)
     if purpose == "write":
         segments[-1] = _note_name(segments[-1], shown)
     absolute = real_root.joinpath(*segments)
@@ -247,11 +252,13 @@ def _shown(path: str) -> str:
     return repr(path) if len(path) <= 160 else repr(path[:160]) + "..."
 
 
-def _string_problem(path: str) -> str | None:
+def _string_problem(path: str, writing: bool) -> str | None:
     if not path.strip():
         return "it is empty"
-    if any(unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS for c in path):
+    if any(unicodedata.category(c) == "Cc" for c in path):
         return "it contains control characters"
+    if writing and any(c in BIDI_CONTROLS for c in path):
+        return _BIDI_WRITE
     slashed = path.replace("\\", "/")
     if slashed.startswith("/"):
         return f"absolute paths could lead outside the vault{_RELATIVE}"
@@ -264,13 +271,13 @@ def _string_problem(path: str) -> str | None:
     return None
 
 
-def _segments(path: str, shown: str) -> list[str]:
+def _segments(path: str, shown: str, writing: bool) -> list[str]:
     """Return the segments of a path from the vault root, refusing any that could escape."""
     segments = []
     for segment in path.replace("\\", "/").split("/"):
         if segment in ("", "."):
             continue
-        why = _segment_problem(segment)
+        why = _segment_problem(segment, writing)
         if why is not None:
             raise _refused(shown, why)
         segments.append(segment)
@@ -292,7 +299,7 @@ def _forms(segment: str) -> list[str]:
     return forms + [unicodedata.normalize("NFKC", form) for form in forms]
 
 
-def _segment_problem(segment: str) -> str | None:
+def _segment_problem(segment: str, writing: bool) -> str | None:
     for form in _forms(segment):
         if form == "..":
             if form == segment:
@@ -302,8 +309,10 @@ def _segment_problem(segment: str) -> str | None:
             return f"segment {segment!r} is only dots and spaces"
         if "/" in form or "\\" in form:
             return f"segment {segment!r} decodes to a path separator"
-        if any(unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS for c in form):
+        if any(unicodedata.category(c) == "Cc" for c in form):
             return f"segment {segment!r} decodes to control characters"
+        if writing and any(c in BIDI_CONTROLS for c in form):
+            return _BIDI_WRITE
         why = _hidden_problem(form)
         if why is not None:
             return why if form == segment else f"segment {segment!r} decodes to {form!r}; {why}"
