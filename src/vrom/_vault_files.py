@@ -83,7 +83,7 @@ class VaultFiles:
                 raise NotFoundError(f"no folder {rel!r} in vault {self.root}")
             with os.scandir(absolute) as scan:
                 entries = sorted(scan, key=lambda e: e.name)
-        except OSError as exc:  # a folder on the way this user may not read, say
+        except OSError as exc:  # a folder this user may not read: one line, no traceback
             raise StorageError(f"could not list folder {rel!r}: {exc.strerror or exc}") from exc
         folders = [
             prefix + entry.name

@@ -25,6 +25,7 @@ from types import TracebackType
 
 from vrom.errors import ValidationError
 from vrom.ingest.confine import IS_SYMLINK, is_symlink_free
+from vrom.ingest.walk import read_regular_file
 
 AT_FOLDERS = all(f in os.supports_dir_fd for f in (os.open, os.mkdir, os.rename, os.link)) and (
     hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW")
@@ -34,7 +35,6 @@ NOT_A_FOLDER = "not_a_folder"
 
 _FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-_READ_FILE = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
 
 
 class VaultFolder:
@@ -73,13 +73,8 @@ class VaultFolder:
         return os.access(self._name(name), os.W_OK, dir_fd=self._fd)
 
     def read(self, name: str) -> bytes:
-        """Return the bytes of the regular file ``name`` (never through a symlink); `OSError`
-        for anything else, checked on the opened file (a named pipe would block the read)."""
-        fd = os.open(self._name(name), _READ_FILE | getattr(os, "O_BINARY", 0), dir_fd=self._fd)
-        with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(errno.EINVAL, "not a regular file", name)
-            return file.read()
+        """Return the bytes of the regular file ``name`` (never through a symlink)."""
+        return read_regular_file(self._name(name), dir_fd=self._fd, follow_symlinks=False)
 
     def write_new(self, name: str, data: bytes, mode: int | None) -> None:
         """Create the file ``name`` (it must not exist), write ``data`` to disk, and give it the
