@@ -128,3 +128,42 @@ def test_issue26_item10_mcp_tools_answer_a_long_path_or_a_bad_tag_with_a_one_lin
             assert len(text) < 400, (name, text)
 
     run(root, session)
+
+
+def test_issue26_item15_vault_read_takes_a_bidi_name_as_vault_list_gives_it(
+    write_vault: Callable[[dict[str, str | bytes]], Path],
+) -> None:
+    bidi = "bidi \u202egnp.md"
+    root = write_vault({**GOOD_NOTES, bidi: "# Bidi\n\nkumquat\n"})
+
+    async def session(client: Client) -> None:
+        data(await client.call_tool("vault_reindex", {}))
+        listed = data(await client.call_tool("vault_list", {}))
+        assert bidi in [note["path"] for note in listed["notes"]], listed
+        note = data(await client.call_tool("vault_read", {"path": bidi}))
+        assert note["path"] == bidi and "kumquat" in note["body"]
+
+    run(root, session)
+
+
+def test_issue26_item10_a_300_character_path_is_a_one_line_tool_error(
+    write_vault: Callable[[dict[str, str | bytes]], Path],
+) -> None:
+    root = write_vault(GOOD_NOTES)
+    long_path = "x" * 300
+
+    async def session(client: Client) -> None:
+        data(await client.call_tool("vault_reindex", {}))
+        for tool, arguments in [
+            ("vault_list", {"folder": long_path}),
+            ("vault_read", {"path": long_path}),
+            ("vault_frontmatter", {"path": long_path}),
+            ("vault_write", {"path": long_path, "content": "# Long\n"}),
+        ]:
+            result = await client.call_tool(tool, arguments)
+            assert result.is_error, (tool, result)
+            text = result.content[0].text
+            assert "over the file system's 255-byte limit for one name" in text, (tool, text)
+            assert "\n" not in text
+
+    run(root, session)
