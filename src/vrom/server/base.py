@@ -4,7 +4,6 @@ high-level server leaves out or answers too simply."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import Any, TypeVar
@@ -35,7 +34,14 @@ from mcp.types import (
 from pydantic import BaseModel
 from pydantic import ValidationError as ArgumentsError
 
+from vrom.bounded_json import top_level
+from vrom.errors import ValidationError
+
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""The largest JSON-RPC message read from a client (a 16 MiB note in a vault_write is far
+past any real one): a longer line over stdio, or body over HTTP, is refused."""
 
 _logger = logging.getLogger("vrom.server")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -181,17 +187,26 @@ def unreadable_request_error(problem: Exception) -> JSONRPCError | None:
         if code == PARSE_ERROR
         else f"not a JSON-RPC request: {field or 'message'}: {first['msg']}"
     )
+    if "recursion limit" in reason:  # the SDK's reader stops about 200 levels deep
+        reason = f"the message nests arrays and objects too deep to read: {reason}"
     return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=reason))
 
 
 def _request_id(error: Any) -> int | str | None:
     """Return the id of the request an error of a failed parse names as its input (the whole
     line for JSON the SDK could not read, the message for one of the wrong shape), if a reply
-    can carry it: an integer, or text that can be written as UTF-8."""
+    can carry it: an integer, or text that can be written as UTF-8.
+
+    Only the message's outermost object is read (`top_level`): a line nested too deep for the
+    SDK is answered by its id too, where Python's reader would raise `RecursionError`."""
     raw = error.get("input")
     try:
-        message = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
-    except ValueError:
+        message = (
+            top_level(raw, max_bytes=MAX_MESSAGE_BYTES, what="the message")
+            if isinstance(raw, (str, bytes))
+            else raw
+        )
+    except ValidationError:
         return None
     if not isinstance(message, dict) or "method" not in message:  # never answer an answer
         return None
