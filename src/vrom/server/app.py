@@ -8,6 +8,7 @@ import os
 from vrom import __version__, settings
 from vrom.server.base import VromMCPServer
 from vrom.server.http import http_app, run_http
+from vrom.server.http_limits import HttpLimits
 from vrom.server.install_tools import register_install_tools
 from vrom.server.logs import serve_logging
 from vrom.server.memory_tools import register_memory_tools
@@ -65,6 +66,7 @@ def serve(
     namespace: str | None = None,
     allow_roots: bool = False,
     allow_install: bool = False,
+    http_limits: HttpLimits | None = None,
 ) -> None:
     """Serve a vault over MCP until the client disconnects (stdio) or the process is stopped.
 
@@ -75,7 +77,8 @@ def serve(
     started the server, so two things stdio allows need asking for: ``allow_roots`` lets the
     first client's MCP roots choose the vault when ``vault`` is None (else ``$VAULT_ROOT``
     must name it), and ``allow_install`` serves ``vault_install_opencode``, which writes the
-    user's opencode config.
+    user's opencode config. ``http_limits`` bounds HTTP connections (None: `HttpLimits`'s
+    defaults).
     """
     token = token or settings.mcp_token()
     _log_in_lines()
@@ -97,7 +100,7 @@ def serve(
         if app is None:
             server.run("stdio")
         else:
-            run_http(app, host, port, stderr)
+            run_http(app, host, port, stderr, http_limits)
     finally:
         state.close()
 
