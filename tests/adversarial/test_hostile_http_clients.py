@@ -310,9 +310,15 @@ def test_issue26_item11_slow_headers_and_bodies_are_cut_with_a_408(
         with socket.create_connection(address) as large:
             large.sendall(f"{head}content-length: 200000\r\n\r\n{{".encode())
             answers["large"] = _answer(large)
+        with socket.create_connection(address) as deep:  # item 9, over HTTP: the SDK's bound
+            body = '{"jsonrpc":"2.0","id":1,"method":"ping","params":' + "[" * 1000 + "]" * 1000
+            length = f"content-length: {len(body) + 1}\r\nconnection: close\r\n"
+            deep.sendall(f"{head}{length}\r\n{body}}}".encode())
+            answers["deep"] = _answer(deep)
         stats = asyncio.run(_stats(server.url))
     finally:
         stderr = server.stop()
+    assert answers["deep"].startswith(b"HTTP/1.1 400 ") and b"-32700" in answers["deep"], answers
     assert answers["headers"].startswith(b"HTTP/1.1 408 "), answers
     assert answers["body"].startswith(b"HTTP/1.1 408 "), answers
     assert answers["large"].startswith(b"HTTP/1.1 413 "), answers

@@ -144,3 +144,47 @@ def test_issue26_item9_a_deeply_nested_stdio_message_gets_an_error_and_the_serve
         assert "too deep" in replies[deep]["error"]["message"]
     assert replies[3]["result"] == {}, "the server still answers"
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_issue26_item9_a_stdio_line_past_the_size_bound_is_refused_unread(
+    write_vault: Callable[[dict[str, str | bytes]], Path],
+) -> None:
+    """The SDK read each stdio line whole, however long; a line past 16 MiB is skipped unread
+    and answered by the id it starts with, and the next line is served."""
+    import json
+    import subprocess
+    import sys
+
+    from vrom.server.base import MAX_MESSAGE_BYTES
+
+    root = write_vault(GOOD_NOTES)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "large", "version": "1"},
+        },
+    }
+    huge = "a" * (MAX_MESSAGE_BYTES + 10)
+    lines = [
+        json.dumps(init),
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        '{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"' + huge + '"}}',
+        '{"jsonrpc":"2.0","id":6,"method":"ping"}',
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "vrom", "mcp", "--vault", str(root), "--no-watch"],
+        input="".join(line + "\n" for line in lines) + huge,  # and one that never ends
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
+    assert set(replies) == {0, 5, 6, None}, done.stderr
+    assert replies[5]["error"]["code"] == -32600
+    assert "longer than the 16,777,216 bytes" in replies[5]["error"]["message"]
+    assert replies[6]["result"] == {}, "the next line is served"
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -36,6 +36,7 @@ from pydantic import ValidationError as ArgumentsError
 
 from vrom.bounded_json import top_level
 from vrom.errors import ValidationError
+from vrom.server.stdio_input import claimed_stdin, read_messages
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
@@ -63,13 +64,18 @@ class VromMCPServer(MCPServer):
 
     async def run_stdio_async(self) -> None:
         """Serve over stdin and stdout, answering a request the SDK cannot read with an error
-        (`unreadable_request_error`) where the SDK would drop it and leave the client waiting."""
-        async with stdio_server() as (received, replies):
-            readable, inbox = create_context_streams[SessionMessage | Exception](0)
-            async with anyio.create_task_group() as group:
-                group.start_soon(_answer_unreadable, received, readable, replies)
-                low = self._lowlevel_server
-                await low.run(inbox, replies, low.create_initialization_options())
+        (`unreadable_request_error`) where the SDK would drop it and leave the client waiting,
+        and a line longer than `MAX_MESSAGE_BYTES` unread (`vrom.server.stdio_input`)."""
+        with claimed_stdin() as stdin:
+            # the SDK's transport writes the replies; vrom reads the lines, a bounded one at a time
+            async with stdio_server(stdin=cast(Any, _NoInput())) as (_, replies):
+                lines, received = create_context_streams[SessionMessage | Exception](0)
+                readable, inbox = create_context_streams[SessionMessage | Exception](0)
+                async with anyio.create_task_group() as group:
+                    group.start_soon(read_messages, stdin, MAX_MESSAGE_BYTES, lines, replies)
+                    group.start_soon(_answer_unreadable, received, readable, replies)
+                    low = self._lowlevel_server
+                    await low.run(inbox, replies, low.create_initialization_options())
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -216,6 +222,16 @@ def _request_id(error: Any) -> int | str | None:
     if isinstance(request_id, int) and not isinstance(request_id, bool):
         return request_id
     return None
+
+
+class _NoInput:
+    """An input with no lines, for the SDK's stdio transport (vrom reads stdin itself)."""
+
+    def __aiter__(self) -> _NoInput:
+        return self
+
+    async def __anext__(self) -> str:
+        raise StopAsyncIteration
 
 
 def _first_line(problem: Exception) -> str:
