@@ -33,7 +33,7 @@ def test_issue26_item9_deep_or_large_json_is_refused_without_recursing() -> None
 
 
 def test_brackets_inside_strings_do_not_count() -> None:
-    text = json.dumps({"a": "[[[[{{{{ \\\" ]]", "b": [["x"]]})
+    text = json.dumps({"a": '[[[[{{{{ \\" ]]', "b": [["x"]]})
     assert nesting_depth(text) == 3
     assert loads_bounded(text, max_depth=3, max_bytes=1_000, what="x")["b"] == [["x"]]
 
