@@ -167,3 +167,94 @@ def test_issue26_item10_a_300_character_path_is_a_one_line_tool_error(
             assert "\n" not in text
 
     run(root, session)
+
+
+def test_issue26_item9_a_deeply_nested_stdio_message_gets_an_error_and_the_server_stays_up(
+    write_vault: Callable[[dict[str, str | bytes]], Path],
+) -> None:
+    """Issue 26, item 9: one 2 KB line nested 1,000 levels deep killed `vrom mcp` over stdio
+    (RecursionError finding the request's id); each is answered by its id, or ignored when it
+    has none, and the server goes on answering."""
+    import json
+    import subprocess
+    import sys
+
+    root = write_vault(GOOD_NOTES)
+    nested = {depth: "[" * depth + "]" * depth for depth in (1_000, 100_000)}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "deep", "version": "1"},
+        },
+    }
+    lines = [
+        json.dumps(init),
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":' + nested[1_000] + "}}",
+        '{"jsonrpc":"2.0","method":"notifications/x","params":{"x":' + nested[1_000] + "}}",
+        '{"jsonrpc":"2.0","params":{"x":' + nested[100_000] + '},"id":"two","method":"ping"}',
+        nested[100_000],
+        '{"jsonrpc":"2.0","id":3,"method":"ping"}',
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "vrom", "mcp", "--vault", str(root), "--no-watch"],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
+    assert set(replies) == {0, 1, "two", 3}, done.stderr
+    for deep in (1, "two"):
+        assert replies[deep]["error"]["code"] == -32700
+        assert "too deep" in replies[deep]["error"]["message"]
+    assert replies[3]["result"] == {}, "the server still answers"
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_issue26_item9_a_stdio_line_past_the_size_bound_is_refused_unread(
+    write_vault: Callable[[dict[str, str | bytes]], Path],
+) -> None:
+    """The SDK read each stdio line whole, however long; a line past 16 MiB is skipped unread
+    and answered by the id it starts with, and the next line is served."""
+    import json
+    import subprocess
+    import sys
+
+    from vrom.server.base import MAX_MESSAGE_BYTES
+
+    root = write_vault(GOOD_NOTES)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "large", "version": "1"},
+        },
+    }
+    huge = "a" * (MAX_MESSAGE_BYTES + 10)
+    lines = [
+        json.dumps(init),
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        '{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"' + huge + '"}}',
+        '{"jsonrpc":"2.0","id":6,"method":"ping"}',
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "vrom", "mcp", "--vault", str(root), "--no-watch"],
+        input="".join(line + "\n" for line in lines) + huge,  # and one that never ends
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
+    assert set(replies) == {0, 5, 6, None}, done.stderr
+    assert replies[5]["error"]["code"] == -32600
+    assert "longer than the 16,777,216 bytes" in replies[5]["error"]["message"]
+    assert replies[6]["result"] == {}, "the next line is served"
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

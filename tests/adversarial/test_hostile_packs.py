@@ -36,7 +36,7 @@ def nested(depth: int) -> str:
         ("[" * 10, 8, 10**6, "nested more than 8 levels"),  # too deep before it is cut off
         (b"\xff[]", 32, 10**6, "not UTF-8"),
         ("[1,", 32, 10**6, "not valid JSON"),
-        ("x" * 2000, 32, 1000, "2,000 bytes, more than the 1,000 allowed"),
+        ("x" * 2000, 32, 1000, "2,000 bytes of JSON, more than the 1,000 allowed"),
     ],
 )
 def test_loads_bounded_refuses_deep_large_and_broken_json_in_one_line(

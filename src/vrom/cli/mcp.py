@@ -20,7 +20,8 @@ def add_mcp_command(commands: Any) -> None:
         sub,
         ("vault", "db", "namespace", "embedder", "state_dir"),
         vault_help=f"the vault (default: the client's MCP roots, ${VAULT_ROOT_ENV} or "
-        f"${VAULT_ENV}, the current directory)",
+        f"${VAULT_ENV}, the current directory; over HTTP only ${VAULT_ROOT_ENV} or "
+        f"${VAULT_ENV}, unless --allow-roots)",
         db_help="the database the vault's store is in: postgresql://USER:PASSWORD@HOST/DB or "
         f"sqlite:///FILE (default: ${DATABASE_URL_ENV}, else the vault's own file in the state "
         "dir)",
@@ -38,6 +39,18 @@ def add_mcp_command(commands: Any) -> None:
         "--token",
         default=None,
         help=f"HTTP: require 'Authorization: Bearer TOKEN' (default: ${MCP_TOKEN_ENV})",
+    )
+    sub.add_argument(
+        "--allow-roots",
+        action="store_true",
+        help="HTTP: without --vault, let the first client's MCP roots choose the folder served "
+        f"(default: only --vault or ${VAULT_ROOT_ENV}; stdio always asks the client)",
+    )
+    sub.add_argument(
+        "--allow-install",
+        action="store_true",
+        help="HTTP: serve vault_install_opencode, which writes the user's opencode config "
+        "(stdio always serves it)",
     )
     sub.add_argument("--no-watch", action="store_true", help="do not re-index notes edited on disk")
 
@@ -65,5 +78,7 @@ def _run_mcp(args: argparse.Namespace, out: TextIO) -> int:
         watch=not args.no_watch,
         database_url=args.db,
         namespace=args.namespace,
+        allow_roots=args.allow_roots,
+        allow_install=args.allow_install,
     )
     return 0

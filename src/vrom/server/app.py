@@ -8,6 +8,7 @@ import os
 from vrom import __version__, settings
 from vrom.server.base import VromMCPServer
 from vrom.server.http import http_app, run_http
+from vrom.server.http_limits import HttpLimits
 from vrom.server.install_tools import register_install_tools
 from vrom.server.logs import serve_logging
 from vrom.server.memory_tools import register_memory_tools
@@ -29,20 +30,22 @@ vrom serves a Markdown notes vault (Obsidian-style) and the agent's own memories
   vault_frontmatter; vault_delete moves a note to .trash/. Writes are indexed at once.
 - Keep what you learn across sessions with vault_remember; look it up with vault_recall
   (vault_memory_stats counts them; vault_memory_archive retires one).
-- vault_install_opencode sets opencode up for this vault: a dry run unless apply=true, and
-  only when the user asks for it.
+- vault_install_opencode (when served) sets opencode up for this vault: a dry run unless
+  apply=true, and only when the user asks for it.
 - Every note is a resource (vault://note/<path>); the prompt summarise(topic) asks for a
   summary of what the notes say about a topic, with the passages to cite."""
 
 
-def build_server(state: ServerState) -> VromMCPServer:
-    """Return an MCP server whose tools and resources serve ``state``'s vault."""
+def build_server(state: ServerState, *, install_tool: bool = True) -> VromMCPServer:
+    """Return an MCP server whose tools and resources serve ``state``'s vault;
+    ``install_tool``: with ``vault_install_opencode``, which writes outside the vault."""
     server = VromMCPServer(
         "vrom", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
     register_vault_tools(server, state)
     register_memory_tools(server, state)
-    register_install_tools(server, state)
+    if install_tool:
+        register_install_tools(server, state)
     register_note_resources(server, state)
     register_prompts(server, state)
     serve_logging(server, state.log)
@@ -61,14 +64,25 @@ def serve(
     watch: bool = True,
     database_url: str | None = None,
     namespace: str | None = None,
+    allow_roots: bool = False,
+    allow_install: bool = False,
+    http_limits: HttpLimits | None = None,
 ) -> None:
     """Serve a vault over MCP until the client disconnects (stdio) or the process is stopped.
 
     ``database_url`` and ``namespace`` say where the vault's store is, as for
     `vrom.vault.Vault.open` (None: ``$VROM_DATABASE_URL``, else the state dir).
+
+    Over HTTP any local user can connect (127.0.0.1 needs no token), not only the client that
+    started the server, so two things stdio allows need asking for: ``allow_roots`` lets the
+    first client's MCP roots choose the vault when ``vault`` is None (else ``$VAULT_ROOT``
+    must name it), and ``allow_install`` serves ``vault_install_opencode``, which writes the
+    user's opencode config. ``http_limits`` bounds HTTP connections (None: `HttpLimits`'s
+    defaults).
     """
     token = token or settings.mcp_token()
     _log_in_lines()
+    stdio = transport != "http"
     state = ServerState(
         vault,
         state_dir=state_dir,
@@ -76,8 +90,9 @@ def serve(
         watch=watch,
         database_url=database_url,
         namespace=namespace,
+        roots=stdio or allow_roots,
     )
-    server = build_server(state)
+    server = build_server(state, install_tool=stdio or allow_install)
     stderr = state.log.stderr
     app = http_app(server, host, token, stderr) if transport == "http" else None  # checks first
     try:
@@ -85,7 +100,7 @@ def serve(
         if app is None:
             server.run("stdio")
         else:
-            run_http(app, host, port, stderr)
+            run_http(app, host, port, stderr, http_limits)
     finally:
         state.close()
 

@@ -4,10 +4,9 @@ high-level server leaves out or answers too simply."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -35,7 +34,15 @@ from mcp.types import (
 from pydantic import BaseModel
 from pydantic import ValidationError as ArgumentsError
 
+from vrom.bounded_json import top_level
+from vrom.errors import ValidationError
+from vrom.server.stdio_input import claimed_stdin, read_messages
+
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""The largest JSON-RPC message read from a client (a 16 MiB note in a vault_write is far
+past any real one): a longer line over stdio, or body over HTTP, is refused."""
 
 _logger = logging.getLogger("vrom.server")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -57,13 +64,18 @@ class VromMCPServer(MCPServer):
 
     async def run_stdio_async(self) -> None:
         """Serve over stdin and stdout, answering a request the SDK cannot read with an error
-        (`unreadable_request_error`) where the SDK would drop it and leave the client waiting."""
-        async with stdio_server() as (received, replies):
-            readable, inbox = create_context_streams[SessionMessage | Exception](0)
-            async with anyio.create_task_group() as group:
-                group.start_soon(_answer_unreadable, received, readable, replies)
-                low = self._lowlevel_server
-                await low.run(inbox, replies, low.create_initialization_options())
+        (`unreadable_request_error`) where the SDK would drop it and leave the client waiting,
+        and a line longer than `MAX_MESSAGE_BYTES` unread (`vrom.server.stdio_input`)."""
+        with claimed_stdin() as stdin:
+            # the SDK's transport writes the replies; vrom reads the lines, a bounded one at a time
+            async with stdio_server(stdin=cast(Any, _NoInput())) as (_, replies):
+                lines, received = create_context_streams[SessionMessage | Exception](0)
+                readable, inbox = create_context_streams[SessionMessage | Exception](0)
+                async with anyio.create_task_group() as group:
+                    group.start_soon(read_messages, stdin, MAX_MESSAGE_BYTES, lines, replies)
+                    group.start_soon(_answer_unreadable, received, readable, replies)
+                    low = self._lowlevel_server
+                    await low.run(inbox, replies, low.create_initialization_options())
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -181,17 +193,26 @@ def unreadable_request_error(problem: Exception) -> JSONRPCError | None:
         if code == PARSE_ERROR
         else f"not a JSON-RPC request: {field or 'message'}: {first['msg']}"
     )
+    if "recursion limit" in reason:  # the SDK's reader stops about 200 levels deep
+        reason = f"the message nests arrays and objects too deep to read: {reason}"
     return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=reason))
 
 
 def _request_id(error: Any) -> int | str | None:
     """Return the id of the request an error of a failed parse names as its input (the whole
     line for JSON the SDK could not read, the message for one of the wrong shape), if a reply
-    can carry it: an integer, or text that can be written as UTF-8."""
+    can carry it: an integer, or text that can be written as UTF-8.
+
+    Only the message's outermost object is read (`top_level`): a line nested too deep for the
+    SDK is answered by its id too, where Python's reader would raise `RecursionError`."""
     raw = error.get("input")
     try:
-        message = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
-    except ValueError:
+        message = (
+            top_level(raw, max_bytes=MAX_MESSAGE_BYTES, what="the message")
+            if isinstance(raw, (str, bytes))
+            else raw
+        )
+    except ValidationError:
         return None
     if not isinstance(message, dict) or "method" not in message:  # never answer an answer
         return None
@@ -201,6 +222,16 @@ def _request_id(error: Any) -> int | str | None:
     if isinstance(request_id, int) and not isinstance(request_id, bool):
         return request_id
     return None
+
+
+class _NoInput:
+    """An input with no lines, for the SDK's stdio transport (vrom reads stdin itself)."""
+
+    def __aiter__(self) -> _NoInput:
+        return self
+
+    async def __anext__(self) -> str:
+        raise StopAsyncIteration
 
 
 def _first_line(problem: Exception) -> str:

@@ -73,14 +73,17 @@ INSTALL = ToolAnnotations(
 """Rewrites a file outside the vault (backed up first); running it twice changes nothing."""
 
 
-def tool(server: MCPServer, annotations: ToolAnnotations) -> Callable[[F], F]:
+def tool(
+    server: MCPServer, annotations: ToolAnnotations, description: str | None = None
+) -> Callable[[F], F]:
     """Return a decorator registering a tool function on ``server`` with ``annotations`` and
-    its docstring, dedented, as its description; the SDK derives the input schema from the
+    its docstring, dedented, as its description (``description`` instead, when the text is
+    made at start: paths on this machine); the SDK derives the input schema from the
     arguments and the output schema from the return annotation (one of the replies below)."""
 
     def register(fn: F) -> F:
-        description = inspect.cleandoc(fn.__doc__ or "")
-        server.tool(annotations=annotations, description=description)(fn)
+        text = description or inspect.cleandoc(fn.__doc__ or "")
+        server.tool(annotations=annotations, description=text)(fn)
         return fn
 
     return register

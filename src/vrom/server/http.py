@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,14 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vrom.errors import ValidationError
+from vrom.server.http_limits import (
+    CUT,
+    AcceptErrors,
+    CutRequests,
+    HttpLimits,
+    bounded_protocol,
+    within_descriptors,
+)
 from vrom.settings import MCP_TOKEN_ENV
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -70,10 +79,21 @@ def http_app(
     return app if log is None else RequestLog(app, log)
 
 
-def run_http(app: ASGIApp, host: str, port: int, log: Callable[[str], None]) -> None:
-    """Serve ``app`` on ``host:port`` (0: any free port) until the process is stopped; log one
-    line with the URL once the port is bound, and nothing else of uvicorn's but its problems."""
+def run_http(
+    app: ASGIApp,
+    host: str,
+    port: int,
+    log: Callable[[str], None],
+    limits: HttpLimits | None = None,
+) -> None:
+    """Serve ``app`` on ``host:port`` (0: any free port) until the process is stopped, within
+    ``limits`` (`vrom.server.http_limits`; None: the defaults); log one line with the URL once
+    the port is bound, and nothing else of uvicorn's but its problems."""
     import uvicorn  # only HTTP mode needs it
+
+    limits = within_descriptors(limits or HttpLimits())
+    logging.getLogger("asyncio").addFilter(AcceptErrors())
+    logging.getLogger("mcp.server.streamable_http").addFilter(CutRequests())
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -85,7 +105,14 @@ def run_http(app: ASGIApp, host: str, port: int, log: Callable[[str], None]) -> 
 
     # log_config=None: uvicorn's loggers go through the process's logging setup (one line each)
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", log_config=None, access_log=False
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        log_config=None,
+        access_log=False,
+        http=bounded_protocol(limits, log),
+        backlog=limits.backlog,
     )
     Server(config).run()
 
@@ -121,6 +148,8 @@ class RequestLog:
         await self._app(scope, receive, watch)
 
     def _refused(self, scope: Scope, status: int, body: bytes) -> None:
+        if scope.get(CUT):  # its connection was cut, and that was logged
+            return
         client = scope.get("client")
         who = f" from {client[0]}" if client else ""
         self._log(

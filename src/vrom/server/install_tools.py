@@ -3,6 +3,7 @@
 (No ``from __future__ import annotations``: the SDK reads the tool functions' annotations.)
 """
 
+from pathlib import Path
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -10,6 +11,8 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from vrom.install import InstallResult, install
+from vrom.install.client_configs import default_config_path
+from vrom.install.opencode_instructions import opencode_instruction_paths
 from vrom.results import to_jsonable
 from vrom.server.declared import INSTALL, InstallReply, tool
 from vrom.server.state import ServerState
@@ -45,10 +48,26 @@ def _install_reply(result: InstallResult) -> CallToolResult:
     )
 
 
-def register_install_tools(server: MCPServer, state: ServerState) -> None:
-    """Add ``vault_install_opencode`` to ``server``."""
+def written_files() -> tuple[Path, Path, Path]:
+    """Return the three files ``vault_install_opencode`` writes: opencode's global config, the
+    ``AGENTS.md`` beside it and the vrom skill (the user's opencode config folder)."""
+    config = default_config_path("opencode")
+    return (config, *opencode_instruction_paths(config))
 
-    @tool(server, INSTALL)
+
+def register_install_tools(server: MCPServer, state: ServerState) -> None:
+    """Add ``vault_install_opencode`` to ``server``, its description naming the files it
+    writes (served over HTTP only when asked for: `vrom.server.app.serve`)."""
+    config, agents, skill = written_files()
+    described = (
+        "Add this vault's server to opencode's global config, with an AGENTS.md section and a "
+        "skill saying which tool to use when (as `vrom install opencode` does). It writes "
+        f"outside the vault, in the user's opencode config folder: {config}, {agents} and "
+        f"{skill}. A dry run unless apply is true: it returns each file, the server entry, and "
+        "whether a backup is made."
+    )
+
+    @tool(server, INSTALL, described)
     async def vault_install_opencode(
         ctx: Context,
         apply: Annotated[
@@ -59,9 +78,7 @@ def register_install_tools(server: MCPServer, state: ServerState) -> None:
             ),
         ] = False,
     ) -> InstallReply:
-        """Add this vault's server to opencode's global config, with an AGENTS.md section and a
-        skill saying which tool to use when (as `vrom install opencode` does). A dry run unless
-        apply is true: it returns each file, the server entry, and whether a backup is made."""
+        """Set opencode up for the served vault (the description, above, names the paths)."""
         embedder = state.embedder_spec
         return await call_on_vault(
             state,

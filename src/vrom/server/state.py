@@ -2,9 +2,14 @@
 
 The vault is chosen in this order: ``--vault``; the client's MCP roots (the first ``file://``
 root that is a folder); ``$VAULT_ROOT`` or ``$VROM_VAULT`` (`vrom.settings.vault_variable`);
-the current directory. With ``--vault`` (or no client involvement needed) it is opened and
-indexed at start; otherwise on the first tool call, when the client can be asked for its roots,
-and the server says on stderr which it chose and why.
+the current directory. With ``--vault`` it is opened and indexed at start; otherwise on the
+first tool call, when the client can be asked for its roots, and the server says on stderr
+which it chose and why.
+
+A server whose clients do not start it (HTTP: any local user can connect to 127.0.0.1) does
+not let a client choose (``roots=False``): it serves ``--vault``, else the folder a variable
+names, chosen and opened at start, and refuses to start without either; a client could
+otherwise name any folder the server's user can read and write.
 """
 
 from __future__ import annotations
@@ -55,13 +60,28 @@ class ServerState:
         log: Callable[[str], None] | None = None,
         database_url: str | None = None,
         namespace: str | None = None,
+        roots: bool = True,
     ) -> None:
+        """``roots``: whether a client's MCP roots may choose the vault when ``vault_path`` is
+        None (False: a variable must name it; see the module's docstring)."""
         if vault_path is not None and not os.fspath(vault_path).strip():
             # Path("") is ".": an empty --vault must not quietly serve the current folder
             raise ValidationError("the vault path is empty: give a folder ('.' for this one)")
+        self._explicit = None if vault_path is None else Path(vault_path).expanduser()
+        self._why: str | None = None  # why the vault is the one served, when not --vault
         if vault_path is None:
             settings.vault_variable()  # refused at start, as an empty --vault is: empty, or two
-        self._explicit = None if vault_path is None else Path(vault_path).expanduser()
+        if vault_path is None and not roots:
+            named = _named_root()
+            if named is None:
+                raise ValidationError(
+                    "no vault to serve: a server clients connect to (HTTP) serves the folder "
+                    f"it is started with, never one a client names: pass --vault FOLDER or set "
+                    f"${VAULT_ROOT_ENV} (or --allow-roots to let the first client's MCP roots "
+                    "choose it)",
+                    code="vault_required",
+                )
+            self._explicit, self._why = named
         self._state_dir = state_dir
         self._embedder = embedder
         self._watch = watch
@@ -96,7 +116,7 @@ class ServerState:
 
     @property
     def explicit(self) -> bool:
-        """True when the vault was named with ``--vault``."""
+        """True when the vault was chosen at start (``--vault``, or a variable without roots)."""
         return self._explicit is not None
 
     def open(self, root: Path) -> Vault:
@@ -181,6 +201,8 @@ class ServerState:
         if self._explicit is None:
             return None
         explicit = self._explicit
+        if self._why is not None:
+            self.log(f"vrom: serving {explicit} ({self._why})")
 
         def open_logged() -> None:
             try:
@@ -270,11 +292,20 @@ async def _chosen_root(roots: Callable[[], Any] | None) -> tuple[Path, str]:
     from_client = await _root_from_client(roots)
     if from_client is not None:
         return from_client, "the client's MCP roots"
-    named = settings.vault_variable()
+    named = _named_root()
     if named is not None:
-        variable, value = named
-        folder = Path(value).expanduser()
-        if not folder.is_dir():
-            raise NotFoundError(f"${variable} names {value!r}, which is not a folder")
-        return folder, f"${variable}"
+        return named
     return Path.cwd(), f"the current directory: no --vault, MCP roots or ${VAULT_ROOT_ENV}"
+
+
+def _named_root() -> tuple[Path, str] | None:
+    """Return the folder ``$VAULT_ROOT`` or ``$VROM_VAULT`` names and why, or None if neither
+    is set."""
+    named = settings.vault_variable()
+    if named is None:
+        return None
+    variable, value = named
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise NotFoundError(f"${variable} names {value!r}, which is not a folder")
+    return folder, f"${variable}"
