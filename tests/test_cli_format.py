@@ -96,3 +96,28 @@ def test_enrich_suggests_then_applies(
         state, "--json", "--vault", str(root), "search", "paged", "--where", "type=Runbook"
     )
     assert [hit["path"] for hit in json.loads(found.stdout)["results"]] == ["alerts.md"]
+
+
+def test_issue26_item10_format_on_a_value_yaml_cannot_build_warns_in_one_line(
+    write_vault: Callable[[dict[str, str | bytes]], Path], tmp_path: Path
+) -> None:
+    note = "---\nd: !!timestamp not-a-date\ntype: Runbook\n---\n# Dates\n\nOdd date.\n"
+    root = write_vault({**CLEAN, "dates.md": note})
+    state = tmp_path / "cli-state"
+    assert vrom(state, "index", str(root)).returncode == 0
+    kept = (
+        "  warning kept_as_text: frontmatter values YAML cannot build, kept as text:"
+        " d (not a valid !!timestamp)\n"
+    )
+    done = vrom(state, "--vault", str(root), "format", "check")  # no traceback (run_vrom)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("dates.md  okf_concept\n" + kept), done.stdout
+    applied = vrom(state, "--vault", str(root), "format", "enrich", "dates.md", "--apply")
+    assert applied.returncode == 0, applied.stderr
+    assert (
+        "  warning not_enriched: enrichment was not written: note 'dates.md' has broken"
+        " frontmatter (frontmatter values YAML cannot build, kept as text: d (not a valid"
+        " !!timestamp)); fix it by hand first, nothing was written\n"
+    ) in applied.stdout
+    assert (root / "dates.md").read_text() == note
+
