@@ -121,3 +121,25 @@ def test_issue26_item10_format_on_a_value_yaml_cannot_build_warns_in_one_line(
     ) in applied.stdout
     assert (root / "dates.md").read_text() == note
 
+
+def test_issue27_item5_format_check_reads_a_folder_that_was_never_indexed(
+    write_vault: Callable[[dict[str, str | bytes]], Path], tmp_path: Path
+) -> None:
+    root = write_vault({**CLEAN, "alerts.md": "# Pager alerts\n\nWho gets paged, and when.\n"})
+    state = tmp_path / "cli-state"
+    done = vrom(state, "--vault", str(root), "format", "check", "restart.md")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "1 note in restart.md checked against OKF v0.2: 1 OKF concept; 0 errors, 0 warnings\n"
+    )
+    report = json.loads(vrom(state, "--json", "--vault", str(root), "format", "check").stdout)
+    assert report["formats"]["okf_concept"] == 1 and report["errors"] == 1
+    suggested = vrom(state, "--vault", str(root), "format", "enrich")
+    assert "  add type: Runbook  (sibling concepts)\n" in suggested.stdout
+    applied = vrom(state, "--vault", str(root), "format", "enrich", "alerts.md", "--apply")
+    assert applied.stdout.endswith("; 0 errors, 0 warnings\nenriched 1 note\n"), applied.stdout
+    assert (root / "alerts.md").read_text().startswith("---\ntype: Runbook\n")
+    assert not state.exists() or not any(state.rglob("*.db")), "a check makes no store"
+    missing = vrom(state, "--vault", str(tmp_path / "nowhere"), "format", "check")
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    assert vrom(state, "search", "paged").returncode == 1, "the folder is still not indexed"
