@@ -56,3 +56,10 @@ def make_file(folder: Path, name: bytes, content: bytes = b"# Hostile\n\nbody\n"
     with os.fdopen(fd, "wb") as file:
         file.write(content)
     return True
+
+
+def tag_storm(distinct: int = 40_000) -> str:
+    """Return a note of ``distinct`` inline tags, each written twice (upper case the second
+    time, so de-duplication must read it): ``#t0 ... #T0 ...``, about 620 KB at 40,000 tags."""
+    tags = [f"#t{i}" for i in range(distinct)]
+    return "# Tag storm\n\n" + " ".join(tags) + "\n\n" + " ".join(t.upper() for t in tags) + "\n"

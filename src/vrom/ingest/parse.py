@@ -308,11 +308,9 @@ def parse_note(text: str, path: str) -> ParsedNote:
     links.sort(key=lambda link: link.position)
     raw_tags = _frontmatter_tags(frontmatter)
     raw_tags.extend(m.group(1) for m in _TAG.finditer(masked, body_start))
-    tags: list[str] = []
-    for raw in raw_tags:
-        tag = _clean_tag(raw)
-        if tag is not None and tag not in tags:
-            tags.append(tag)
+    # a dict keeps the first-seen order and answers "seen?" at once (a list made 40k tags cost
+    # 800 million comparisons)
+    tags = list(dict.fromkeys(tag for tag in map(_clean_tag, raw_tags) if tag is not None))
     return ParsedNote(
         text=text,
         title=note_title(frontmatter, headings, path),
