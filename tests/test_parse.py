@@ -137,11 +137,12 @@ def test_issue27_item9_anchor_links_and_colour_codes_in_links_are_not_tags() -> 
     note = parse_note(
         "See [the CSS](#css-code), [white (#FFFFFF)](https://example.com/ffffff),"
         " [Background, #FFF](colours.md), ![#abc](swatch.png) and [[Palette|#ddd]];\n"
-        "a real #tag, one in brackets (#paren), and #after a link [x](#anchor).\n",
+        "a real #tag, one in brackets (#paren), and #after a link [x](#anchor).\n"
+        "[Chromium](https://en.wiki/Chromium_(web)#/Browsers) [a](b.md)#glued\n",
         "colours.md",
     )
-    assert note.tags == ["tag", "paren", "after"]
-    assert [link.target for link in note.links] == ["colours.md", "Palette"]
+    assert note.tags == ["tag", "paren", "after"]  # what follows a link is no tag either
+    assert [link.target for link in note.links] == ["colours.md", "Palette", "b.md"]
 
 
 def test_issue27_item9_a_heading_reads_its_links_as_their_text() -> None:

@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 from vrom import Vault
 from vrom.errors import VromError
 from vrom.ingest.frontmatter import split_frontmatter
+from vrom.ingest.okf import check_note
+from vrom.ingest.okf_enrich import suggest_enrichment
 from vrom.ingest.parse import parse_note
 
 WriteVault = Callable[[dict[str, str | bytes]], Path]
@@ -271,6 +273,19 @@ def test_issue26_item4_any_tag_on_any_value_keeps_the_other_fields(tag: str, val
     frontmatter = check_frontmatter(f"---\nbefore: 1\nx: {tag} {value}\nafter: 2\n---\nbody\n")
     if frontmatter:  # unless the value broke the YAML itself, the fields around it are kept
         assert frontmatter["before"] == 1 and frontmatter["after"] == 2, frontmatter
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(TAGS), st.sampled_from(SCALAR_TOKENS), yaml_soup())
+def test_issue26_item10_format_checks_any_value_in_one_line_messages(
+    tag: str, value: str, soup: str
+) -> None:
+    for raw in (f"x: {tag} {value}", soup):
+        text = f"---\ntype: Runbook\n{raw}\n---\n# Title\n\nSome prose.\n"
+        for path in ("a.md", "index.md", "log.md"):
+            check = check_note(path, text)
+            suggest_enrichment(check, path, 0.0)
+            assert_one_line([issue.message for issue in (*check.errors, *check.warnings)])
 
 
 @settings(max_examples=200, deadline=None)

@@ -279,7 +279,7 @@ class _ValueBuilder:
     def _node_text(self, node: Node) -> str:
         if isinstance(node, ScalarNode):
             return str(node.value)
-        return self._raw[node.start_mark.index : node.end_mark.index]
+        return self._raw[node.start_mark.index : node.end_mark.index].strip()
 
     def _forget_failure(self) -> None:
         """Reset what a failed construction leaves in the loader (the node it was building

@@ -46,7 +46,7 @@ from vrom.ingest.frontmatter import (
     kept_as_text_warning,
     load_yaml,
 )
-from vrom.ingest.parse import find_headings, mask_code
+from vrom.ingest.parse import find_headings, mask_code, shown_path
 from vrom.results import FormatIssue
 
 OKF_VERSION = "0.2"
@@ -391,7 +391,7 @@ def _check_index(
 ) -> None:
     """Check an ``index.md`` against §8: sections of link entries under headings."""
     if frontmatter:
-        extra = sorted(key for key in frontmatter if key != "okf_version")
+        extra = sorted(shown_path(key) for key in frontmatter if key != "okf_version")
         if extra:
             errors.append(
                 FormatIssue(

@@ -64,6 +64,7 @@ _MD_LINK = re.compile(r"(?<!!)" + _LINK_TEXT_AND_TARGET)
 _ANY_LINK = re.compile(r"!?" + _LINK_TEXT_AND_TARGET + "|" + _WIKILINK.pattern)
 """A Markdown link or image (its text is group 1) or a wiki link or embed (group 4 inside)."""
 _TAG = re.compile(r"(?:^|(?<=[\s(,]))#([\w/-]+)", re.MULTILINE)
+_NOT_A_LINE_END = re.compile(r"[^\n]")
 _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -217,9 +218,12 @@ def _shown_link(match: re.Match[str]) -> str:
 
 
 def _without_links(masked: str) -> str:
-    """Return ``masked`` with every link and image blanked (same length): what a link's text
-    or target holds (``[x](#css-code)``, ``[white #FFFFFF](...)``) is not a tag."""
-    return _ANY_LINK.sub(lambda match: " " * len(match.group(0)), masked)
+    """Return ``masked`` with every link and image blanked (same length, same lines): what a
+    link's text or target holds (``[x](#css-code)``, ``[white #FFFFFF](...)``) is not a tag.
+
+    The blank is NUL, which no tag follows: a space would make ``#x`` right after a link a tag.
+    """
+    return _ANY_LINK.sub(lambda match: _NOT_A_LINE_END.sub("\0", match.group(0)), masked)
 
 
 def _without_closing_hashes(text: str) -> str:
