@@ -226,3 +226,11 @@ def test_vault_format_over_mcp_checks_and_enriches(
     assert refused.is_error and "action 'enrich'" in refused.content[0].text
     assert outside.is_error and "outside the vault" in outside.content[0].text
     assert os.path.exists(root / "tables" / "customers.md")
+
+
+def test_issue26_item10_a_path_too_long_to_look_up_is_a_one_line_error(vault: Vault) -> None:
+    for path in ("a" * 300 + ".md", "a" * 300 + "/b.md"):
+        for report in (vault.check_format, vault.enrich_format):
+            with pytest.raises(ValidationError, match="cannot be looked up") as refused:
+                report(path)
+            assert "\n" not in str(refused.value) and "File name too long" in str(refused.value)

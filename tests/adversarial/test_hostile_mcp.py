@@ -105,6 +105,10 @@ def test_issue26_item10_vault_format_and_vault_frontmatter_answer_on_values_yaml
             " written"
         )
 
+        long = await client.call_tool("vault_format", {"path": "a" * 300 + ".md"})
+        assert long.is_error and "\n" not in long.content[0].text
+        assert "File name too long" in long.content[0].text
+
     run(root, session)
     assert (root / "not-a-date.md").read_text() == before
 
