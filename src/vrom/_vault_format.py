@@ -97,9 +97,10 @@ class VaultFormat:
         try:
             is_folder, exists = confined.absolute.is_dir(), confined.absolute.exists()
         except OSError as exc:  # a name the file system cannot even look up (over 255 bytes)
+            shown = rel if len(rel) <= 60 else f"{rel[:40]}…{rel[-15:]} ({len(rel):,} characters)"
             raise ValidationError(
-                f"{rel!r} cannot be looked up in vault {self.root} ({exc.strerror or exc}):"
-                " give the path of a note or folder in it"
+                f"'{shown}' cannot be looked up in the vault ({exc.strerror or exc}): give the"
+                " path of a note or folder in it"
             ) from None
         if is_folder:
             return rel, [note for note in notes.all if note.path.startswith(rel + "/")]
