@@ -7,6 +7,10 @@ It answers GET and HEAD with ``Content-Length``, honours ``Range: bytes=a-`` / `
 - ``fail_status``: answer everything with this status (500: the registry is "offline");
 - ``drop_after(path, n)``: the next GET of ``path`` sends ``n`` body bytes, then closes the
   connection (once), so a client sees an interrupted download;
+- ``drip(path, interval, limit)``: GETs of ``path`` send one body byte per ``interval`` seconds,
+  at most ``limit`` of them, then close the connection: a server too slow to wait for;
+- ``stream_forever(path)``: GETs of ``path`` answer 200 with no ``Content-Length`` and send the
+  file over and over (up to 64 MiB) until the client hangs up: a body longer than any claim;
 - ``requests``: every request received, with its path, ``Range`` header and the status sent.
 
 Use the ``pack_server`` fixture (import ``pack_server_fixture`` into a test module), or
@@ -15,9 +19,11 @@ Use the ``pack_server`` fixture (import ``pack_server_fixture`` into a test modu
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,6 +54,8 @@ class PackServer:
         self.fail_status: int | None = None
         self.requests: list[LoggedRequest] = []
         self._drops: dict[str, int] = {}
+        self._drips: dict[str, tuple[float, int]] = {}
+        self._forever: set[str] = set()
         self._lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.pack_server = self
@@ -69,6 +77,16 @@ class PackServer:
         """Make the next GET of ``path`` close the connection after ``n_bytes`` of its body."""
         with self._lock:
             self._drops["/" + path.lstrip("/")] = n_bytes
+
+    def drip(self, path: str, interval: float, limit: int) -> None:
+        """Make GETs of ``path`` send a body byte per ``interval`` s, at most ``limit`` bytes."""
+        with self._lock:
+            self._drips["/" + path.lstrip("/")] = (interval, limit)
+
+    def stream_forever(self, path: str) -> None:
+        """Make GETs of ``path`` send its bytes again and again, with no ``Content-Length``."""
+        with self._lock:
+            self._forever.add("/" + path.lstrip("/"))
 
     def requests_for(self, path: str) -> list[LoggedRequest]:
         """Return the requests received for ``path``, in order."""
@@ -158,6 +176,28 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {"Content-Range": f"bytes {start}-{end}/{len(data)}"}
         else:
             status, body, headers = 200, data, {"Accept-Ranges": "bytes"}
+        with owner._lock:
+            drip = owner._drips.get(path)
+            forever = path in owner._forever
+        if send_body and (drip or forever):
+            owner._log(LoggedRequest(self.command, path, range_header, 200))
+            self.send_response(200)
+            if drip:
+                self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            with contextlib.suppress(OSError):  # the client hung up
+                if drip:
+                    interval, limit = drip
+                    for byte in data[:limit]:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(interval)
+                else:
+                    for _ in range(64 * 1024 * 1024 // max(len(data), 1)):
+                        self.wfile.write(data)
+            return
         drop = owner._take_drop(path) if send_body else None
         if drop is None:
             finish(status, body, headers)

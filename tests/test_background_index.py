@@ -9,6 +9,7 @@ embedding a chunk twice.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -180,35 +182,145 @@ def _kill(pid: int | None) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+class GatedEmbeddings:
+    """A real OpenAI-compatible embeddings server on 127.0.0.1 that answers the first batch of
+    documents at once and holds every later one until `release`: a background run is then
+    under way for as long as a test needs, however slow the machine (queries and the model's
+    one-text probe are never held)."""
+
+    DIMS = 16
+
+    def __init__(self) -> None:
+        self.holding = threading.Event()  # a batch after the first is waiting
+        self.failing = False
+        self._gate = threading.Event()
+        self._lock = threading.Lock()
+        self._batches = 0
+        gated = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                texts = body["input"]
+                if len(texts) > 1:
+                    with gated._lock:
+                        later, gated._batches = gated._batches > 0, gated._batches + 1
+                    if later:
+                        gated.holding.set()
+                        gated._gate.wait()
+                        if gated.failing:
+                            self._answer(400, {"error": {"message": "the model was unloaded"}})
+                            return
+                data = [
+                    {"object": "embedding", "index": i, "embedding": _hashed(text, gated.DIMS)}
+                    for i, text in enumerate(texts)
+                ]
+                self._answer(200, {"object": "list", "model": body["model"], "data": data})
+
+            def _answer(self, status: int, payload: dict[str, Any]) -> None:
+                out = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        host, port = self._httpd.server_address[:2]
+        self.spec = f"openai:gated@http://{host!s}:{port}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def release(self, *, fail: bool = False) -> None:
+        """Answer the held batches (with a refusal the client does not retry, if ``fail``)."""
+        self.failing = fail
+        self._gate.set()
+
+    def close(self) -> None:
+        self.release()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+
+def _hashed(text: str, dims: int) -> list[float]:
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    return [(digest[i % len(digest)] - 127.5) / 10.0 for i in range(dims)]
+
+
+@pytest.fixture
+def gated() -> Iterator[GatedEmbeddings]:
+    server = GatedEmbeddings()
+    yield server
+    server.close()
+
+
 def test_index_background_returns_at_once_and_embeds_in_a_detached_process(
-    tmp_path: Path,
+    tmp_path: Path, gated: GatedEmbeddings
 ) -> None:
     root = _write_notes(tmp_path / "vault", 200)
-    slow = "fake:16:50"  # 50 ms a chunk: 10 s for the vault's 200 chunks
-    done = _vrom(tmp_path, "--embedder", slow, "index", str(root), "--background")
+    model = gated.spec
+    done = _vrom(tmp_path, "--embedder", model, "index", str(root), "--background")
     assert done.returncode == 0, done.stderr
     assert "embedding 200 chunks in the background" in done.stderr
-    early = _wait(tmp_path, root, slow, lambda s: s["embedding"] and s["embedding"]["running"])
+    assert gated.holding.wait(TIMEOUT), "the detached run asked for its second batch"
+    early = _status(tmp_path, root, model)
     pid = early["embedding"]["pid"] if early["embedding"] else None
     try:
+        assert early["embedding"]["running"], "held: it is running while the test looks"
         assert early["chunks"] == 200 and early["vectors"] < 200, "index returned before vectors"
-        found = _vrom(tmp_path, "--embedder", slow, "search", "walrus", "--vault", str(root))
+        found = _vrom(tmp_path, "--embedder", model, "search", "walrus", "--vault", str(root))
         assert found.returncode == 0 and "note " in found.stdout
-        twice = _vrom(tmp_path, "--embedder", slow, "embed", "--vault", str(root))
+        twice = _vrom(tmp_path, "--embedder", model, "embed", "--vault", str(root))
         assert twice.returncode == 1 and "is embedding this store" in twice.stderr
-        again = _vrom(tmp_path, "--embedder", slow, "index", str(root), "--background")
+        again = _vrom(tmp_path, "--embedder", model, "index", str(root), "--background")
         assert "is embedding this vault already" in again.stderr
-        assert _status(tmp_path, root, slow)["embedding"]["running"], "checked while it ran"
+        assert _status(tmp_path, root, model)["embedding"]["running"], "checked while it ran"
+        gated.release()
         final = _wait(
-            tmp_path, root, slow, lambda s: s["embedding"] and not s["embedding"]["running"]
+            tmp_path, root, model, lambda s: s["embedding"] and not s["embedding"]["running"]
         )
     finally:
         _kill(pid)
     assert final["vectors"] == 200 and final["embedding"]["embedded"] == 200
     assert final["embedding"]["chunks_per_second"] > 0
     assert vector_writes(final["store_path"]) == 200, "no chunk was embedded twice"
-    text = _vrom(tmp_path, "--embedder", slow, "stats", "--vault", str(root)).stdout
+    text = _vrom(tmp_path, "--embedder", model, "stats", "--vault", str(root)).stdout
     assert "embedding:" not in text, "complete: nothing more to say"
+
+
+def test_the_background_embedding_log_says_when_a_run_starts_ends_and_fails(
+    tmp_path: Path, gated: GatedEmbeddings
+) -> None:
+    root = _write_notes(tmp_path / "vault", 20)
+    done = _vrom(tmp_path, "--embedder", "fake:16", "index", str(root), "--background")
+    assert done.returncode == 0, done.stderr
+    final = _wait(
+        tmp_path, root, "fake:16", lambda s: s["embedding"] and not s["embedding"]["running"]
+    )
+    log = Path(final["store_path"] + ".embedding.log")
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert lines[0].endswith(f"vrom embed started for {root}: 20 chunks to embed"), lines
+    assert f"vrom: embedding 20 chunks of {root}" in lines
+    assert lines[-1] == "embedded 20 chunks", lines
+
+    other = _write_notes(tmp_path / "other", 200)  # four batches: the second is refused
+    done = _vrom(tmp_path, "--embedder", gated.spec, "index", str(other), "--background")
+    assert done.returncode == 0, done.stderr
+    assert gated.holding.wait(TIMEOUT)
+    gated.release(fail=True)
+    stopped = _wait(
+        tmp_path, other, gated.spec, lambda s: s["embedding"] and not s["embedding"]["running"]
+    )
+    assert stopped["vectors"] < 200
+    text = Path(stopped["store_path"] + ".embedding.log").read_text(encoding="utf-8")
+    *_, last = text.splitlines()
+    assert last.startswith("vrom: error: ") and "the model was unloaded" in last, text
+    assert "Traceback" not in text
 
 
 def test_a_killed_background_run_resumes_where_it_stopped(tmp_path: Path) -> None:

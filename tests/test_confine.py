@@ -20,6 +20,8 @@ from vrom.ingest.confine import (
     IS_SYMLINK,
     NOT_A_NOTE,
     OUTSIDE,
+    TOO_LONG,
+    UNRESOLVED,
     ConfinedPath,
     Purpose,
     confine,
@@ -98,7 +100,6 @@ def test_read_takes_paths_from_the_vault_root(root: Path, path: str, relative: s
         "file:///tmp/x.md",
         "Home\x00.md",
         "Notes/\x1b[2Jx.md",
-        "Notes/\u202ex.md",
         ".obsidian/app.json",
         "%2eobsidian/app.json",
         "Projects/.hidden.md",
@@ -353,3 +354,73 @@ def test_the_mcp_tools_refuse_an_absolute_path_even_inside_the_vault(root: Path)
         assert refused.is_error and "absolute paths" in refused.content[0].text
         assert not allowed.is_error, allowed.content[0].text
         assert "Projects/Atlas.md" in json.dumps(json.loads(allowed.content[0].text))
+
+
+@pytest.mark.parametrize("purpose", ["read", "write", "reindex"])
+def test_issue26_item7_a_folder_swapped_while_its_path_is_resolved_is_a_refusal(
+    root: Path, purpose: Purpose, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    real_realpath = os.path.realpath
+
+    def swapped_meanwhile(path: Any, **options: Any) -> str:
+        if str(path).endswith("Atlas.md"):  # readlink after lstat: the symlink is gone again
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_realpath(path, **options)
+
+    monkeypatch.setattr(os.path, "realpath", swapped_meanwhile)
+    message = _refused(root, "Projects/Atlas.md", purpose, UNRESOLVED)
+    assert message == (
+        "refused path 'Projects/Atlas.md': it could not be resolved (No such file or"
+        " directory); a folder on the way changed meanwhile: try again"
+    )
+
+
+LONG_NAME = "x" * 300
+
+
+@pytest.mark.parametrize("purpose", ["read", "reference", "write"])
+@pytest.mark.parametrize(
+    "path", [LONG_NAME, f"Projects/{LONG_NAME}.md", "/".join(["deep" * 50] * 25)]
+)
+def test_issue26_item10_a_path_too_long_for_the_file_system_is_a_one_line_refusal(
+    root: Path, purpose: Purpose, path: str
+) -> None:
+    message = _refused(root, path, purpose, TOO_LONG)
+    assert message.endswith(("use a shorter name", "use a shorter path"))
+    assert len(message) < 400
+
+
+def test_issue26_item10_every_vault_call_refuses_a_300_character_path(
+    root: Path, tmp_path: Path
+) -> None:
+    with Vault.open(root, tmp_path / "state", embedder=None) as vault:
+        vault.index()
+        calls = [
+            lambda: vault.list_folder(LONG_NAME),
+            lambda: vault.get_note(LONG_NAME),
+            lambda: vault.related(LONG_NAME),
+            lambda: vault.resolve_note_path(LONG_NAME),
+            lambda: vault.write_note(LONG_NAME, "# Long\n"),
+            lambda: vault.write_note(f"{LONG_NAME}/n.md", "# Long\n"),
+            lambda: vault.set_frontmatter(LONG_NAME, {"x": 1}),
+            lambda: vault.delete_note(LONG_NAME),
+            lambda: vault.check_format(LONG_NAME),
+        ]
+        for call in calls:
+            with pytest.raises(ValidationError) as caught:
+                call()
+            assert caught.value.code == TOO_LONG, str(caught.value)
+        # the longest name the file system takes is a note like any other
+        longest = "y" * 252 + ".md"
+        assert vault.write_note(longest, "# Longest\n").indexed
+        assert vault.get_note(longest).path == longest
+
+
+def test_issue26_item15_a_bidi_override_is_read_but_never_written(root: Path) -> None:
+    # a note named with one is indexed; every face shows its name escaped (shown_path)
+    assert confine(root, "Notes/\u202ex.md", "read").relative == "Notes/\u202ex.md"
+    assert confine(root, "Notes/%E2%80%AEx.md", "read").relative == "Notes/%E2%80%AEx.md"
+    for path in ("Notes/\u202ex.md", "Notes/%E2%80%AEx.md", "\u2066x"):
+        assert "bidirectional-override" in _refused(root, path, "write")

@@ -192,6 +192,24 @@ def test_agent_memory_format_context_joins_and_drops_repeats() -> None:
     assert tight == "## doc.md\n\nBeta two.\n\n[Source: https://x.org/doc.md]"
 
 
+def test_agent_memory_format_context_gives_a_heading_once_and_a_source_without_a_url() -> None:
+    goals = SearchResult(
+        "## Goals\n\nShip the beacon by May.",
+        {"source_file": "plan.md", "section_heading": "Goals", "url": None},
+        0.1,
+        1,
+    )
+    plain = SearchResult(
+        "Budgets are set in March.", {"source_file": "budget.md", "doc_title": "Budget"}, 0.1, 2
+    )
+    assert AgentMemory.format_context([goals]) == (
+        "## Goals\n\nShip the beacon by May.\n\n[Source: plan.md]"
+    )
+    assert AgentMemory.format_context([plain]) == (
+        "## Budget\n\nBudgets are set in March.\n\n[Source: budget.md]"
+    )
+
+
 def test_lines_given_by_an_earlier_passage_are_left_out() -> None:
     footer = "%% Hub footer: please don't edit anything below this line %%"
     texts = [f"First note body.\n{footer}", f"Second note body.\n\n{footer}\nshort", footer]

@@ -349,3 +349,17 @@ def test_vrom_sync_to_needs_the_vault_indexed_here(vault_root: Path, tmp_path: P
                     str(vault_root))  # fmt: skip
     assert done.returncode == 1 and "not indexed yet" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("url", ["libsql://notes.example.io", f"mysql://u:{SECRET}@db.local/notes"])
+def test_a_database_url_of_another_kind_is_refused_by_its_scheme_not_its_namespace(
+    vault_root: Path, tmp_path: Path, url: str
+) -> None:
+    state = tmp_path / "state"
+    done = run_vrom(state, "--db", url, "search", "atlas", "--vault", str(vault_root))
+    assert done.returncode == 1, done.stderr
+    scheme = url.split("://")[0]
+    assert done.stderr.strip() == (
+        f"vrom: error: storage scheme {scheme!r} is not supported: give a path, a sqlite:///"
+        " URL or a postgresql:// URL"
+    )

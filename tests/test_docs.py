@@ -198,3 +198,15 @@ def test_the_readme_eval_example_runs_on_data_that_exists(tmp_path: Path) -> Non
     (keyword,) = report["results"]
     assert keyword["mode"] == "keyword" and keyword["queries"] == 100
     assert 0.0 < keyword["ndcg"] <= 1.0 and report["index"]["documents"] > 1000
+
+
+def test_issue27_item6_the_readme_states_the_mcp_reply_bounds_the_server_keeps() -> None:
+    pytest.importorskip("mcp")
+    from vrom.server import bounds
+
+    stated = re.search(r"^- Reply size: (.*?)(?=^- )", README, re.S | re.M)
+    assert stated, "the README's MCP section says nothing about how big a reply may get"
+    text = " ".join(stated.group(1).split())
+    for name in ("REPLY_CHARS", "BODY_CHARS", "PAGE_ITEMS", "MAX_PAGE_ITEMS", "CONTEXT_TOKENS"):
+        value = getattr(bounds, name)
+        assert f"{value:,}" in text, f"the README's reply size does not say {name} = {value:,}"

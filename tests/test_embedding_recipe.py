@@ -336,14 +336,14 @@ def test_the_turns_after_a_changed_moved_or_removed_turn_are_embedded_again(
         assert embedded_again(docs) == [], "the last turn: none after it"
 
 
-def test_a_turn_that_cannot_be_embedded_again_keeps_its_vector_and_says_so(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_turn_that_cannot_be_embedded_again_fails_the_change_and_writes_nothing(
+    tmp_path: Path,
 ) -> None:
     class FailsOnThree(Recorder):
         failing = False
 
         def _embed(self, texts: Sequence[str], kind: str) -> Any:
-            if self.failing and any("T3" in text for text in texts):
+            if self.failing and any(text.endswith("T3: line 3") for text in texts):
                 raise RuntimeError("the model went away")
             return super()._embed(texts, kind)
 
@@ -352,13 +352,13 @@ def test_a_turn_that_cannot_be_embedded_again_keeps_its_vector_and_says_so(
         docs.add([_turn(str(i), f"T{i}: line {i}") for i in range(1, 4)])
         before = _vectors(docs)
         recorder.failing = True
-        with caplog.at_level("WARNING", logger="vrom.collection"):
-            assert docs.add([_turn("2", "T2: edited")]) == 3, "the change itself is kept"
-        assert "1 turns after a changed one keep their old context" in caplog.text
-        assert "reembed() refreshes them" in caplog.text
+        with pytest.raises(ModelError, match="the model went away"):
+            docs.add([_turn("2", "T2: edited")])
+        with pytest.raises(ModelError, match="the model went away"):
+            docs.remove("2")
         after = _vectors(docs)
-        three = docs._store.documents.state("3")
-        assert three is not None
-        (chunk,) = docs._store.documents.chunks_of(three.document_id)
-        np.testing.assert_array_equal(after[chunk.chunk_id], before[chunk.chunk_id])
-        assert [hit.id for hit in docs.search("edited", k=1, mode="keyword")] == ["2"]
+        assert after.keys() == before.keys()
+        for chunk_id, vector in after.items():
+            np.testing.assert_array_equal(vector, before[chunk_id])
+        assert docs.count() == 3
+        assert docs.search("edited", k=1, mode="keyword") == [], "the edit was not kept"

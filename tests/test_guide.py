@@ -63,3 +63,10 @@ def test_the_guide_links_resolve() -> None:
         assert (GUIDE.parent / target).exists(), f"the guide links to {target}, which is missing"
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "(docs/guide.md)" in readme, "the README links to the guide"
+
+
+def test_the_guide_and_the_mode_help_say_hybrid_fuses_normalised_scores_not_ranks() -> None:
+    helps = _subcommand_help()
+    mode_help = " ".join(helps["search"].split())
+    assert "hybrid (normalised scores fused)" in mode_help
+    assert "rank fusion" not in mode_help and "by rank" not in TEXT

@@ -12,12 +12,15 @@ import logging
 import os
 import random
 import shutil
+import subprocess
+import sys
 import threading
 import warnings
 from pathlib import Path
 
 import pytest
 from pack_server import PackServer, pack_server_fixture  # noqa: F401 (the pack_server fixture)
+from vrom_cli import run_vrom
 
 from vrom import AgentMemory
 from vrom.errors import PackError, ValidationError
@@ -162,6 +165,49 @@ def test_registry_is_fetched_again_when_stale_or_asked(served: PackServer, tmp_p
     assert len(served.requests_for(REGISTRY_NAME)) == 3
     hourly.get_registry(refresh=True)
     assert len(served.requests_for(REGISTRY_NAME)) == 4
+
+
+def test_the_registry_copy_refreshes_on_a_miss_on_refresh_and_past_its_ttl(
+    served: PackServer, tmp_path: Path
+) -> None:
+    cache = new_cache(served, tmp_path)
+    assert [e.id for e in cache.list()] == ["alpha", "beta"]
+    assert len(served.requests_for(REGISTRY_NAME)) == 1
+    make_pack(tmp_path / "build" / "gamma-1.0.0", "gamma", "1.0.0")
+    publish(tmp_path / "build" / "gamma-1.0.0", served.root)
+    republish(tmp_path, served, "alpha", "2.0.0")
+    assert cache.resolve("alpha") is not None  # listed in the copy: no fetch
+    assert len(served.requests_for(REGISTRY_NAME)) == 1
+    entry = cache.require_entry("gamma")  # a miss in the copy fetches the registry again
+    assert (entry.id, len(served.requests_for(REGISTRY_NAME))) == ("gamma", 2)
+    assert cache.pull("gamma").version == "1.0.0"
+    assert cache.resolve("hub://alpha@2.0.0") is not None  # the copy is fresh now: no fetch
+    assert len(served.requests_for(REGISTRY_NAME)) == 2
+    assert cache.resolve("nothing") is None  # every miss asks again, once
+    assert len(served.requests_for(REGISTRY_NAME)) == 3
+    with pytest.raises(PackError, match="not in the registry"):
+        cache.require_entry("nothing")
+    assert len(served.requests_for(REGISTRY_NAME)) == 4
+
+
+def test_pack_pull_force_and_list_refresh_see_a_pack_published_after_the_copy(
+    served: PackServer, tmp_path: Path
+) -> None:
+    env = {"VROM_CACHE_DIR": str(tmp_path / "cache"), "VROM_REGISTRY_URL": served.url}
+    state = tmp_path / "state"
+    listed = run_vrom(state, "pack", "list", env=env)
+    assert listed.returncode == 0 and "gamma" not in listed.stdout, listed
+    make_pack(tmp_path / "build" / "gamma-1.0.0", "gamma", "1.0.0")
+    publish(tmp_path / "build" / "gamma-1.0.0", served.root)
+    assert "gamma" not in run_vrom(state, "pack", "list", env=env).stdout  # the copy, fresh
+    assert "gamma" in run_vrom(state, "pack", "list", "--refresh", env=env).stdout
+    make_pack(tmp_path / "build" / "delta-1.0.0", "delta", "1.0.0")
+    publish(tmp_path / "build" / "delta-1.0.0", served.root)
+    pulled = run_vrom(state, "pack", "pull", "delta", "--force", env=env)
+    assert pulled.returncode == 0 and "delta 1.0.0 is cached" in pulled.stdout, pulled.stderr
+    republish(tmp_path, served, "alpha", "2.0.0")
+    pulled = run_vrom(state, "pack", "pull", "alpha", "--refresh", env=env)
+    assert pulled.returncode == 0 and "alpha 2.0.0 is cached" in pulled.stdout, pulled.stderr
 
 
 def test_stale_copy_is_used_with_a_warning_when_the_server_fails(
@@ -524,7 +570,8 @@ def test_evict(served: PackServer, tmp_path: Path) -> None:
 
 
 def test_storage_estimate(served: PackServer, tmp_path: Path) -> None:
-    cache = new_cache(served, tmp_path)
+    assert new_cache(served, tmp_path).storage_estimate().quota == 10 * 1024**3  # the default
+    cache = VromCache(served.url_for(REGISTRY_NAME), tmp_path / "cache", quota="unlimited")
     empty = cache.storage_estimate()
     assert (empty.used, empty.packs) == (0, 0) and empty.free_bytes > 0
     assert empty.quota == empty.free_bytes and not empty.limited, "no quota: the disk is the limit"
@@ -579,9 +626,13 @@ def data_requests(server: PackServer, pack_id: str) -> list[str]:
         ("2 GiB", 2 * 1024**3),
         ("1.5kb", 1500),
         (" 3 mib ", 3 * 1024**2),
+        (None, 10 * 1024**3),  # the default quota
+        ("Unlimited", None),  # the disk is the limit
     ],
 )
-def test_a_quota_is_bytes_or_a_size_with_a_unit(value: int | str, expected: int) -> None:
+def test_a_quota_is_bytes_or_a_size_with_a_unit(
+    value: int | str | None, expected: int | None
+) -> None:
     assert parse_quota(value) == expected
 
 
@@ -675,3 +726,43 @@ def test_an_unsigned_pull_warns_only_that_it_is_unsigned(
     assert [(w.category, str(w.message).split(":")[0]) for w in caught] == [
         (UnverifiedPackWarning, "pack alpha 1.0.0 is not signed")
     ]
+
+
+# -- HTTP needs nothing beyond the core dependencies --------------------------------------------
+
+BLOCK_HTTPX = """
+import runpy, sys
+
+class NoHttpx:  # as on an install without httpx
+    def find_spec(self, name, path=None, target=None):
+        if name == "httpx" or name.startswith("httpx."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoHttpx())
+sys.argv = ["vrom", *sys.argv[1:]]
+runpy.run_module("vrom", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_an_http_registry_needs_no_extra_and_never_a_traceback_without_httpx(
+    served: PackServer, tmp_path: Path
+) -> None:
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    core = pyproject.split("\ndependencies = [", 1)[1].split("\n]", 1)[0]
+    assert '\n    "httpx>=' in core  # a plain pip install has it
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VROM_")}
+    env.update(VROM_CACHE_DIR=str(tmp_path / "cache"), VROM_REGISTRY_URL=served.url)
+    for args in (["pack", "list"], ["pack", "pull", "alpha"]):
+        done = subprocess.run(
+            [sys.executable, "-c", BLOCK_HTTPX, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        assert "needs httpx" in done.stderr and "reinstall vrom" in done.stderr, done.stderr
+    assert served.requests == []

@@ -174,12 +174,21 @@ def test_log_levels_are_named_in_any_case(level: str) -> None:
     AgentMemory(log_level=level).destroy()
 
 
+def test_log_level_warn_is_the_seed_s_spelling_of_warning() -> None:
+    import logging
+
+    AgentMemory(log_level="debug").destroy()
+    AgentMemory(log_level="warn").destroy()
+    assert logging.getLogger("vrom").level == logging.WARNING
+
+
 @pytest.mark.parametrize("level", ["loud", "", "warn ", 30])
 def test_an_unknown_log_level_is_a_one_line_validation_error(level: Any) -> None:
     with pytest.raises(ValidationError) as err:
         AgentMemory(log_level=level)
     assert str(err.value) == (
-        f"log_level must be one of debug, info, warning, error, critical, silent, not {level!r}"
+        "log_level must be one of debug, info, warning, warn, error, critical, silent, not"
+        f" {level!r}"
     )
 
 
@@ -373,7 +382,11 @@ def test_the_cli_keeps_to_the_quota_from_the_environment(
     estimate = json.loads(storage.stdout)
     assert estimate["packs"] == 1 and estimate["quota"] == int(quota) and estimate["limited"]
     assert 0 < estimate["used"] <= int(quota)
-    text = _vrom(tmp_path, "pack", "storage", quota=None)
+    text = _vrom(tmp_path, "pack", "storage", quota=None)  # the default quota
+    assert text.stdout.startswith(
+        f"1 pack uses {estimate['used']:,} bytes of a 10,737,418,240-byte quota"
+    )
+    text = _vrom(tmp_path, "pack", "storage", quota="unlimited")
     assert text.stdout.startswith(f"1 pack uses {estimate['used']:,} bytes; no quota")
     bad = _vrom(tmp_path, "pack", "storage", quota="lots")
     assert bad.returncode == 1 and bad.stderr.startswith("vrom: error: the cache quota must be")

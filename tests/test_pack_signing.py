@@ -8,7 +8,9 @@ by a publisher, published and served over HTTP on 127.0.0.1 (tests/pack_server.p
   updated to match): served without trusted keys, refused with them by the signature;
 - the same, re-signed with the attacker's own key: refused, the key is not trusted;
 - the signature removed (an unsigned pack) while trusted keys are set: refused;
-- a same-size edit of a file already in the cache: refused at mount by its size and time.
+- a same-size edit of a file already in the cache: refused at mount by its size and time;
+- the same with its time put back: with trusted keys, caught by the hash check a mount runs in
+  the background, before the first search serves any of its text.
 
 Every refusal happens before the pack is used: nothing is installed in the cache and, for the
 signature cases, no data file is even downloaded.
@@ -291,6 +293,35 @@ def test_attack_same_size_edit_of_a_cached_file_is_refused_at_mount(
         assert served.requests_for("handbook/1.0.0/store.db") == [], "refused, not re-fetched"
 
         memory.mount("handbook", force_download=True)  # the remedy the message names
+        assert ORIGINAL.decode() in _top_text(memory)
+
+
+def test_a_same_size_edit_with_its_time_restored_is_caught_before_its_text_is_served(
+    served: PackServer, built: Built, tmp_path: Path
+) -> None:
+    with _memory(served, tmp_path, _trusted(built)) as memory:
+        memory.mount("handbook")
+        memory.unmount()
+        cached = tmp_path / "cache" / "packs" / "handbook" / "1.0.0" / "store.db"
+        before = cached.stat()
+        cached.write_bytes(cached.read_bytes().replace(ORIGINAL, FORGED))
+        os.utime(cached, ns=(before.st_atime_ns, before.st_mtime_ns))  # the time put back
+        assert (cached.stat().st_size, cached.stat().st_mtime_ns) == (
+            before.st_size,
+            before.st_mtime_ns,
+        )
+        memory.mount("handbook")  # size and time are as recorded: the stat check passes
+        for mode in ("vector", "keyword"):  # and stays refused
+            with pytest.raises(
+                PackError,
+                match=r"^cached pack handbook 1\.0\.0 failed its hash check: store\.db \(store\) "
+                r"does not match its SHA-256.*pull it again with --force",
+            ):
+                memory.search(QUERY, top_k=1, mode=mode)
+        memory.mount("handbook", force_download=True)  # the remedy the message names
+        assert ORIGINAL.decode() in _top_text(memory)
+        memory.unmount()
+        memory.mount("handbook")  # a cached pack that matches serves after its check
         assert ORIGINAL.decode() in _top_text(memory)
 
 

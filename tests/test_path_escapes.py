@@ -66,7 +66,6 @@ ESCAPES = {
     "newline": "Notes/{token}\n.md",
     "escape_sequence": "Notes/\x1b[2J{token}.md",
     "delete_char": "Notes/{token}\x7f.md",
-    "bidi_override": "Notes/\u202e{token}.md",
     # symlinks inside the vault that lead outside
     "file_symlink": "leak.md",
     "file_symlink_no_suffix": "leak",

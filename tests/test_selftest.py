@@ -155,6 +155,15 @@ def test_an_unindexed_vault_says_to_index_it(vault: Path, tmp_path: Path) -> Non
     assert check.fix == f"run 'vrom index {vault.resolve()}'"
 
 
+def test_the_selftest_says_its_fix_once(
+    vault: Path, tmp_path: Path, isolated_clients: Path
+) -> None:
+    code, out = _run(["selftest", "--vault", str(vault)])
+    assert code == 1
+    line = next(line for line in out.splitlines() if line.startswith("✗ vault:"))
+    assert line.count(f"run 'vrom index {vault.resolve()}'") == 1, line
+
+
 def test_no_vault_named_and_none_indexed_says_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -331,3 +331,36 @@ def test_mcp_client_lists_and_calls_the_tool(tool: SearchTool) -> None:
             assert json.loads(again.content[0].text)["results"][0]["id"] == "laptops"
 
     asyncio.run(session())
+
+
+class _BrokenModel(Embedder):
+    """A custom embedder whose queries fail with its own exception (a crashed model server)."""
+
+    def __init__(self) -> None:
+        self.inner = Embedder.fake()
+        self.broken = False
+
+    @property
+    def fingerprint(self) -> Any:
+        return self.inner.fingerprint
+
+    def _embed(self, texts: Any, kind: str) -> Any:
+        if self.broken:
+            raise RuntimeError("model server went away")
+        return self.inner._embed(texts, kind)
+
+
+def test_a_custom_embedder_s_exception_is_a_model_error_and_a_tool_error_result() -> None:
+    from vrom import ModelError
+
+    model = _BrokenModel()
+    with Collection.open("handbook", embedder=model) as docs:
+        docs.add(HANDBOOK)
+        model.broken = True
+        with pytest.raises(ModelError, match="model server went away"):
+            docs.search("annual leave", mode="vector")
+        with pytest.raises(ModelError, match="model server went away"):
+            docs.add([{"id": "new", "text": "A new policy."}])
+        result = docs.as_tool("handbook", "Search the handbook").call({"query": "leave"})
+        assert result.is_error and "model server went away" in result.content
+        assert "\n" not in result.content

@@ -146,7 +146,7 @@ def test_a_failed_replace_leaves_the_old_note_and_no_temporary(
 ) -> None:
     before = (vault.root / "Home.md").read_bytes()
 
-    def broken_replace(src: object, dst: object) -> None:
+    def broken_replace(src: object, dst: object, **at_folders: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)
@@ -181,7 +181,7 @@ def test_a_failed_reindex_keeps_the_write_and_says_so(
 def test_read_only_notes_are_left_alone(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
     before = (vault.root / "Home.md").read_bytes()
     (vault.root / "Home.md").chmod(0o444)
-    monkeypatch.setattr(os, "access", lambda path, mode: False)  # as if not root
+    monkeypatch.setattr(os, "access", lambda path, mode, **at: False)  # as if not root
     with pytest.raises(ValidationError) as caught:
         vault.write_note("Home.md", "x", mode="overwrite")
     assert caught.value.code == "read_only"
@@ -345,3 +345,93 @@ def test_symlinks_inside_the_vault_are_read_but_not_written_through(vault: Vault
         assert caught.value.code == "path_is_symlink"
     assert (vault.root / "Alias.md").is_symlink()
     assert not (vault.root / "Projects/New.md").exists()
+
+
+# -- issue 26 item 7: a folder swapped for a symlink once the path was checked -------------------
+
+
+def _swap_for_symlink(folder: Path, target: Path) -> None:
+    """Move ``folder`` aside (inside the vault) and put a symlink to ``target`` in its place."""
+    folder.rename(folder.with_name(folder.name + " aside"))
+    folder.symlink_to(target, target_is_directory=True)
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    place = tmp_path / "outside"
+    place.mkdir()
+    (place / "Atlas.md").write_text("# Not the vault's\n")
+    return place
+
+
+def test_issue26_item7_a_folder_swapped_for_a_symlink_mid_write_gets_no_note_outside(
+    vault: Vault, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import secrets
+
+    real_token_hex = secrets.token_hex
+
+    def swap_then_name(nbytes: int) -> str:  # the temporary file is named after every check
+        monkeypatch.setattr(secrets, "token_hex", real_token_hex)
+        _swap_for_symlink(vault.root / "Projects", outside)
+        return real_token_hex(nbytes)
+
+    monkeypatch.setattr(secrets, "token_hex", swap_then_name)
+    vault.write_note("Projects/New.md", "# New\n")
+    assert sorted(p.name for p in outside.iterdir()) == ["Atlas.md"], "nothing written outside"
+    assert (vault.root / "Projects aside/New.md").read_text() == "# New\n"
+    assert _stray_temporaries(vault.root) == []
+
+
+def test_issue26_item7_a_delete_through_a_swapped_folder_takes_nothing_from_outside(
+    vault: Vault, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import vrom._vault_files as vault_files
+
+    real_confine = vault_files.confine
+
+    def confine_then_swap(root: Path, path: str, purpose: str) -> object:
+        confined = real_confine(root, path, purpose)  # type: ignore[arg-type]
+        _swap_for_symlink(vault.root / "Projects", outside)
+        return confined
+
+    monkeypatch.setattr(vault_files, "confine", confine_then_swap)
+    for permanent in (False, True):
+        with pytest.raises(ValidationError) as caught:
+            vault.delete_note("Projects/Atlas.md", permanent=permanent)
+        assert caught.value.code == "path_is_symlink"
+        assert "'Projects' of the vault is a symlink" in str(caught.value)
+        (vault.root / "Projects").unlink()
+        (vault.root / "Projects aside").rename(vault.root / "Projects")
+    assert (outside / "Atlas.md").read_text() == "# Not the vault's\n"
+    assert not (vault.root / ".trash").exists()
+    assert (vault.root / "Projects/Atlas.md").is_file()
+
+
+def test_a_folder_that_is_a_symlink_when_the_write_opens_it_is_refused(
+    vault: Vault, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import vrom._vault_files as vault_files
+
+    real_confine = vault_files.confine
+
+    def confine_then_swap(root: Path, path: str, purpose: str) -> object:
+        confined = real_confine(root, path, purpose)  # type: ignore[arg-type]
+        _swap_for_symlink(vault.root / "Projects", outside)
+        return confined
+
+    monkeypatch.setattr(vault_files, "confine", confine_then_swap)
+    calls = [
+        lambda: vault.write_note("Projects/New.md", "# New\n"),
+        lambda: vault.write_note("Projects/Atlas.md", "more", mode="append"),
+        lambda: vault.write_note("Projects/Atlas.md", "# Over\n", mode="overwrite"),
+        lambda: vault.set_frontmatter("Projects/Atlas.md", {"x": 1}),
+    ]
+    for call in calls:
+        with pytest.raises(ValidationError) as caught:
+            call()
+        assert caught.value.code == "path_is_symlink"
+        (vault.root / "Projects").unlink()
+        (vault.root / "Projects aside").rename(vault.root / "Projects")
+    assert sorted(p.name for p in outside.iterdir()) == ["Atlas.md"]
+    assert (outside / "Atlas.md").read_text() == "# Not the vault's\n"

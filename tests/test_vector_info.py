@@ -94,6 +94,25 @@ def test_int8_vectors_are_reported_as_stored_and_searched_as_float32(tmp_path: P
     assert (info.dtype, info.bytes_per_vector, info.vector_mode) == ("int8", 20, "exact-float32")
 
 
+def test_vector_info_says_int8_vectors_are_decoded_beside_an_exact_float32_mode(
+    tmp_path: Path,
+) -> None:
+    from io import StringIO
+
+    from vrom.cli.vault_format import format_vector_info
+
+    root = write_notes(tmp_path / "vault", NOTES)
+    with open_vault(root, tmp_path / "state", vector_encoding="int8") as vault:
+        vault.index()
+        info = vault.vector_info()
+    shown = StringIO()
+    format_vector_info(info, shown)
+    mode, *_ = shown.getvalue().splitlines()
+    assert mode.split(":", 1)[1].strip() == (
+        "exact-float32 (int8 vectors decoded to float32 to score)"
+    )
+
+
 def test_the_mode_switches_to_hnsw_at_the_threshold(tmp_path: Path) -> None:
     root = write_notes(tmp_path / "vault", NOTES)
     state = tmp_path / "state"

@@ -1,6 +1,9 @@
 """Write, list, tag-query and delete a vault's notes safely: the engine behind `Vault`'s file methods.
 
-Every path goes through `vrom.ingest.confine.confine` first (see there for the rules).
+Every path goes through `vrom.ingest.confine.confine` first (see there for the rules), and
+the note's folder is then opened one real folder at a time (`vrom.ingest.vault_folder`): every
+step after that names its file in the open folder, so a folder swapped for a symlink meanwhile
+cannot send a write, a read or a delete out of the vault.
 A write never leaves a half-written note: the new bytes go to a hidden temporary file in the
 same folder, are flushed to disk, and replace the note in one rename (a new note is hard-linked
 into place, so a file that appeared meanwhile is never clobbered); an overwritten note keeps its
@@ -11,6 +14,7 @@ caller asks for a permanent delete.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -18,15 +22,16 @@ import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from vrom.errors import NotFoundError, StorageError, ValidationError, VromError, shown
-from vrom.ingest.confine import IGNORED_DIRS, OUTSIDE, confine, is_inside, is_symlink_free
+from vrom.ingest.confine import IGNORED_DIRS, OUTSIDE, confine, is_inside
 from vrom.ingest.frontmatter import load_yaml, split_frontmatter
 from vrom.ingest.parse import is_utf8, shown_path
-from vrom.ingest.walk import is_ignored_path, read_regular_file
+from vrom.ingest.vault_folder import VaultFolder, make_folder, open_folder
+from vrom.ingest.walk import is_ignored_path
 from vrom.results import (
     DeleteResult,
     FolderListing,
@@ -41,6 +46,8 @@ from vrom.store import Store
 WRITE_MODES = ("create", "overwrite", "append")
 TRASH = ".trash"
 _BOM = b"\xef\xbb\xbf"
+
+_Opened = TypeVar("_Opened", VaultFolder, VaultFolder | None)
 
 Reindex = Callable[[list[str]], IndexSummary]
 """Re-indexes vault-relative paths: `Vault.reindex_paths`."""
@@ -70,13 +77,13 @@ class VaultFiles:
         else:
             confined = confine(self.root, folder, "read")
             absolute, rel = confined.absolute, confined.relative
-        if not absolute.is_dir():
-            raise NotFoundError(f"no folder {rel!r} in vault {self.root}")
         prefix = f"{rel}/" if rel else ""
         try:
+            if not absolute.is_dir():
+                raise NotFoundError(f"no folder {rel!r} in vault {self.root}")
             with os.scandir(absolute) as scan:
                 entries = sorted(scan, key=lambda e: e.name)
-        except OSError as exc:
+        except OSError as exc:  # a folder this user may not read: one line, no traceback
             raise StorageError(f"could not list folder {rel!r}: {exc.strerror or exc}") from exc
         folders = [
             prefix + entry.name
@@ -132,27 +139,36 @@ class VaultFiles:
             raise ValidationError(f"content must be a string, not {type(content).__name__}")
         if "\x00" in content:
             raise ValidationError("content contains NUL bytes; a note is text")
-        confined = confine(self.root, _utf8_name(path), "write")
-        absolute, rel = confined.absolute, confined.relative
-        exists = _existing_file(absolute, rel)
-        if mode == "create" and exists:
-            raise ValidationError(
-                f"note {rel!r} already exists: write it with mode 'overwrite' or 'append'",
-                "exists",
-            )
-        bom = b""
-        if mode == "append":
-            if not exists:
-                raise NotFoundError(f"no note {rel!r} to append to: write it with mode 'create'")
-            bom, text = self._read_text(absolute, rel)
-            text = _appended(text, content)
-        else:
-            text = content
-        if frontmatter is not None:
-            text = with_frontmatter(text, frontmatter, merge=True, path=rel)
-        data = bom + _encode(text, rel)
-        self._check_size(rel, len(data))
-        self._replace(absolute, rel, data, exclusive=mode == "create")
+        rel = confine(self.root, _utf8_name(path), "write").relative
+        name = rel.rsplit("/", 1)[-1]
+        folder = self._folder(rel, open_folder)
+        try:
+            exists = folder is not None and _existing_file(folder, name, rel)
+            if mode == "create" and exists:
+                raise ValidationError(
+                    f"note {rel!r} already exists: write it with mode 'overwrite' or 'append'",
+                    "exists",
+                )
+            bom = b""
+            if mode == "append":
+                if folder is None or not exists:
+                    raise NotFoundError(
+                        f"no note {rel!r} to append to: write it with mode 'create'"
+                    )
+                bom, text = self._read_text(folder, name, rel)
+                text = _appended(text, content)
+            else:
+                text = content
+            if frontmatter is not None:
+                text = with_frontmatter(text, frontmatter, merge=True, path=rel)
+            data = bom + _encode(text, rel)
+            self._check_size(rel, len(data))
+            if folder is None:  # made only now, so a refused write leaves no empty folder
+                folder = self._folder(rel, make_folder)
+            self._replace(folder, name, rel, data, exclusive=mode == "create")
+        finally:
+            if folder is not None:
+                folder.close()
         indexed, warning = self._reindexed(rel, data)
         return WriteResult(rel, not exists, len(data), indexed, warning)
 
@@ -161,15 +177,19 @@ class VaultFiles:
 
         Raises `StorageError` when the file was written but could not be re-indexed.
         """
-        confined = confine(self.root, _utf8_name(path), "write")
-        absolute, rel = confined.absolute, confined.relative
-        if not _existing_file(absolute, rel):
+        rel = confine(self.root, _utf8_name(path), "write").relative
+        name = rel.rsplit("/", 1)[-1]
+        folder = self._folder(rel, open_folder)
+        if folder is None:
             raise NotFoundError(f"no note {rel!r} in vault {self.root}")
-        bom, text = self._read_text(absolute, rel)
-        data = bom + _encode(with_frontmatter(text, values, merge=merge, path=rel), rel)
-        self._check_size(rel, len(data))
-        if data != bom + text.encode("utf-8"):
-            self._replace(absolute, rel, data, exclusive=False)
+        with folder:
+            if not _existing_file(folder, name, rel):
+                raise NotFoundError(f"no note {rel!r} in vault {self.root}")
+            bom, text = self._read_text(folder, name, rel)
+            data = bom + _encode(with_frontmatter(text, values, merge=merge, path=rel), rel)
+            self._check_size(rel, len(data))
+            if data != bom + text.encode("utf-8"):
+                self._replace(folder, name, rel, data, exclusive=False)
         indexed, warning = self._reindexed(rel, data)
         if not indexed:
             raise StorageError(
@@ -180,21 +200,27 @@ class VaultFiles:
 
     def delete_note(self, path: str, *, permanent: bool = False) -> DeleteResult:
         """Move a note to the vault's ``.trash`` (or unlink it), and drop it from the store."""
-        confined = confine(self.root, path, "write")
-        absolute, rel = confined.absolute, confined.relative
-        if not _existing_file(absolute, rel):
+        rel = confine(self.root, path, "write").relative
+        name = rel.rsplit("/", 1)[-1]
+        folder = self._folder(rel, open_folder)
+        if folder is None:
             raise NotFoundError(f"no note {rel!r} in vault {self.root}")
         trashed_to = None
-        try:
-            if permanent:
-                absolute.unlink()
-            else:
-                target = self._trash_target(rel)
-                os.rename(absolute, target)
-                trashed_to = target.relative_to(self.root).as_posix()
-        except OSError as exc:
-            raise StorageError(f"could not delete note {rel!r}: {exc.strerror or exc}") from exc
-        _fsync_folder(absolute.parent)
+        with folder:
+            if not _existing_file(folder, name, rel):
+                raise NotFoundError(f"no note {rel!r} in vault {self.root}")
+            try:
+                if permanent:
+                    folder.unlink(name)
+                else:
+                    trash, target = self._trash_target(rel)
+                    with trash:
+                        folder.move_to(name, trash, target)
+                        trash.sync()
+                    trashed_to = f"{trash.relative}/{target}"
+            except OSError as exc:
+                raise StorageError(f"could not delete note {rel!r}: {exc.strerror or exc}") from exc
+            folder.sync()
         try:
             self._reindex([rel])
             gone = self._store.documents.state(rel) is None
@@ -205,10 +231,22 @@ class VaultFiles:
 
     # -- the parts -------------------------------------------------------------------------
 
-    def _read_text(self, absolute: Path, rel: str) -> tuple[bytes, str]:
+    def _folder(self, rel: str, opener: Callable[[Path, list[str]], _Opened]) -> _Opened:
+        """Return the folder of the note ``rel`` as `open_folder` or `make_folder` opens it,
+        with a refusal or a failure said for the note."""
+        try:
+            return opener(self.root, rel.split("/")[:-1])
+        except ValidationError as exc:
+            raise ValidationError(f"refused path {rel!r}: {exc}", exc.code) from None
+        except OSError as exc:
+            raise StorageError(
+                f"could not open the folder of note {rel!r}: {exc.strerror or exc}"
+            ) from exc
+
+    def _read_text(self, folder: VaultFolder, name: str, rel: str) -> tuple[bytes, str]:
         """Return (byte-order mark or b"", text) of an existing note, refusing non-text files."""
         try:
-            data = read_regular_file(absolute)
+            data = folder.read(name)
         except OSError as exc:
             raise StorageError(f"could not read note {rel!r}: {exc.strerror or exc}") from exc
         bom = _BOM if data.startswith(_BOM) else b""
@@ -231,44 +269,31 @@ class VaultFiles:
                 "too_large",
             )
 
-    def _replace(self, absolute: Path, rel: str, data: bytes, *, exclusive: bool) -> None:
-        """Put ``data`` at ``absolute`` atomically; ``exclusive`` refuses an existing file."""
-        folder = absolute.parent
+    def _replace(
+        self, folder: VaultFolder, name: str, rel: str, data: bytes, *, exclusive: bool
+    ) -> None:
+        """Put ``data`` as ``name`` in ``folder`` atomically; ``exclusive`` refuses an existing
+        file."""
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(
-                f"could not create the folder of note {rel!r}: {exc.strerror or exc}"
-            ) from exc
-        if not is_symlink_free(folder):  # swapped for a symlink since the check
-            raise ValidationError(f"refused path {rel!r}: its folder is now a symlink", OUTSIDE)
-        try:
-            old_mode = stat.S_IMODE(os.lstat(absolute).st_mode)
-        except FileNotFoundError:
-            old_mode = None
+            info = folder.lstat(name)
         except OSError as exc:
             raise StorageError(f"could not read note {rel!r}: {exc.strerror or exc}") from exc
-        if old_mode is not None and not os.access(absolute, os.W_OK):
+        old_mode = None if info is None else stat.S_IMODE(info.st_mode)
+        if old_mode is not None and not folder.writable(name):
             raise ValidationError(f"note {rel!r} is read-only; vrom leaves it alone", "read_only")
-        temporary = folder / f".vrom-{secrets.token_hex(6)}.tmp"  # hidden: never indexed
+        temporary = f".vrom-{secrets.token_hex(6)}.tmp"  # hidden: never indexed
         try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-            fd = os.open(temporary, flags | getattr(os, "O_BINARY", 0), 0o666)
-            with os.fdopen(fd, "wb") as file:
-                file.write(data)
-                file.flush()
-                if old_mode is not None:
-                    os.chmod(temporary, old_mode)
-                os.fsync(file.fileno())
+            folder.write_new(temporary, data, old_mode)
             if exclusive:
-                _link_new(temporary, absolute, rel)
+                _link_new(folder, temporary, name, rel)
             else:
-                os.replace(temporary, absolute)
+                folder.replace(temporary, name)
         except OSError as exc:
             raise StorageError(f"could not write note {rel!r}: {exc.strerror or exc}") from exc
         finally:
-            temporary.unlink(missing_ok=True)
-        _fsync_folder(folder)
+            with contextlib.suppress(OSError):  # renamed into place, or never made
+                folder.unlink(temporary)
+        folder.sync()
 
     def _reindexed(self, rel: str, data: bytes) -> tuple[bool, str | None]:
         """Re-index a written note; return (the store holds these bytes, warning)."""
@@ -288,8 +313,9 @@ class VaultFiles:
         why = failure or "; ".join(reasons) or "the store does not hold it"
         return False, f"written, but not indexed: {why}; run 'vrom index' once that is fixed"
 
-    def _trash_target(self, rel: str) -> Path:
-        """Return a free path under ``.trash`` for ``rel``, its folders created and confined."""
+    def _trash_target(self, rel: str) -> tuple[VaultFolder, str]:
+        """Return the open folder under ``.trash`` for ``rel`` (made if missing, never through
+        a symlink) and a free name in it."""
         trash = self.root / TRASH
         if trash.is_symlink() or (trash.exists() and not trash.is_dir()):
             raise ValidationError(
@@ -297,23 +323,24 @@ class VaultFiles:
                 " fix it or delete permanently",
                 OUTSIDE,
             )
-        target = trash / rel
-        refused = ValidationError(
-            f"refused to delete {rel!r}: a symlink inside {TRASH!r} is on the way", OUTSIDE
-        )
-        if not is_symlink_free(target.parent):  # mkdir would follow it, making folders outside
-            raise refused
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not is_symlink_free(target.parent):  # one appeared since the check
-            raise refused
-        if not os.path.lexists(target):
-            return target
+        *folders, name = [TRASH, *rel.split("/")]
+        try:
+            folder = make_folder(self.root, folders)
+        except ValidationError:
+            raise ValidationError(
+                f"refused to delete {rel!r}: a symlink inside {TRASH!r} is on the way", OUTSIDE
+            ) from None
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        for n in range(1, 1000):
-            extra = f"{stamp}" if n == 1 else f"{stamp}-{n}"
-            candidate = target.with_name(f"{Path(rel).stem}.{extra}{Path(rel).suffix}")
-            if not os.path.lexists(candidate):
-                return candidate
+        try:
+            for n in range(1000):
+                extra = "" if n == 0 else f".{stamp}" if n == 1 else f".{stamp}-{n}"
+                candidate = f"{Path(name).stem}{extra}{Path(name).suffix}"
+                if folder.lstat(candidate) is None:
+                    return folder, candidate
+        except BaseException:
+            folder.close()
+            raise
+        folder.close()
         raise StorageError(f"could not find a free name in {TRASH!r} for {rel!r}")
 
 
@@ -411,14 +438,16 @@ def _encode(text: str, rel: str) -> bytes:
         ) from None
 
 
-def _existing_file(absolute: Path, rel: str) -> bool:
-    """Return whether a regular file is at ``absolute``; refuse a folder or a special file."""
+def _existing_file(folder: VaultFolder, name: str, rel: str) -> bool:
+    """Return whether ``name`` in ``folder`` is a regular file; refuse a folder or a special
+    file."""
     try:
-        mode = os.lstat(absolute).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return False
+        info = folder.lstat(name)
     except OSError as exc:
         raise StorageError(f"could not read note {rel!r}: {exc.strerror or exc}") from exc
+    if info is None:
+        return False
+    mode = info.st_mode
     if stat.S_ISDIR(mode):
         raise ValidationError(f"{rel!r} is a folder, not a note")
     if not stat.S_ISREG(mode):
@@ -426,10 +455,10 @@ def _existing_file(absolute: Path, rel: str) -> bool:
     return True
 
 
-def _link_new(temporary: Path, absolute: Path, rel: str) -> None:
+def _link_new(folder: VaultFolder, temporary: str, name: str, rel: str) -> None:
     """Move a temporary file to a new name, failing if that name exists (no clobbering)."""
     try:
-        os.link(temporary, absolute)
+        folder.link(temporary, name)
         return
     except FileExistsError:
         raise ValidationError(
@@ -437,9 +466,9 @@ def _link_new(temporary: Path, absolute: Path, rel: str) -> None:
         ) from None
     except (OSError, NotImplementedError):
         pass  # a file system without hard links: check, then rename
-    if os.path.lexists(absolute):
+    if folder.lstat(name) is not None:
         raise ValidationError(f"note {rel!r} already exists", "exists")
-    os.replace(temporary, absolute)
+    folder.replace(temporary, name)
 
 
 def _is_folder_inside(entry: os.DirEntry[str], root: Path) -> bool:
@@ -454,19 +483,3 @@ def _is_folder_inside(entry: os.DirEntry[str], root: Path) -> bool:
     except OSError:
         return False
     return True
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Flush a folder's entries to disk, so a rename survives a power cut (POSIX only)."""
-    if os.name != "posix":
-        return
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot sync a folder; the file itself is already synced
-    finally:
-        os.close(fd)

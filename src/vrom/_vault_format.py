@@ -94,20 +94,12 @@ class VaultFormat:
             return "", notes.all
         confined = confine(self.root, path, "read")
         rel = confined.relative
-        try:
-            is_folder, exists = confined.absolute.is_dir(), confined.absolute.exists()
-        except OSError as exc:  # a name the file system cannot even look up (over 255 bytes)
-            shown = rel if len(rel) <= 60 else f"{rel[:40]}…{rel[-15:]} ({len(rel):,} characters)"
-            raise ValidationError(
-                f"'{shown}' cannot be looked up in the vault ({exc.strerror or exc}): give the"
-                " path of a note or folder in it"
-            ) from None
-        if is_folder:
+        if confined.absolute.is_dir():
             return rel, [note for note in notes.all if note.path.startswith(rel + "/")]
         for candidate in (rel, f"{rel}.md"):
             if candidate in notes.by_path:
                 return candidate, [notes.by_path[candidate]]
-        if exists:
+        if confined.absolute.exists():
             if not is_note_name(confined.absolute.name):
                 raise ValidationError(f"{rel!r} is not a Markdown note", NOT_A_NOTE)
             raise ValidationError(

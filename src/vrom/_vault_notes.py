@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vrom.errors import NotFoundError, ValidationError
+from vrom.errors import NotFoundError, ValidationError, VromError
 from vrom.ingest.confine import ReadPurpose, confine
-from vrom.ingest.parse import is_utf8, note_key, parse_note, shown_path
+from vrom.ingest.parse import is_utf8, note_key, parse_note, shown_path, unshown_path
 from vrom.ingest.walk import read_note_text, read_regular_file
 from vrom.results import Link, Note, NoteRef, Related, SharedTags, SimilarNote
 from vrom.search.links import backlink_sources, resolve_link
@@ -30,7 +30,11 @@ class VaultNotes:
         self.store = store
 
     def document(self, path_or_id: str | int, purpose: ReadPurpose) -> StoredDocument:
-        """Return the stored note a path, name or id names, confined for ``purpose``."""
+        """Return the stored note a path, name or id names, confined for ``purpose``.
+
+        A name is also found as the faces print it (`shown_path`: ``bidi \\u202egnp.md``), when
+        it names no note as written.
+        """
         if purpose not in ("read", "reference"):
             raise ValidationError(f"purpose must be 'read' or 'reference', not {purpose!r}")
         if isinstance(path_or_id, int) and not isinstance(path_or_id, bool):
@@ -45,6 +49,18 @@ class VaultNotes:
                 f"no note '{shown_path(path_or_id)}' in vault {self.root}: vrom does not index"
                 " a file whose name is not valid UTF-8 (rename the file)"
             )
+        try:
+            return self._named(path_or_id, purpose)
+        except VromError as as_written:  # a backslash is a separator: "\u202e" names no note
+            unescaped = unshown_path(path_or_id)
+            if unescaped == path_or_id:
+                raise
+            try:
+                return self._named(unescaped, purpose)
+            except VromError:
+                raise as_written from None
+
+    def _named(self, path_or_id: str, purpose: ReadPurpose) -> StoredDocument:
         ref = confine(self.root, path_or_id.strip(), purpose).relative
         key = note_key(ref)
         matches = self.store.documents.find(key)

@@ -61,6 +61,7 @@ LOG_LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
     "warning": logging.WARNING,
+    "warn": logging.WARNING,  # the seed's own spelling (its TypeScript SDK's 'warn')
     "error": logging.ERROR,
     "critical": logging.CRITICAL,
     "silent": logging.CRITICAL + 10,  # above every level: nothing is logged
@@ -96,8 +97,8 @@ class AgentMemory:
         trusted_keys: Sequence[str | PublicKey] | None = None,
         cache_quota: int | str | None = None,
     ) -> None:
-        """``log_level``: ``debug``, ``info``, ``warning``, ``error``, ``critical`` or
-        ``silent``, set on the ``vrom`` logger (for the whole process, as logging levels are);
+        """``log_level``: ``debug``, ``info``, ``warning`` (or ``warn``), ``error``,
+        ``critical`` or ``silent``, set on the ``vrom`` logger (for the whole process, as logging levels are);
         ``silent`` also hides the warnings vrom raises during this object's calls (an unsigned
         pack, a stale registry), so nothing is written at all. ``embedder``: a model to use for
         packs built with it (besides the ones vrom ships: the default model and the fake one).
@@ -106,7 +107,7 @@ class AgentMemory:
         pack must be signed by; None reads ``$VROM_TRUSTED_KEYS``, and none at all accepts
         unsigned packs with a warning. ``cache_quota``: the most bytes cached packs may take
         (a number, or a size such as ``"2GiB"``); None reads ``$VROM_CACHE_QUOTA``, and none at
-        all is no limit but the disk. With a quota, a pull evicts the least recently used packs
+        all is 10 GiB (``"unlimited"``: the disk is the limit). A pull evicts the least recently used packs
         (never the mounted one) to make room, and a pack that cannot fit is refused before it
         is downloaded."""
         level = LOG_LEVELS.get(log_level.lower()) if isinstance(log_level, str) else None
@@ -122,9 +123,8 @@ class AgentMemory:
         self._http_client = http_client
         keys = trusted_keys if trusted_keys is not None else settings.trusted_keys()
         self._trusted_keys = load_trusted_keys(keys)
-        self._cache_quota = parse_quota(
-            cache_quota if cache_quota is not None else settings.cache_quota()
-        )
+        self._cache_quota = cache_quota if cache_quota is not None else settings.cache_quota()
+        parse_quota(self._cache_quota)  # a bad quota is refused here, not at the first pull
         self._extra_embedder = embedder
         self._cache: VromCache | None = None
         self._mounted: _Mounted | None = None
@@ -318,6 +318,7 @@ class AgentMemory:
             )
         check_mode(mode)
         check_context_window(context_window)
+        mounted.pack.wait_until_hashed()  # with trusted keys: no text of a changed file
         hits = mounted.corpus.search(query, top_k, None, mode, ef_search=ef_search)
         if expand_context and context_window:
             hits = expand_hits(mounted.corpus.store, hits, context_window)
@@ -333,8 +334,9 @@ class AgentMemory:
         *,
         relative_cutoff: float | None = RELATIVE_CUTOFF,
     ) -> str:
-        """Return results as prompt context: ``## heading``, text, ``[Source: url]``, split by
-        ``---``, within ``max_tokens`` (estimated as ceil(characters / 4)), best first.
+        """Return results as prompt context: ``## heading`` (unless the text begins with it),
+        text, ``[Source: url]`` (the source file when the pack has no URL), split by ``---``,
+        within ``max_tokens`` (estimated as ceil(characters / 4)), best first.
 
         As `vrom.format_context` does for a vault: results far below the best are left out
         (``relative_cutoff`` of the best similarity, or of the best score outside vector mode;
@@ -357,9 +359,12 @@ class AgentMemory:
             for passage, body in zip(selection, bodies, strict=True):
                 first = kept[passage.members[0]]
                 heading = first.metadata.get("section_heading") or first.metadata.get("doc_title")
-                text = f"## {heading}\n\n{body}" if heading else body
-                url = first.metadata.get("url")
-                rendered.append(text + f"\n\n[Source: {url}]" if include_sources and url else text)
+                said = body.lstrip("# \n").split("\n", 1)[0].strip() == heading  # its own line
+                text = f"## {heading}\n\n{body}" if heading and not said else body
+                # a pack built without a URL base still names the file the text came from
+                source = first.metadata.get("url") or first.metadata.get("source_file")
+                cited = include_sources and source
+                rendered.append(text + f"\n\n[Source: {source}]" if cited else text)
             return rendered
 
         def fits(selection: list[Passage]) -> bool:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import re
 import threading
@@ -39,7 +38,7 @@ from vrom.documents import (
     validated_batch,
 )
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
-from vrom.errors import ModelError, StorageError, ValidationError, VromError, shown
+from vrom.errors import ModelError, StorageError, ValidationError, shown
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
 from vrom.ingest.embedding import (
     EMBEDDING_RECIPE,
@@ -85,8 +84,6 @@ KEY_ENV = settings.STORAGE_KEY_ENV
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KIND_META_KEY = "collection_name"
-
-logger = logging.getLogger(__name__)
 
 
 class Collection:
@@ -211,7 +208,8 @@ class Collection:
 
         A document whose id is already held replaces it (its old chunks and vectors go), and
         when its text or its source changes, the turns after it in its conversation are
-        embedded again with it (see `vrom.ingest.embedding.context_text`). Every
+        embedded again with it (see `vrom.ingest.embedding.context_text`), in the same
+        transaction: no crash leaves a turn with a vector of its old context. Every
         document is checked before anything is written: one bad document (an id over 256 bytes,
         a text over 100,000 characters or blank, metadata over 8 KiB as JSON, an unknown key)
         is a `ValidationError` with code ``invalid_value`` and nothing is written. An embedding
@@ -226,22 +224,22 @@ class Collection:
             moved = self._moved_turns(prepared, held)
             now = time.time()
             with self._store.transaction():
-                rows: list[tuple[int, bytes]] = []
+                rows: dict[int, bytes] = {}
                 for place, (doc, chunks) in enumerate(prepared):
                     document_id = self._store.documents.put(self._record(doc, now), chunks, [], [])
                     if vectors:
                         stored = self._store.documents.chunks_of(document_id)
-                        rows += [(c.chunk_id, vectors[place, c.position]) for c in stored]
+                        rows.update((c.chunk_id, vectors[place, c.position]) for c in stored)
+                rows.update(self._turns_after(moved))  # made with the turns just written
                 if rows:  # one write (and one change-log prune) for the batch, not per document
-                    self._store.vectors.put(rows)
-            self._refresh_turns_after(moved)
+                    self._store.vectors.put(list(rows.items()))
             return self._store.documents.count()
 
     def remove(self, id: str) -> bool:
         """Remove a document by id; return True if it was there.
 
         The turns after it in its conversation (its metadata ``source``) are embedded again
-        without it.
+        without it, in the same transaction; if that fails (a `ModelError`) nothing is removed.
         """
         with self._lock:
             self._check_open()
@@ -254,8 +252,10 @@ class Collection:
                 stored = self._store.documents.get(state.document_id)
                 source = None if stored is None else metadata_source(stored.frontmatter)
                 self._store.documents.delete(state.document_id)
-            if source is not None:
-                self._refresh_turns_after([(source, state.document_id)])
+                if source is not None:
+                    refreshed = self._turns_after([(source, state.document_id)])
+                    if refreshed:
+                        self._store.vectors.put(list(refreshed.items()))
             return True
 
     def reembed(self) -> int:
@@ -419,12 +419,7 @@ class Collection:
         if missing:
             check_recipe(self._store, turns=True)
             unique = list(dict.fromkeys(texts[key] for key in missing))
-            try:
-                matrix = self._embedder.embed_documents(unique)
-            except VromError:
-                raise
-            except Exception as exc:  # a third-party embedder's own failure
-                raise ModelError(f"embedding documents failed: {exc}") from exc
+            matrix = self._embedder.embed_documents(unique)  # a failure is a ModelError
             blobs = dict(zip(unique, encode(matrix, self._store.vectors.encoding()), strict=True))
             vectors.update((key, blobs[texts[key]]) for key in missing)
         return vectors
@@ -480,17 +475,18 @@ class Collection:
             moved += [(source, state.document_id) for source in sources if source is not None]
         return moved
 
-    def _refresh_turns_after(self, moved: Sequence[tuple[str, int]]) -> None:
-        """Embed again the turns that follow each (source, document id) place in ``moved``:
-        their vectors were made with the turns before them as they were.
+    def _turns_after(self, moved: Sequence[tuple[str, int]]) -> dict[int, bytes]:
+        """Return the vectors, by chunk id, of the turns that follow each (source, document
+        id) place in ``moved``, made again with the turns before them as the caller's open
+        transaction has just written them.
 
-        Runs after the change is committed, in a transaction of its own. If embedding fails,
-        those turns keep their vectors and a warning says so: search stays correct, only their
-        context is stale. A store of an older recipe is left as it is (`reembed` makes every
-        vector again).
+        Called inside the change's transaction, so the change and these vectors commit
+        together: an embedding failure (a `ModelError`) rolls the change back, and a process
+        killed meanwhile leaves the store as it was before. A store of an older recipe gets
+        none (`reembed` makes every vector again).
         """
         if self._embedder is None or not moved or stored_recipe(self._store) != EMBEDDING_RECIPE:
-            return
+            return {}
         followers = dict.fromkeys(
             document_id
             for source, place in moved
@@ -502,25 +498,12 @@ class Collection:
             if chunks and is_turn([chunk.text for chunk in chunks]):
                 made.append((chunks[0].chunk_id, embedding_text(chunks[0], turns)))
         if not made:
-            return
+            return {}
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
-        try:
-            matrix = self._embedder.embed_documents([text for _, text in made])
-        except Exception as exc:  # the change is committed; these vectors are only stale
-            logger.warning(
-                "collection %r: %d turns after a changed one keep their old context (%s); "
-                "reembed() refreshes them",
-                self._name,
-                len(made),
-                exc,
-            )
-            return
+        matrix = self._embedder.embed_documents([text for _, text in made])
         blobs = encode(matrix, self._store.vectors.encoding())
-        with self._store.transaction():
-            self._store.vectors.put(
-                [(chunk_id, blob) for (chunk_id, _), blob in zip(made, blobs, strict=True)]
-            )
+        return {chunk_id: blob for (chunk_id, _), blob in zip(made, blobs, strict=True)}
 
     def _chunks_and_turns(self, document_id: int) -> tuple[list[StoredChunk], list[str]]:
         """Return a stored document's chunks and the turns they are embedded with now

@@ -85,3 +85,15 @@ def test_an_empty_vault_path_is_a_one_line_error_and_creates_nothing(tmp_path: P
     assert_one_line_error(vrom(state, "index", ""), "vault path is empty")
     assert_one_line_error(vrom(state, "--vault", "", "stats"), "vault path is empty")
     assert not state.exists()
+
+
+def test_issue26_item10_a_300_character_path_is_a_one_line_error(
+    write_vault: Callable[[dict[str, str | bytes]], Path], tmp_path: Path
+) -> None:
+    root = write_vault(GOOD_NOTES)
+    state = tmp_path / "state"
+    assert vrom(state, "index", str(root)).returncode == 0
+    long_path = "x" * 300
+    for command in (["format", "check"], ["format", "enrich"], ["get-note"], ["related"]):
+        done = vrom(state, "--vault", str(root), *command, long_path)
+        assert_one_line_error(done, "over the file system's 255-byte limit for one name")

@@ -7,6 +7,7 @@ when its name can be stored and named back, and every warning is one printable l
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,10 +19,11 @@ import pytest
 from hostile import GOOD_NOTES, make_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from vrom_cli import run_vrom
 
 from vrom import Vault
 from vrom.errors import NotFoundError, ValidationError, VromError
-from vrom.ingest.parse import name_problem, shown_path
+from vrom.ingest.parse import name_problem, shown_path, unshown_path
 
 WriteVault = Callable[[dict[str, str | bytes]], Path]
 OpenVault = Callable[[Path], Vault]
@@ -195,3 +197,42 @@ def test_an_empty_vault_path_is_refused_by_the_mcp_server_too(tmp_path: Path) ->
         "vrom: error: the vault path is empty: give a folder ('.' for this one)"
     )
     assert not (tmp_path / "state").exists(), "nothing was created"
+
+
+BIDI = "bidi \u202egnp.md"  # shows as "bidi dm.png" where printed raw
+
+
+def test_issue26_item15_a_bidi_name_is_shown_escaped_and_read_back_by_the_same_name(
+    write_vault: WriteVault, open_vault: OpenVault
+) -> None:
+    root = write_vault({**GOOD_NOTES, BIDI: "# Bidi\n\nkumquat\n"})
+    vault = open_vault(root)
+    assert vault.index().notes == len(GOOD_NOTES) + 1
+    assert shown_path(BIDI) == "bidi \\u202egnp.md" and unshown_path(shown_path(BIDI)) == BIDI
+    for name in (BIDI, shown_path(BIDI), BIDI[:-3], shown_path(BIDI)[:-3]):
+        assert vault.get_note(name, purpose="read").path == BIDI, name
+        assert vault.related(name, purpose="read").note.path == BIDI
+    assert vault.list_folder().notes[-1].path == BIDI
+    with pytest.raises(ValidationError, match="bidirectional-override") as refused:
+        vault.write_note("new \u202egnp.md", "# Spoof\n")
+    assert refused.value.code == "path_outside_vault"
+    with pytest.raises(NotFoundError):  # an escape of a plain character is no escape
+        vault.get_note("bidi \\u0041gnp.md")
+
+
+def test_issue26_item15_the_cli_prints_a_bidi_name_escaped_and_takes_it_back(
+    write_vault: WriteVault, tmp_path: Path
+) -> None:
+    root = write_vault({**GOOD_NOTES, BIDI: "# Bidi\n\nkumquat\n"})
+    state = tmp_path / "state"
+    assert run_vrom(state, "index", str(root)).returncode == 0
+    found = run_vrom(state, "--vault", str(root), "search", "kumquat")
+    assert found.returncode == 0, found.stderr
+    assert "1. bidi \\u202egnp.md" in found.stdout and "\u202e" not in found.stdout
+    printed = found.stdout.split("1. ", 1)[1].split(" › ")[0]
+    note = run_vrom(state, "--vault", str(root), "get-note", printed)
+    assert note.returncode == 0, note.stderr
+    assert note.stdout.splitlines()[1].startswith("bidi \\u202egnp.md · id ")
+    assert "\u202e" not in note.stdout
+    as_json = run_vrom(state, "--vault", str(root), "--json", "get-note", printed)
+    assert json.loads(as_json.stdout)["path"] == BIDI, "JSON keeps the real name"

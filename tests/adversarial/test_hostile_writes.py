@@ -3,11 +3,17 @@
 Notes are written in batched transactions; a note that raises midway (after its row and chunks
 went in) is rolled back with its batch, which is written again without it. The note is skipped
 with a warning naming the exception; the next run, once the cause is gone, indexes it.
+
+And a folder swapped for a symlink while notes are written, appended to and deleted in it never
+sends a write or a delete outside the vault (issue 26, item 7).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +21,7 @@ import pytest
 from hostile import GOOD_NOTES
 
 from vrom import Vault
-from vrom.errors import NotFoundError
+from vrom.errors import NotFoundError, VromError
 from vrom.store import sqlite_documents
 from vrom.store.sqlite import SQLiteStore
 
@@ -112,3 +118,52 @@ def test_writing_a_note_whose_store_write_fails_says_so(
     assert result.warning is not None
     assert "could not be stored (RuntimeError: poisoned chunk)" in result.warning
     assert stored_rows(vault) == (len(GOOD_NOTES), len(GOOD_NOTES), [])
+
+
+SWAPS = 3000
+VICTIMS = {f"n{i}.md": f"# Victim {i}\n" for i in range(20)}
+SWAPPER = """
+import contextlib, os, sys
+folder, aside, outside, swaps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+for n in range(swaps):  # the folder, then a symlink out of the vault in its place
+    with contextlib.suppress(OSError):  # a write made the folder again between two steps
+        os.rename(folder, os.path.join(aside, f"inbox-{n}"))
+        os.symlink(outside, folder)
+        os.unlink(folder)
+        os.mkdir(folder)
+"""
+
+
+@pytest.mark.slow
+def test_issue26_item7_a_folder_swapped_for_a_symlink_during_writes_puts_nothing_outside(
+    write_vault: WriteVault, open_vault: OpenVault, tmp_path: Path
+) -> None:
+    root = write_vault({"inbox/start.md": "# Start\n", "aside/keep.md": "# Keep\n"})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name, text in VICTIMS.items():
+        (outside / name).write_text(text)
+    vault = open_vault(root)
+    args = [root / "inbox", root / "aside", outside, SWAPS]
+    # another process, as an attacker is: it runs alongside the writes, not between them
+    swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, *map(str, args)])
+    calls = written = 0
+    failures: list[str] = []
+    while swapper.poll() is None or calls < 200:
+        try:
+            if calls % 4 == 3:
+                vault.delete_note(f"inbox/n{calls % 20}.md", permanent=calls % 8 == 7)
+            else:
+                name = f"inbox/n{calls % 20}.md" if calls % 4 else f"inbox/new-{calls}.md"
+                mode = ("create", "overwrite", "append")[calls % 4]
+                vault.write_note(name, f"# Written {calls}\n", mode=mode)
+                written += 1
+        except VromError as exc:  # refused, or nothing there: said in one line
+            failures.append(str(exc))
+        calls += 1
+    assert swapper.wait() == 0
+    assert written > 0 and all("\n" not in failure for failure in failures)
+    assert sorted(os.listdir(outside)) == sorted(VICTIMS), "nothing was written or left outside"
+    for name, text in VICTIMS.items():
+        assert (outside / name).read_text() == text, f"{name} outside the vault was changed"
+    assert not any(root.rglob(".vrom-*")), "no temporary file is left behind"

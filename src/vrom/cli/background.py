@@ -3,13 +3,16 @@ current, so the vault is searchable by keyword at once and by meaning as vectors
 
 The detached process takes the store's embedding claim (`vrom.ingest.embed_job`): one writer
 at a time, progress in ``<store>.embedding.json`` for ``vrom stats``, its output appended to
-``<store>.embedding.log``. A killed run keeps every committed batch; the next resumes.
+``<store>.embedding.log`` (a line when it starts, its progress every few seconds, how many
+chunks it embedded, or the one-line error that stopped it). A killed run keeps every committed
+batch; the next resumes.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from typing import Any
 
 from vrom.ingest.embed_job import LOG_SUFFIX
@@ -56,6 +59,11 @@ def embed_in_background(
     else:
         detached = {"start_new_session": True}
     with open(log.path, "ab") as output:
+        started = time.strftime("%Y-%m-%d %H:%M:%S%z")
+        output.write(
+            f"{started} vrom embed started for {vault.root}: {missing:,} chunks to embed\n".encode()
+        )
+        output.flush()
         process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, **detached
         )

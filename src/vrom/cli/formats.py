@@ -21,6 +21,7 @@ from vrom.cli.global_options import add_global_options
 from vrom.cli.output import print_json, styler
 from vrom.cli.vault_options import announce, open_vault, where
 from vrom.errors import NotFoundError
+from vrom.ingest.parse import shown_path
 from vrom.results import FormatReport, NoteFormat
 from vrom.vault import Vault
 
@@ -128,7 +129,7 @@ def format_report(report: FormatReport, out: TextIO) -> None:
         if count
     )
     checked = len(report.notes)
-    where_text = f" in {report.scope}" if report.scope else ""
+    where_text = f" in {shown_path(report.scope)}" if report.scope else ""
     summary = (
         f"{checked:,} note{'s' if checked != 1 else ''}{where_text} checked against OKF"
         f" v{report.okf_version}{': ' + counts if counts else ''}; {_count(report.errors, 'error')},"
@@ -151,7 +152,7 @@ def format_report(report: FormatReport, out: TextIO) -> None:
 
 
 def _note(note: NoteFormat, out: TextIO, style: Callable[[str, str], str]) -> None:
-    out.write(f"{style(note.path, 'bold')}  {style(note.format, 'dim')}\n")
+    out.write(f"{style(shown_path(note.path), 'bold')}  {style(note.format, 'dim')}\n")
     for issue in note.errors:
         out.write(f"  {style('error', 'red')} {issue.code}: {issue.message}\n")
     for issue in note.warnings:

@@ -89,8 +89,16 @@ def add_pack_commands(commands: Any) -> None:
         sub.add_argument("--registry", default=None, help=REGISTRY_HELP)
         if name != "list":
             sub.add_argument("pack", metavar="ID", help="a pack id (or hub://id)")
+        if name in ("list", "pull", "info"):
+            sub.add_argument(
+                "--refresh",
+                action="store_true",
+                help="fetch the registry again, not its cached copy (an id it lacks always does)",
+            )
         if name == "pull":
-            sub.add_argument("--force", action="store_true", help="download again")
+            sub.add_argument(
+                "--force", action="store_true", help="download again (implies --refresh)"
+            )
         if name in ("pull", "verify"):
             sub.add_argument("--trusted-keys", metavar="KEYS", default=None, help=TRUSTED_HELP)
 
@@ -237,7 +245,7 @@ def _cache(args: argparse.Namespace) -> Any:
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:
     cache = _cache(args)
-    entries = cache.list()
+    entries = cache.get_registry(refresh=args.refresh).packs
     rows = [{**e.to_dict(), "cached": cache.is_cached(e.id)} for e in entries]
     if args.json:
         print_json(rows, out)
@@ -255,7 +263,7 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
 
 def _pull(args: argparse.Namespace, out: TextIO) -> int:
     cache = _cache(args)
-    entry = cache.require_entry(args.pack)
+    entry = _entry(cache, args)
     show = sys.stderr.isatty() and not args.json
     if show:
         from rich.progress import Progress
@@ -314,9 +322,17 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _entry(cache: Any, args: argparse.Namespace) -> Any:
+    """Return the registry entry of ``args.pack``, from a fresh registry with ``--refresh``
+    (or ``--force``)."""
+    if args.refresh or getattr(args, "force", False):
+        cache.get_registry(refresh=True)
+    return cache.require_entry(args.pack)
+
+
 def _info(args: argparse.Namespace, out: TextIO) -> int:
     cache = _cache(args)
-    entry = cache.require_entry(args.pack)
+    entry = _entry(cache, args)
     manifest = cache.get_cached_manifest(entry.id)
     info = {
         "entry": entry.to_dict(),

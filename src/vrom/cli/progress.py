@@ -77,6 +77,20 @@ class LineProgress:
         self._stream.flush()
 
 
+@contextmanager
+def command_progress(silent: bool) -> Iterator[IndexProgress | None]:
+    """Yield where a command's progress goes: nowhere when ``silent`` (``--json``,
+    ``--quiet``), a bar on a terminal, else a line every few seconds to stderr (a log or a
+    pipe: a background ``vrom embed`` writes its ``.embedding.log`` so)."""
+    if silent:
+        yield None
+    elif sys.stderr.isatty():
+        with terminal_progress() as bar:
+            yield bar
+    else:
+        yield LineProgress(sys.stderr)
+
+
 def stderr_console() -> Console:
     """Return the rich console progress bars draw on: stderr, coloured as `colour_enabled` says."""
     from rich.console import Console

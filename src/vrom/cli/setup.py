@@ -75,7 +75,7 @@ def _cmd_install(args: argparse.Namespace, out: TextIO) -> int:
 
 def _format_check(check: Check) -> str:
     line = f"{MARKS.get(check.status, '!')} {check.name}: {check.detail}"
-    if check.fix and check.status != OK:
+    if check.fix and check.status != OK and check.fix not in check.detail:  # said once
         line += f" — {'tip' if check.status == SKIP else 'fix'}: {check.fix}"
     return line + "\n"
 

@@ -17,7 +17,7 @@ from vrom.cli.background import embed_in_background
 from vrom.cli.global_options import GLOBAL_OPTIONS, add_global_options
 from vrom.cli.output import print_json, styler
 from vrom.cli.packs import search_pack
-from vrom.cli.progress import LineProgress, terminal_progress
+from vrom.cli.progress import command_progress
 from vrom.cli.vault_format import (
     format_backend_info,
     format_context,
@@ -85,17 +85,12 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     with vault:
         if not args.quiet:
             announce(vault)
-        if args.json or args.quiet:
-            summary = vault.index(force=args.force, embed=embed)
-        elif sys.stderr.isatty():
-            with terminal_progress() as bar:
-                summary = vault.index(
-                    bar.notes, force=args.force, embed_progress=bar.chunks, embed=embed
-                )
-        else:  # a log or a pipe: a line to stderr every few seconds of a long run
-            lines = LineProgress(sys.stderr)
+        with command_progress(args.json or args.quiet) as progress:
             summary = vault.index(
-                lines.notes, force=args.force, embed_progress=lines.chunks, embed=embed
+                None if progress is None else progress.notes,
+                force=args.force,
+                embed_progress=None if progress is None else progress.chunks,
+                embed=embed,
             )
         background = (
             embed_in_background(vault, args.embedder, args.vector_encoding, args.state_dir)
@@ -123,6 +118,21 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         if note and not args.quiet:
             sys.stderr.write(f"vrom: {note}\n")
     return 0
+
+
+def _embed(vault: Vault, args: argparse.Namespace) -> dict[str, int]:
+    """Embed what has no vector, saying how far it has got as ``vrom index`` does (a bar on a
+    terminal, else a line every few seconds: what a background run's log holds)."""
+    with command_progress(args.json) as progress:
+        if progress is not None and not sys.stderr.isatty():
+            stats = vault.stats()
+            missing = stats.chunks if args.rebuild else stats.chunks - stats.vectors
+            sys.stderr.write(f"vrom: embedding {missing:,} chunks of {vault.root}\n")
+            sys.stderr.flush()
+        embedded = vault.embed(
+            rebuild=args.rebuild, progress=None if progress is None else progress.chunks
+        )
+    return {"embedded": embedded}
 
 
 def _reader(
@@ -352,7 +362,7 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
                 "--mode",
                 choices=MODES,
                 default=None,
-                help="keyword, vector, hybrid (rank fusion) or rerank (as hybrid-search); "
+                help="keyword, vector, hybrid (normalised scores fused) or rerank (as hybrid-search); "
                 "default: hybrid when the vault has vectors (vector with --pack)",
             )
         else:
@@ -413,7 +423,7 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
     sub = command(
         "embed",
-        _reader(lambda v, a: {"embedded": v.embed(rebuild=a.rebuild)}, format_embedded),
+        _reader(_embed, format_embedded),
         "Embed the chunks that have no vector yet (--rebuild: re-embed all with this model).",
     )
     sub.add_argument(

@@ -1,4 +1,9 @@
-"""How the vault commands print their results as text (``--json`` prints them as JSON instead)."""
+"""How the vault commands print their results as text (``--json`` prints them as JSON instead).
+
+A note's path is printed through `shown_path`, so a name holding control or bidirectional
+characters shows as it is (``bidi \\u202egnp.md``), and ``get-note`` takes it back as printed;
+JSON keeps the real name.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from vrom.cli.output import score_label, styler
+from vrom.ingest.parse import shown_path
 from vrom.results import (
     BackendInfo,
     Context,
@@ -38,7 +44,7 @@ def format_hits(hits: Sequence[Hit], out: TextIO) -> None:
     for rank, hit in enumerate(hits, start=1):
         where = f" › {hit.heading_path}" if hit.heading_path else ""
         score = style(f"({score_label(hit.score_kind, hit.score)})", "cyan")
-        out.write(f"{style(f'{rank}. {hit.path}', 'bold')}{where}  {score}\n")
+        out.write(f"{style(f'{rank}. {shown_path(hit.path)}', 'bold')}{where}  {score}\n")
         out.write(f"   {hit.excerpt}\n")
         provenance = (
             f"   chunk {hit.chunk_id} · sha256 {hit.content_hash[:12]} · "
@@ -85,7 +91,7 @@ def format_note(note: Note, out: TextIO) -> None:
         timespec="seconds"
     )
     out.write(
-        f"{note.title}\n{note.path} · id {note.note_id} · {note.chunk_count} chunks · "
+        f"{note.title}\n{shown_path(note.path)} · id {note.note_id} · {note.chunk_count} chunks · "
         f"modified {modified} · sha256 {note.content_hash[:12]}\n"
     )
     if note.tags:
@@ -97,23 +103,26 @@ def format_note(note: Note, out: TextIO) -> None:
 
 def format_related(related: Related, out: TextIO) -> None:
     """Print a note's links, backlinks, notes sharing its tags and notes similar in meaning."""
-    out.write(f"{related.note.title} ({related.note.path})\n")
+    out.write(f"{related.note.title} ({shown_path(related.note.path)})\n")
     out.write(f"\nlinks ({len(related.links)}):\n")
     for link in related.links:
-        target = link.resolved_path or "(unresolved)"
+        target = shown_path(link.resolved_path) if link.resolved_path else "(unresolved)"
         written = link.target + (f"#{link.heading}" if link.heading else "")
         alias = f" ({link.alias})" if link.alias else ""
         out.write(f"  {link.kind}: {written}{alias} → {target}\n")
     out.write(f"\nbacklinks ({len(related.backlinks)}):\n")
     for ref in related.backlinks:
-        out.write(f"  {ref.path}\n")
+        out.write(f"  {shown_path(ref.path)}\n")
     out.write(f"\nshared tags ({len(related.shared_tags)}):\n")
     for shared in related.shared_tags:
-        out.write(f"  {shared.note.path}: " + ", ".join(f"#{t}" for t in shared.tags) + "\n")
+        out.write(
+            f"  {shown_path(shared.note.path)}: " + ", ".join(f"#{t}" for t in shared.tags) + "\n"
+        )
     if related.similar:
         out.write(f"\nsimilar in meaning ({len(related.similar)}):\n")
         for similar in related.similar:
-            out.write(f"  {similar.note.path} ({score_label('cosine', similar.score)})\n")
+            score = score_label("cosine", similar.score)
+            out.write(f"  {shown_path(similar.note.path)} ({score})\n")
 
 
 def format_context(context: Context, out: TextIO) -> None:
@@ -192,13 +201,20 @@ def format_backend_info(info: BackendInfo, out: TextIO) -> None:
         out.write(f"{key + ':':<23}{value}\n")
 
 
+def _decoded(info: VectorInfo) -> bool:
+    """True when exact search scores stored int8 vectors as float32 (the mode's name says
+    float32 beside an int8 dtype)."""
+    return info.vector_mode == "exact-float32" and info.dtype == "int8"
+
+
 def format_vector_info(info: VectorInfo, out: TextIO) -> None:
     """Print the vectors' mode, count, dims, dtype, model fingerprint, index settings and the
     graph file's state, one per line."""
     settings = info.index_settings
     stored = "" if info.bytes_per_vector is None else f" ({info.bytes_per_vector:,} bytes a vector)"
     rows = {
-        "vector mode": info.vector_mode,
+        "vector mode": info.vector_mode
+        + (" (int8 vectors decoded to float32 to score)" if _decoded(info) else ""),
         "vectors": f"{vector_coverage(info.vectors, info.chunks)} chunks",
         "dims": "-" if info.dims is None else info.dims,
         "dtype": info.dtype + stored,

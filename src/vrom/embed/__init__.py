@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from vrom import settings
-from vrom.errors import ValidationError
+from vrom.errors import ModelError, ValidationError, VromError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,14 +86,28 @@ class Embedder(abc.ABC):
 
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
         """Return one normalised float32 row per document text."""
-        return self._embed(_checked(texts), "document")
+        return self._embedded(_checked(texts), "document")
 
     def embed_query(self, text: str) -> Matrix:
         """Return the normalised float32 vector of a query, shaped (dim,)."""
         if not isinstance(text, str):
             raise ValidationError(f"a query must be a string, not {type(text).__name__}")
-        result: Matrix = self._embed([_valid_unicode(text)], "query")[0]
+        result: Matrix = self._embedded([_valid_unicode(text)], "query")[0]
         return result
+
+    def _embedded(self, texts: Sequence[str], kind: str) -> Matrix:
+        """Return `_embed`'s vectors; a failure of the model itself (a custom embedder's own
+        exception, a crashed runtime) becomes a `ModelError`, so every caller sees one error
+        type for it."""
+        try:
+            return self._embed(texts, kind)
+        except VromError:
+            raise
+        except Exception as exc:
+            raise ModelError(
+                f"embedding {len(texts)} {kind} text{'s' if len(texts) != 1 else ''} with "
+                f"{type(self).__name__} failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def close(self) -> None:  # noqa: B027 - most embedders hold nothing to release
         """Release the model (a no-op for most embedders)."""

@@ -25,9 +25,10 @@ Python names a file's bytes that are not UTF-8, and pass):
   cannot be named); ``.`` segments and repeated separators are dropped.
 - Refused: an empty path (or one naming the vault itself); absolute paths (``/x``, ``\\x``,
   ``//server/x``, ``\\\\server\\share``, ``C:\\x`` and drive-relative ``C:x``), except as said
-  for ``reference``; ``~`` home paths; URLs (``file:///x``); control characters and
-  bidirectional-override characters; every ``..`` segment, even one that would stay inside
-  (``a/../b.md``): a note is named from the vault root and never needs one; segments of only
+  for ``reference``; ``~`` home paths; URLs (``file:///x``); control characters (for writes,
+  bidirectional-override characters too: a note named with them is indexed and read, and every
+  face shows its name escaped, `vrom.ingest.parse.shown_path`); every ``..`` segment, even one
+  that would stay inside (``a/../b.md``): a note is named from the vault root and never needs one; segments of only
   dots and spaces (``...``, ``.. ``), which Windows collapses into ``..``; segments that only
   look harmless: percent-encoded (``%2e%2e``, ``%2F``, double-encoded ``%252e``) or Unicode
   look-alikes (fullwidth ``．．``, NFKC-normalised) that decode to ``..``, a hidden name or a
@@ -50,12 +51,16 @@ the same two predicates as `confine`: `is_inside` and `is_symlink_free`, and app
 and ignored rules (`vrom.ingest.walk.is_ignored_path`) to where a symlink leads as well.
 
 A check cannot stop another process from swapping a folder for a symlink between the check and
-the write; the writer narrows that window (temporary files are created with ``O_EXCL`` and
-renamed over the target, which replaces a symlink rather than following it) but cannot close it.
+the write, so the writer does not act on the path it checked: it opens the note's folder one
+real folder at a time from the vault root and names every file in that open folder
+(`vrom.ingest.vault_folder`). A path whose folders change while it is resolved is refused with
+code ``path_unresolved``; one the file system could not hold (a name over its 255-byte limit, a
+path over 4,096 bytes) with code ``path_too_long``, whatever it is for but ``reindex``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import unicodedata
@@ -65,7 +70,7 @@ from typing import Literal, get_args
 from urllib.parse import unquote
 
 from vrom.errors import ValidationError
-from vrom.ingest.parse import NOTE_SUFFIXES
+from vrom.ingest.parse import BIDI_CONTROLS, NOTE_SUFFIXES
 
 IGNORED_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
 """Folders vrom never indexes, reads or writes into (besides every hidden one)."""
@@ -73,6 +78,8 @@ IGNORED_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
 OUTSIDE = "path_outside_vault"
 NOT_A_NOTE = "not_a_note"
 IS_SYMLINK = "path_is_symlink"
+TOO_LONG = "path_too_long"
+UNRESOLVED = "path_unresolved"
 
 ReadPurpose = Literal["read", "reference"]
 """How a note to read may be named: from the vault root, or also by an absolute path in it."""
@@ -83,9 +90,13 @@ PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,9}$")  # a digit-only "extension" is not one
-_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_BIDI_WRITE = (
+    "it contains bidirectional-override characters, which make a name show as another:"
+    " vrom reads such a note but writes none"
+)
 _DECODE_ROUNDS = 3  # %2e, %252e, %25252e
 _RELATIVE = "; name notes by their path from the vault root"
+_NAME_MAX, _PATH_MAX = 255, 4096  # where the file system does not say (Windows: 255, 32,767)
 
 
 @dataclass(frozen=True)
@@ -117,18 +128,33 @@ def confine(root: Path, user_path: str, purpose: Purpose) -> ConfinedPath:
     except UnicodeEncodeError:  # a lone surrogate that is no file name's undecodable byte
         raise _refused(shown, "it is not valid Unicode and names no file") from None
     real_root = Path(os.path.realpath(root))
+    try:
+        return _confined(real_root, user_path, purpose, shown)
+    except OSError as exc:  # a folder on the way changed while it was resolved (readlink)
+        raise ValidationError(
+            f"refused path {shown}: it could not be resolved ({exc.strerror or exc}); a folder"
+            " on the way changed meanwhile: try again",
+            UNRESOLVED,
+        ) from None
+
+
+def _confined(real_root: Path, user_path: str, purpose: Purpose, shown: str) -> ConfinedPath:
     if purpose == "reindex":
         real = _resolved_inside(real_root, real_root / user_path, shown, "it")
         return ConfinedPath(real, real.relative_to(real_root).as_posix())
     if purpose == "reference" and os.path.isabs(user_path):
         user_path = _from_root(real_root, user_path, shown)
-    why = _string_problem(user_path)
+    writing = purpose == "write"
+    why = _string_problem(user_path, writing)
     if why is not None:
         raise _refused(shown, why)
-    segments = _segments(user_path, shown)
+    segments = _segments(user_path, shown, writing)
     if purpose == "write":
         segments[-1] = _note_name(segments[-1], shown)
     absolute = real_root.joinpath(*segments)
+    why = _length_problem(real_root, absolute, segments)
+    if why is not None:
+        raise ValidationError(f"refused path {shown}: {why}", TOO_LONG)
     real = _resolved_inside(real_root, absolute, shown, "a symlink on the way")
     real_rel = real.relative_to(real_root).as_posix()
     for segment in real_rel.split("/"):
@@ -162,6 +188,39 @@ def is_symlink_free(path: str | os.PathLike[str]) -> bool:
     return os.path.realpath(path) == os.fspath(path)
 
 
+def _length_problem(real_root: Path, absolute: Path, segments: list[str]) -> str | None:
+    """Return why the file system could not hold this path (a name or the whole too long)."""
+    name_max, path_max = _limits(real_root)
+    for segment in segments:
+        size = _size(segment)
+        if size > name_max:
+            return (
+                f"a name in it is {size:,} bytes, over the file system's {name_max}-byte limit"
+                " for one name: use a shorter name"
+            )
+    size = _size(str(absolute))
+    if size >= path_max:
+        return (
+            f"its full path is {size:,} bytes, over the file system's {path_max:,}-byte"
+            " limit for a path: use a shorter path"
+        )
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _limits(real_root: Path) -> tuple[int, int]:
+    """Return the longest name and path (in bytes) the vault's file system takes."""
+    try:
+        return os.pathconf(real_root, "PC_NAME_MAX"), os.pathconf(real_root, "PC_PATH_MAX")
+    except (AttributeError, OSError, ValueError):  # no pathconf (Windows), or no answer
+        return _NAME_MAX, _PATH_MAX
+
+
+def _size(text: str) -> int:
+    # POSIX limits count the bytes of the encoded name; Windows' count characters
+    return len(os.fsencode(text)) if hasattr(os, "pathconf") else len(text)
+
+
 def _from_root(real_root: Path, path: str, shown: str) -> str:
     """Return an absolute path inside the vault as a path from its root, or refuse it."""
     # as written first (``..`` folded); then with symlinks resolved, for a vault reached
@@ -193,11 +252,13 @@ def _shown(path: str) -> str:
     return repr(path) if len(path) <= 160 else repr(path[:160]) + "..."
 
 
-def _string_problem(path: str) -> str | None:
+def _string_problem(path: str, writing: bool) -> str | None:
     if not path.strip():
         return "it is empty"
-    if any(unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS for c in path):
+    if any(unicodedata.category(c) == "Cc" for c in path):
         return "it contains control characters"
+    if writing and any(c in BIDI_CONTROLS for c in path):
+        return _BIDI_WRITE
     slashed = path.replace("\\", "/")
     if slashed.startswith("/"):
         return f"absolute paths could lead outside the vault{_RELATIVE}"
@@ -210,13 +271,13 @@ def _string_problem(path: str) -> str | None:
     return None
 
 
-def _segments(path: str, shown: str) -> list[str]:
+def _segments(path: str, shown: str, writing: bool) -> list[str]:
     """Return the segments of a path from the vault root, refusing any that could escape."""
     segments = []
     for segment in path.replace("\\", "/").split("/"):
         if segment in ("", "."):
             continue
-        why = _segment_problem(segment)
+        why = _segment_problem(segment, writing)
         if why is not None:
             raise _refused(shown, why)
         segments.append(segment)
@@ -238,7 +299,7 @@ def _forms(segment: str) -> list[str]:
     return forms + [unicodedata.normalize("NFKC", form) for form in forms]
 
 
-def _segment_problem(segment: str) -> str | None:
+def _segment_problem(segment: str, writing: bool) -> str | None:
     for form in _forms(segment):
         if form == "..":
             if form == segment:
@@ -248,8 +309,10 @@ def _segment_problem(segment: str) -> str | None:
             return f"segment {segment!r} is only dots and spaces"
         if "/" in form or "\\" in form:
             return f"segment {segment!r} decodes to a path separator"
-        if any(unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS for c in form):
+        if any(unicodedata.category(c) == "Cc" for c in form):
             return f"segment {segment!r} decodes to control characters"
+        if writing and any(c in BIDI_CONTROLS for c in form):
+            return _BIDI_WRITE
         why = _hidden_problem(form)
         if why is not None:
             return why if form == segment else f"segment {segment!r} decodes to {form!r}; {why}"

@@ -17,6 +17,9 @@ from urllib.parse import unquote
 from vrom.ingest.frontmatter import split_frontmatter
 
 NOTE_SUFFIXES = (".md", ".markdown")
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""The bidirectional embedding, override and isolate characters: they make a name show as
+another (``bidi \u202egnp.md`` as ``bidi dm.png``)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ _TAG = re.compile(r"(?:^|(?<=[\s(,]))#([\w/-]+)", re.MULTILINE)
 _NOT_A_LINE_END = re.compile(r"[^\n]")
 _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[ntr])")
 
 
 def note_key(path: str) -> str:
@@ -98,19 +102,37 @@ def name_problem(path: str) -> str | None:
 
 
 def shown_path(path: str) -> str:
-    r"""Return ``path`` fit to print on one line: a byte that is not UTF-8 as ``\xe9``, and
-    control characters escaped as Python writes them (``\n``)."""
+    r"""Return ``path`` fit to print on one line and seen as it is: a byte that is not UTF-8 as
+    ``\xe9``, and control and bidirectional-override characters escaped as Python writes them
+    (``\n``, ``\u202e``: ``bidi \u202egnp.md`` would show as ``bidi dm.png``).
+
+    Every face prints a file name through it; `unshown_path` reads such a name back.
+    """
     try:
         raw = path.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:  # a surrogate that stands for no byte (from JSON, or Windows)
         raw = path.encode("utf-8", "backslashreplace")
     printable = raw.decode("utf-8", "backslashreplace")
     return "".join(
-        char.encode("unicode_escape").decode("ascii")
-        if unicodedata.category(char) == "Cc"
-        else char
+        char.encode("unicode_escape").decode("ascii") if _escaped(char) else char
         for char in printable
     )
+
+
+def unshown_path(shown: str) -> str:
+    r"""Return the name `shown_path` printed as ``shown``: its ``\u202e``-style escapes of
+    control and bidirectional-override characters turned back into them (other backslashes
+    are kept)."""
+    return _ESCAPE.sub(_unescaped, shown)
+
+
+def _escaped(char: str) -> bool:
+    return unicodedata.category(char) == "Cc" or char in BIDI_CONTROLS
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    char = match.group(0).encode("ascii").decode("unicode_escape")
+    return char if _escaped(char) else match.group(0)
 
 
 def name_key(path: str) -> str:

@@ -166,10 +166,19 @@ def _entries(
             warnings.append(IndexWarning(rel, "skipped: not a regular file"))
 
 
-def read_regular_file(path: str | os.PathLike[str]) -> bytes:
+def read_regular_file(
+    path: str | os.PathLike[str], *, dir_fd: int | None = None, follow_symlinks: bool = True
+) -> bytes:
     """Return a file's bytes; `OSError` when it is not a regular file (a named pipe would block
-    the read until a writer comes, a device could be endless), checked on the opened file."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    the read until a writer comes, a device could be endless), checked on the opened file.
+
+    ``dir_fd`` names ``path`` in an open folder; without ``follow_symlinks`` a symlink is
+    refused (`OSError`), not read through.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, dir_fd=dir_fd)
     with os.fdopen(fd, "rb") as file:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))

@@ -13,11 +13,13 @@ interrupted pull with an HTTP ``Range`` request), checks every file's size and S
 the manifest, records them (`verify_folder`), and only then renames the folder into place, so a
 pack folder that exists has been verified. A size or hash mismatch deletes the partial folder (a
 corrupt partial must not be resumed forever) and leaves the previous good version in place.
-Loading a cached pack compares its files with that record (`check_record`) and, with trusted
-keys, checks its signature again; ``verify=True`` hashes every file again.
+Loading a cached pack compares its files with that record (`check_record`, a stat per file)
+and, with trusted keys, checks its signature again and hashes every file again in the
+background (`vrom.packs.hash_check`; a reader waits for it before serving text);
+``verify=True`` hashes every file again before it returns.
 
-Registries and packs can be served over ``https://``/``http://`` (needs httpx, the ``remote``
-extra, imported only then) or read from ``file://`` URLs and plain paths, which are copied with
+Registries and packs can be served over ``https://``/``http://`` (httpx, a core dependency,
+imported only then) or read from ``file://`` URLs and plain paths, which are copied with
 the same checks and progress events. Moving the bytes (streaming, resuming, copying, progress
 events) is `vrom.packs.transfer`'s job; this module decides what to fetch and where it goes.
 Two processes pulling the same pack take turns on the pack's lock file.
@@ -55,17 +57,18 @@ from vrom.packs.cache_folders import (
     remove_others,
     verify_folder,
 )
+from vrom.packs.hash_check import HashCheck
 from vrom.packs.manifest import (
     MANIFEST_NAME,
+    MAX_JSON_BYTES,
     PackFile,
     PackManifest,
     Registry,
     RegistryEntry,
     bytes_sha256,
 )
-from vrom.packs.quota import make_room, pack_size, parse_quota
+from vrom.packs.quota import check_disk, make_room, pack_size, parse_quota
 from vrom.packs.registry import (
-    MAX_JSON_BYTES,
     PackRegistry,
     parse_json,
     parse_pack_ref,
@@ -88,6 +91,7 @@ from vrom.packs.transfer import (
     PullProgress,
     Reporter,
     Session,
+    deadline_for,
     fetch_file,
     read_bytes,
 )
@@ -123,6 +127,7 @@ class VromCache:
         timeout: float = 30.0,
         trusted_keys: Iterable[str | PublicKey] = (),
         quota: int | str | None = None,
+        pull_deadline: float | None = None,
     ) -> None:
         """Point at a registry and a cache folder; nothing is read or fetched yet.
 
@@ -139,16 +144,23 @@ class VromCache:
         for integrity only and a pull warns (`UnverifiedPackWarning`).
 
         ``quota``: the most bytes the cached packs may take (a number, or a size such as
-        ``"2GiB"``; see `vrom.packs.quota.parse_quota`). None, the default, is no limit but the
-        disk. With one, a pull evicts the least recently used packs to make room, and refuses a
-        pack that cannot fit before downloading it.
+        ``"2GiB"``; see `vrom.packs.quota.parse_quota`). None is the default quota, 10 GiB;
+        ``"unlimited"`` is no limit but the disk. A pull evicts the least recently used packs
+        to make room, and refuses a pack that cannot fit (in the quota or on the disk) before
+        downloading it.
+
+        ``pull_deadline``: the seconds a pull (and a registry fetch) may take in all, checked
+        as bytes arrive. None, the default, gives the registry and the manifest ``timeout``
+        seconds, and a pull one more second per 64 KiB of the pack's files (at least 64 KiB/s
+        on average). Past it the pull stops with `PackError`, keeping what it downloaded for
+        the next pull to resume. ``timeout`` also bounds each wait for data.
 
         The environment is not read here: the faces (`vrom.AgentMemory`, ``vrom pack``) pass
         ``$VROM_REGISTRY_URL``, ``$VROM_CACHE_DIR``, ``$VROM_TRUSTED_KEYS`` and
         ``$VROM_CACHE_QUOTA`` (`vrom.settings`) when given none.
         """
-        if ttl_seconds < 0 or timeout <= 0:
-            raise ValidationError("ttl_seconds must be ≥ 0 and timeout > 0")
+        if ttl_seconds < 0 or timeout <= 0 or (pull_deadline is not None and pull_deadline <= 0):
+            raise ValidationError("ttl_seconds must be ≥ 0, and timeout and pull_deadline > 0")
         self.registry_url: str | None = (
             registry_location(os.fspath(registry_url)) if registry_url else None
         )
@@ -163,12 +175,14 @@ class VromCache:
         self.trusted_keys = load_trusted_keys(trusted_keys)
         self.quota = parse_quota(quota)
         """The cache's size limit in bytes, or None (no limit but the disk)."""
+        self.pull_deadline = pull_deadline
         self._registry = PackRegistry(
             self.registry_url,
             self.cache_dir,
             ttl_seconds=self.ttl_seconds,
             http_client=http_client,
             timeout=self.timeout,
+            deadline=self.pull_deadline,
         )
         self._folders = CacheFolders(self.cache_dir)
 
@@ -216,8 +230,10 @@ class VromCache:
         Every file's size and modification time are compared on each call with those recorded
         when its SHA-256 was checked (a stat per file): a file changed since, even to the same
         size, raises `PackError` saying to verify or pull again. With trusted keys, the cached
-        manifest's signature is checked again. ``verify`` re-hashes every file (and records them
-        again when they match). When several versions are cached (a pull stopped before deleting
+        manifest's signature is checked again, and every file is hashed again in a background
+        thread: `CachedPack.wait_until_hashed` waits for it (a same-size edit with its time put
+        back is caught there). ``verify`` re-hashes every file first (and records them again
+        when they match). When several versions are cached (a pull stopped before deleting
         the old one), the newest intact one is used.
         """
         pack = self._folders.current(pack_id)
@@ -307,7 +323,7 @@ class VromCache:
         signature_url = (
             self._registry.locate(entry.files["signature"]) if "signature" in entry.files else None
         )
-        with Session(self._http_client, self.timeout) as session:
+        with Session(self._http_client, self.timeout, self.pull_deadline) as session:
             try:
                 raw = read_bytes(session, manifest_url, MAX_JSON_BYTES)
                 signature = (
@@ -339,9 +355,12 @@ class VromCache:
                     remove_others(pack_dir, entry.version)
                     report.done(manifest)
                     return dataclasses.replace(cached, signed_by=signed_by)
+            needed = pack_size(manifest, len(raw), len(signature or b""))
             if self.quota is not None:
-                needed = pack_size(manifest, len(raw), len(signature or b""))
                 make_room(self._folders, manifest, needed, self.quota, keep)
+            check_disk(self._folders, manifest, needed)
+            if self.pull_deadline is None:
+                session.extend_deadline(deadline_for(self.timeout, needed))
             partial = pack_dir / f".partial-{entry.version}"
             remove_others(pack_dir, entry.version, versions=False, partial=force)
             try:  # a partial folder for another manifest of this version is not resumed
@@ -421,9 +440,10 @@ class VromCache:
                         f"{what} failed verification ({exc}): pull it again with --force "
                         "(force_download=True)"
                     ) from exc
-        else:
-            check_record(pack)
-        return dataclasses.replace(pack, signed_by=signed_by)
+            return dataclasses.replace(pack, signed_by=signed_by)
+        check_record(pack)
+        hashing = HashCheck(pack.manifest, pack.directory) if self.trusted_keys else None
+        return dataclasses.replace(pack, signed_by=signed_by, hash_check=hashing)
 
 
 def _check_manifest(data: Any, entry: RegistryEntry, url: str) -> PackManifest:

@@ -32,12 +32,13 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from vrom.errors import PackError
+from vrom.packs.hash_check import HashCheck
 from vrom.packs.manifest import (
     MANIFEST_NAME,
     PACK_ID,
@@ -63,6 +64,8 @@ class CachedPack:
 
     ``signed_by`` is the id of the trusted key whose signature was checked when this value was
     made (None when no trusted keys were given, or the pack was not checked against them).
+    ``hash_check`` is the background hash check of a cached pack loaded with trusted keys
+    (`vrom.packs.hash_check`); a reader of its files waits for it (`wait_until_hashed`).
     """
 
     id: str
@@ -72,6 +75,13 @@ class CachedPack:
     store_path: Path
     index_path: Path
     signed_by: str | None = None
+    hash_check: HashCheck | None = field(default=None, compare=False, repr=False)
+
+    def wait_until_hashed(self) -> None:
+        """Return once the files passed their background hash check (at once when none runs),
+        or raise `PackError` naming the file that changed."""
+        if self.hash_check is not None:
+            self.hash_check.wait()
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vrom.errors import PackError
+from vrom.bounded_json import loads_bounded
+from vrom.errors import PackError, ValidationError
 
 MANIFEST_NAME = "manifest.json"
 STORE_NAME = "store.db"
@@ -20,6 +21,10 @@ VERSION = re.compile(r"^\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _KEY_ID = re.compile(r"^[0-9a-f]{16}$")
 HASH_CHUNK = 1 << 20
+# A registry or manifest (a peer's JSON, and the copies of it cached) is refused past these:
+# the real ones are a few KB and 4 levels deep (registry → packs → entry → files).
+MAX_JSON_BYTES = 32 * 1024 * 1024
+MAX_JSON_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -110,11 +115,18 @@ class PackManifest:
         """Return the manifest in ``folder``, or raise `PackError`."""
         path = folder / MANIFEST_NAME
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads_bounded(
+                path.read_bytes(),
+                max_depth=MAX_JSON_DEPTH,
+                max_bytes=MAX_JSON_BYTES,
+                what=str(path),
+            )
         except FileNotFoundError as exc:
             raise PackError(f"no {MANIFEST_NAME} in {folder}") from exc
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             raise PackError(f"cannot read {path}: {exc}") from exc
+        except ValidationError as exc:
+            raise PackError(str(exc)) from exc
         return cls.from_dict(data, str(path))
 
     def check(self, where: str = "manifest") -> None:

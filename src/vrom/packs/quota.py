@@ -1,5 +1,9 @@
 """The pack cache's size limit: reading a quota, and making room for a pull within it.
 
+A cache has a quota unless told otherwise: `DEFAULT_QUOTA` (10 GiB), so a manifest claiming
+50 GB is refused before a byte of it is fetched; ``unlimited`` leaves the disk as the only limit,
+and a pull larger than the disk's free space is refused too (`check_disk`).
+
 A quota bounds the bytes under the cache's ``packs/`` folder once a pull is done (while a pull
 runs, the previous version of the same pack stays until the new one is verified). Before a pull
 downloads anything, `make_room` checks that the pack fits: a pack larger than the quota by
@@ -33,6 +37,8 @@ _UNITS = {
     "gib": 1024**3,
     "tib": 1024**4,
 }
+DEFAULT_QUOTA = 10 * 1024**3
+UNLIMITED = ("unlimited", "none")
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*")
 # verified.json, written after the files are hashed: its size is not known before the pull
 _RECORD_ALLOWANCE = 256
@@ -44,9 +50,12 @@ def parse_quota(value: int | str | None) -> int | None:
 
     ``value`` is a number of bytes, or a text such as ``"500MB"``, ``"2 GiB"`` or ``"750000"``
     (units ``B``, ``KB``/``MB``/``GB``/``TB`` of 1000 and ``KiB``/``MiB``/``GiB``/``TiB`` of
-    1024, in any case). A quota is at least one byte.
+    1024, in any case), or ``"unlimited"``. A quota is at least one byte. None is the default
+    quota, `DEFAULT_QUOTA`.
     """
     if value is None:
+        return DEFAULT_QUOTA
+    if isinstance(value, str) and value.strip().lower() in UNLIMITED:
         return None
     quota: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
@@ -58,8 +67,8 @@ def parse_quota(value: int | str | None) -> int | None:
             quota = int(float(match.group(1)) * factor)
     if quota is None or quota < 1:
         raise ValidationError(
-            f"the cache quota must be a positive number of bytes or a size such as 500MB or "
-            f"2GiB, not {value!r}"
+            f"the cache quota must be a positive number of bytes, a size such as 500MB or "
+            f"2GiB, or 'unlimited', not {value!r}"
         )
     return quota
 
@@ -69,6 +78,17 @@ def pack_size(manifest: PackManifest, manifest_bytes: int, signature_bytes: int)
     files = sum(file.size for file in manifest.files.values())
     record = _RECORD_ALLOWANCE + _RECORD_ALLOWANCE_PER_FILE * len(manifest.files)
     return files + manifest_bytes + signature_bytes + record
+
+
+def check_disk(folders: CacheFolders, manifest: PackManifest, needed: int) -> None:
+    """Raise `PackError` when the pack needs more bytes than the cache's disk has free."""
+    free = folders.storage_estimate().free_bytes
+    if needed > free:
+        raise PackError(
+            f"pack {manifest.vrom_id} {manifest.version} needs {needed:,} bytes, but the disk "
+            f"holding the cache {folders.cache_dir} has {free:,} free: free some space, or "
+            "pull into a cache on another disk ($VROM_CACHE_DIR)"
+        )
 
 
 def make_room(

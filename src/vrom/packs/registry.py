@@ -1,7 +1,7 @@
 """The pack registry as the cache sees it: where it is, fetching it, and looking packs up in it.
 
 A registry is one ``registry.json`` (`vrom.packs.manifest.Registry`) at an ``https://``/
-``http://`` URL (fetched with httpx, the ``remote`` extra), a ``file://`` URL or a path. The
+``http://`` URL (fetched with httpx), a ``file://`` URL or a path. The
 last copy fetched over HTTP is kept in the cache folder as ``registry.json``, with where from and
 when, and reused while fresh, or with a warning when the registry cannot be fetched.
 """
@@ -17,8 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
-from vrom.errors import PackError
-from vrom.packs.manifest import PACK_ID, REGISTRY_NAME, VERSION, Registry, RegistryEntry
+from vrom.bounded_json import loads_bounded
+from vrom.errors import PackError, ValidationError, VromError
+from vrom.packs.manifest import (
+    MAX_JSON_BYTES,
+    MAX_JSON_DEPTH,
+    PACK_ID,
+    REGISTRY_NAME,
+    VERSION,
+    Registry,
+    RegistryEntry,
+)
 from vrom.packs.transfer import FetchFailed, Session, file_path, read_bytes
 from vrom.settings import REGISTRY_URL_ENV
 
@@ -27,7 +36,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_JSON_BYTES = 32 * 1024 * 1024  # a registry or manifest larger than this is refused
 HUB_PREFIX = "hub://"
 
 
@@ -65,11 +73,12 @@ def registry_location(value: str) -> str:
 
 
 def parse_json(raw: bytes, url: str) -> Any:
-    """Return the JSON document fetched from ``url``, or raise `FetchFailed` if it is not JSON."""
+    """Return the JSON document fetched from ``url``, or raise `FetchFailed` if it is not JSON,
+    or larger or nested deeper than a registry or manifest may be (`MAX_JSON_DEPTH`)."""
     try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise FetchFailed(f"{url} is not valid JSON: {exc}") from exc
+        return loads_bounded(raw, max_depth=MAX_JSON_DEPTH, max_bytes=MAX_JSON_BYTES, what=url)
+    except ValidationError as exc:
+        raise FetchFailed(str(exc)) from exc
 
 
 class PackRegistry:
@@ -88,12 +97,14 @@ class PackRegistry:
         ttl_seconds: float,
         http_client: httpx.Client | None,
         timeout: float,
+        deadline: float | None,
     ) -> None:
         self.url = url
         self._copy_dir = copy_dir
         self._ttl_seconds = ttl_seconds
         self._http_client = http_client
         self._timeout = timeout
+        self._deadline = deadline
 
     def get(self, refresh: bool = False) -> Registry:
         """Return the registry: the cached copy while fresh, else fetched again.
@@ -102,15 +113,19 @@ class PackRegistry:
         the copy is used with a `RuntimeWarning`; with no copy, `PackError`. A registry that is
         JSON but breaks the format raises `PackError` naming what is wrong.
         """
+        return self._get(refresh)[0]
+
+    def _get(self, refresh: bool) -> tuple[Registry, bool]:
+        """Return the registry and whether it was fetched just now (False: the cached copy)."""
         url = self.require_url()
         copy = self._read_copy(url)
         now = time.time()
         if copy is not None and not refresh and not url.startswith("file:"):
             registry, fetched_at = copy
             if 0 <= now - fetched_at < self._ttl_seconds:
-                return registry
+                return registry, False
         try:
-            with Session(self._http_client, self._timeout) as session:
+            with Session(self._http_client, self._timeout, self._deadline) as session:
                 raw = read_bytes(session, url, MAX_JSON_BYTES)
             data = parse_json(raw, url)
         except FetchFailed as exc:
@@ -126,25 +141,39 @@ class PackRegistry:
             )
             logger.warning(message)
             # blame the caller of VromCache.get_registry, which called this
-            warnings.warn(message, RuntimeWarning, stacklevel=3)
-            return registry
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
+            return registry, False
         registry = Registry.from_dict(data, f"registry at {url}")
         self._write_copy(url, data, now)
-        return registry
+        return registry, True
+
+    def _lookup(self, id_or_uri: str) -> tuple[Registry, RegistryEntry | None]:
+        """Return the registry and its entry for the reference (None when it lists none).
+
+        A reference the cached copy does not list (no such id, or another version) fetches the
+        registry again before it is called missing: a pack published since the copy was made
+        is found at once, not after the copy's TTL.
+        """
+        pack_id, version = parse_pack_ref(id_or_uri)
+        registry, fetched = self._get(refresh=False)
+        entry = registry.get(pack_id)
+        if not fetched and (entry is None or version not in (None, entry.version)):
+            registry, _ = self._get(refresh=True)
+            entry = registry.get(pack_id)
+        return registry, entry
 
     def find(self, id_or_uri: str) -> RegistryEntry | None:
         """Return the registry's entry for ``id``, ``hub://id`` or ``hub://id@version``, or None
         when it lists no such pack (or not at that version)."""
-        pack_id, version = parse_pack_ref(id_or_uri)
-        entry = self.get().get(pack_id)
+        _, version = parse_pack_ref(id_or_uri)
+        entry = self._lookup(id_or_uri)[1]
         return entry if entry is not None and version in (None, entry.version) else None
 
     def resolve(self, id_or_uri: str) -> RegistryEntry:
         """Return the registry's entry for ``id``, ``hub://id`` or ``hub://id@version``, or
         raise `PackError` naming the packs it lists."""
         pack_id, version = parse_pack_ref(id_or_uri)
-        registry = self.get()
-        entry = registry.get(pack_id)
+        registry, entry = self._lookup(id_or_uri)
         if entry is None:
             available = ", ".join(sorted(e.id for e in registry.packs)) or "(none)"
             raise PackError(
@@ -176,12 +205,18 @@ class PackRegistry:
 
     def _read_copy(self, url: str) -> tuple[Registry, float] | None:
         """Return the cached copy of the registry at ``url`` and its fetch time, if readable."""
+        path = self._copy_dir / REGISTRY_NAME
         try:
-            data = json.loads((self._copy_dir / REGISTRY_NAME).read_text(encoding="utf-8"))
+            data = loads_bounded(
+                path.read_bytes(),
+                max_depth=MAX_JSON_DEPTH,
+                max_bytes=MAX_JSON_BYTES,
+                what=str(path),
+            )
             if data.get("fetched_from") != url:
                 return None
             return Registry.from_dict(data), float(data["fetched_at"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, PackError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, VromError):
             return None
 
     def _write_copy(self, url: str, data: Any, now: float) -> None:

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vrom.errors import PackError
+from vrom.bounded_json import loads_bounded
+from vrom.errors import PackError, ValidationError
 from vrom.settings import TRUSTED_KEYS_ENV
 
 if TYPE_CHECKING:
@@ -136,11 +137,15 @@ class ManifestSignature:
     def from_bytes(cls, raw: bytes, where: str) -> ManifestSignature:
         """Return the signature a ``manifest.json.sig`` holds, or raise `PackError`."""
         try:
-            data: Any = json.loads(raw)
+            data: Any = loads_bounded(
+                raw, max_depth=2, max_bytes=MAX_SIGNATURE_BYTES, what=f"{where}: the signature"
+            )
             algorithm = data["algorithm"]
             key = PublicKey.from_text(str(data["public_key"]))
             signature = base64.b64decode(str(data["signature"]), validate=True)
             key_id = str(data["key_id"])
+        except ValidationError as exc:
+            raise PackError(f"{exc}: the signature file is malformed") from exc
         except (ValueError, KeyError, TypeError, binascii.Error) as exc:
             raise PackError(f"{where}: the signature file is malformed ({exc})") from exc
         if algorithm != ALGORITHM:

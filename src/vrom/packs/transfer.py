@@ -1,12 +1,17 @@
 """Moving a pack's bytes into the cache: HTTP downloads, ``Range`` resume, local copies, progress.
 
 `fetch_file` brings one file in a pull's partial folder up to the size the manifest gives. From an
-``http://``/``https://`` URL it streams with httpx (imported only then; the ``remote`` extra),
+``http://``/``https://`` URL it streams with httpx (a core dependency, imported only then),
 asking with a ``Range`` request for only the rest of a file an interrupted pull left behind, and
 starting over when the server ignores or refuses that; from a ``file://`` URL it copies, resuming
 the same way. A file that would grow past the manifest's size, or whose size as the server or the
 file system states it differs, raises `Corrupt` (the caller deletes the partial folder); a fetch
 that fails or stops raises `FetchFailed` and leaves the partial file for the next pull to resume.
+A `Session` carries one overall deadline for everything fetched through it: it is checked as
+each block arrives, and no read waits past it, so a server dripping its bytes cannot hold a pull
+(or a registry fetch) longer than that; the pull stops with `FetchFailed` and can be resumed.
+By default (`deadline_for`) it is the timeout for the small documents, plus a second per
+`SLOWEST_RATE` bytes of the pack's files once the manifest has said how many there are.
 Each file is flushed to disk before the caller renames the folder into place; SHA-256 hashes are
 checked afterwards, by the caller, against the manifest. `read_bytes` fetches a whole small
 document (a registry or manifest) the same ways.
@@ -18,9 +23,11 @@ by a `Meter` to one event per `PROGRESS_STEP` bytes of a file plus one at its en
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import IO, TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
@@ -33,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COPY_BLOCK",
     "PROGRESS_STEP",
+    "SLOWEST_RATE",
     "Corrupt",
     "FetchFailed",
     "Meter",
@@ -40,6 +48,7 @@ __all__ = [
     "PullProgress",
     "Reporter",
     "Session",
+    "deadline_for",
     "fetch_file",
     "file_path",
     "read_bytes",
@@ -47,6 +56,7 @@ __all__ = [
 
 PROGRESS_STEP = 64 * 1024  # report progress at most once per this many bytes (and at each end)
 COPY_BLOCK = 256 * 1024
+SLOWEST_RATE = 64 * 1024  # bytes/s: a pull slower than this on average stops (and resumes later)
 
 
 @dataclass(frozen=True)
@@ -83,24 +93,42 @@ class Corrupt(PackError):
 
 
 class Session:
-    """An httpx client opened on first use (only http(s) URLs need one) and closed at the end."""
+    """An httpx client opened on first use (only http(s) URLs need one) and closed at the end,
+    and the deadline, ``deadline`` seconds from now (None: ``timeout``), by which everything
+    fetched must be in."""
 
-    def __init__(self, given: httpx.Client | None, timeout: float) -> None:
+    def __init__(
+        self, given: httpx.Client | None, timeout: float, deadline: float | None = None
+    ) -> None:
         self._given = given
         self._own: httpx.Client | None = None
         self._timeout = timeout
+        self._started = time.monotonic()
+        self.deadline = timeout if deadline is None else deadline
+        self._ends = self._started + self.deadline
+
+    def extend_deadline(self, seconds: float) -> None:
+        """Move the deadline to ``seconds`` after the session began."""
+        self.deadline = seconds
+        self._ends = self._started + seconds
+
+    def read_timeout(self, url: str, have: int, size: int | None) -> float:
+        """Return how long one request may wait now (the timeout, cut to the deadline), or
+        raise `FetchFailed` when the deadline has passed."""
+        left = self._ends - time.monotonic()
+        if left <= 0:
+            got = f"{have:,} of {size:,} bytes" if size is not None else f"{have:,} bytes"
+            raise FetchFailed(
+                f"{url}: not done within the deadline of {self.deadline:.1f} s ({got} in): too "
+                "slow; pull again to resume, or allow more time (pull_deadline=)"
+            )
+        return min(self._timeout, left)
 
     def client(self) -> httpx.Client:
         if self._given is not None:
             return self._given
         if self._own is None:
-            try:
-                import httpx
-            except ImportError as exc:
-                raise PackError(
-                    "fetching packs over HTTP needs httpx: pip install 'vrom[remote]'"
-                ) from exc
-            self._own = httpx.Client(timeout=self._timeout, follow_redirects=True)
+            self._own = _httpx().Client(timeout=self._timeout, follow_redirects=True)
         return self._own
 
     def __enter__(self) -> Session:
@@ -152,6 +180,12 @@ class Meter:
         self._reporter.event(self._phase, self._file, loaded, self._total)
 
 
+def deadline_for(timeout: float, data_bytes: int) -> float:
+    """Return the default deadline of a pull of ``data_bytes``: the timeout, plus a second per
+    `SLOWEST_RATE` bytes."""
+    return timeout + data_bytes / SLOWEST_RATE
+
+
 def file_path(url: str) -> Path:
     """Return the local path a ``file://`` URL names (``file:///C:/x`` is ``C:/x`` on Windows)."""
     path = unquote(urlsplit(url).path)
@@ -170,19 +204,21 @@ def read_bytes(session: Session, url: str, limit: int) -> bytes:
             return path.read_bytes()
         except OSError as exc:
             raise FetchFailed(f"cannot read {path}: {exc.strerror or exc}") from exc
-    import httpx
-
+    httpx = _httpx()
+    body = bytearray()
     try:
-        with session.client().stream("GET", url) as response:
+        timeout = session.read_timeout(url, 0, None)
+        with session.client().stream("GET", url, timeout=timeout) as response:
             if response.status_code != 200:
                 raise FetchFailed(f"GET {url} returned HTTP {response.status_code}")
-            body = bytearray()
             for block in response.iter_bytes():
                 body += block
                 if len(body) > limit:
                     raise PackError(f"{url} is larger than {limit} bytes")
+                session.read_timeout(url, len(body), None)
             return bytes(body)
     except httpx.HTTPError as exc:
+        session.read_timeout(url, len(body), None)  # a read cut short by the deadline says so
         raise FetchFailed(f"cannot fetch {url}: {type(exc).__name__} {exc}") from exc
 
 
@@ -196,12 +232,14 @@ def fetch_file(session: Session, url: str, dest: Path, size: int, meter: Meter) 
         meter.finish(have)
         return
     if urlsplit(url).scheme.lower() == "file":
-        _copy_file(file_path(url), dest, size, have, meter)
+        _copy_file(session, file_path(url), dest, size, have, meter)
     else:
         _download(session, url, dest, size, have, meter)
 
 
-def _copy_file(source: Path, dest: Path, size: int, have: int, meter: Meter) -> None:
+def _copy_file(
+    session: Session, source: Path, dest: Path, size: int, have: int, meter: Meter
+) -> None:
     """Copy a local file into the partial folder from byte ``have`` on."""
     try:
         actual = source.stat().st_size
@@ -216,6 +254,7 @@ def _copy_file(source: Path, dest: Path, size: int, have: int, meter: Meter) -> 
             src.seek(have)
             meter.start(have)
             while block := src.read(COPY_BLOCK):
+                session.read_timeout(str(source), have, size)  # a slow network mount, say
                 have = _append(out, block, have, size, source.name)
                 meter.update(have)
             _sync(out)
@@ -230,14 +269,14 @@ def _download(session: Session, url: str, dest: Path, size: int, have: int, mete
     206 appends; 200 (a server ignoring ``Range``) starts over; 416 or a 206 for another range
     drop the partial file and ask again for all of it.
     """
-    import httpx
-
+    httpx = _httpx()
     for _ in range(2):
         headers = {"Accept-Encoding": "identity"}
         if have:
             headers["Range"] = f"bytes={have}-"
         try:
-            with session.client().stream("GET", url, headers=headers) as response:
+            timeout = session.read_timeout(url, have, size)
+            with session.client().stream("GET", url, headers=headers, timeout=timeout) as response:
                 status = response.status_code
                 resumed = status == 206 and _range_start(response) == have
                 if have and (status == 416 or (status == 206 and not resumed)):
@@ -257,10 +296,12 @@ def _download(session: Session, url: str, dest: Path, size: int, have: int, mete
                 meter.start(have)
                 with open(dest, "ab" if resumed else "wb") as out:
                     for block in response.iter_bytes():
+                        session.read_timeout(url, have, size)
                         have = _append(out, block, have, size, url)
                         meter.update(have)
                     _sync(out)
         except httpx.HTTPError as exc:
+            session.read_timeout(url, have, size)  # a read cut short by the deadline says so
             raise FetchFailed(
                 f"download of {url} stopped after {have} of {size} bytes "
                 f"({type(exc).__name__} {exc}): pull again to resume"
@@ -270,6 +311,18 @@ def _download(session: Session, url: str, dest: Path, size: int, have: int, mete
         meter.finish(have)
         return
     raise FetchFailed(f"{url} refused both a resumed and a full download")
+
+
+def _httpx() -> ModuleType:
+    """Return the httpx module, or raise `PackError` when this install lacks it."""
+    try:
+        import httpx
+    except ImportError as exc:
+        raise PackError(
+            "fetching packs over HTTP needs httpx, a dependency of vrom this install lacks: "
+            "reinstall vrom (pip install --force-reinstall vrom)"
+        ) from exc
+    return httpx
 
 
 def _append(out: IO[bytes], block: bytes, have: int, size: int, name: str) -> int:

@@ -6,18 +6,14 @@
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from vrom.install import InstallResult, install
 from vrom.results import to_jsonable
+from vrom.server.declared import INSTALL, InstallReply, tool
 from vrom.server.state import ServerState
 from vrom.server.tools import call_on_vault
-
-INSTALL = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-)
-"""It rewrites a file outside the vault (backed up first); running it twice changes nothing."""
 
 
 def _install_reply(result: InstallResult) -> CallToolResult:
@@ -52,7 +48,7 @@ def _install_reply(result: InstallResult) -> CallToolResult:
 def register_install_tools(server: MCPServer, state: ServerState) -> None:
     """Add ``vault_install_opencode`` to ``server``."""
 
-    @server.tool(annotations=INSTALL)
+    @tool(server, INSTALL)
     async def vault_install_opencode(
         ctx: Context,
         apply: Annotated[
@@ -62,7 +58,7 @@ def register_install_tools(server: MCPServer, state: ServerState) -> None:
                 "first); false (the default) only shows what would change"
             ),
         ] = False,
-    ) -> CallToolResult:
+    ) -> InstallReply:
         """Add this vault's server to opencode's global config, with an AGENTS.md section and a
         skill saying which tool to use when (as `vrom install opencode` does). A dry run unless
         apply is true: it returns each file, the server entry, and whether a backup is made."""

@@ -6,18 +6,26 @@
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult
 from pydantic import Field
 
+from vrom.server.declared import (
+    ADD,
+    READ,
+    UPDATE,
+    MemoryReply,
+    MemoryStatsReply,
+    RecallReply,
+    tool,
+)
 from vrom.server.state import ServerState
-from vrom.server.tools import READ, WRITE, call_on_vault
+from vrom.server.tools import call_on_vault
 
 
 def register_memory_tools(server: MCPServer, state: ServerState) -> None:
     """Add the memory tools (``vault_remember``, ``vault_recall``, ``vault_memory_stats``,
     ``vault_memory_archive``) to ``server``."""
 
-    @server.tool(annotations=WRITE)
+    @tool(server, ADD)
     async def vault_remember(
         title: Annotated[str, Field(description="One line: what this memory is about")],
         content: Annotated[str, Field(description="The memory itself (up to 20,000 characters)")],
@@ -42,7 +50,7 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
             str | None,
             Field(description="When it happened, if not now: ISO 8601 or '8 May, 2023'"),
         ] = None,
-    ) -> CallToolResult:
+    ) -> MemoryReply:
         """Remember something across sessions; returns the memory with its id."""
         return await call_on_vault(
             state,
@@ -59,7 +67,7 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
             ),
         )
 
-    @server.tool(annotations=READ)
+    @tool(server, READ)
     async def vault_recall(
         query: Annotated[str, Field(description="What to recall: words or a question")],
         ctx: Context,
@@ -83,7 +91,7 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
             Literal["hybrid", "keyword", "vector"] | None,
             Field(description="hybrid (default with a model), keyword or vector"),
         ] = None,
-    ) -> CallToolResult:
+    ) -> RecallReply:
         """Recall memories by meaning and keywords, best first."""
         return await call_on_vault(
             state,
@@ -101,12 +109,12 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
             ),
         )
 
-    @server.tool(annotations=READ)
-    async def vault_memory_stats(ctx: Context) -> CallToolResult:
+    @tool(server, READ)
+    async def vault_memory_stats(ctx: Context) -> MemoryStatsReply:
         """Count memories by status, type and project."""
         return await call_on_vault(state, ctx, lambda vault: vault.memories.stats())
 
-    @server.tool(annotations=WRITE)
+    @tool(server, UPDATE)
     async def vault_memory_archive(
         id: Annotated[str, Field(description="The memory's id (mem_...)")],
         ctx: Context,
@@ -114,7 +122,7 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
         superseded_by: Annotated[
             str | None, Field(description="With status superseded: the memory that replaces it")
         ] = None,
-    ) -> CallToolResult:
+    ) -> MemoryReply:
         """Retire a memory: archived, or superseded by a newer one."""
         return await call_on_vault(
             state,

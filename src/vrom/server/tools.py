@@ -5,27 +5,64 @@ to build its input schema, and needs them as objects.)
 """
 
 import asyncio
-import json
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult
 from pydantic import Field
 
-from vrom.errors import ValidationError, VromError
+from vrom._background_embedding import EmbeddingProgress
+from vrom.errors import ValidationError
 from vrom.results import FormatReport, SearchReport, to_jsonable
-from vrom.search.context import CHANGED_ON_DISK
+from vrom.server.bounds import (
+    BODY_CHARS,
+    CONTEXT_TOKENS,
+    MAX_HITS,
+    MAX_OFFSET,
+    PAGE_ITEMS,
+    Limit,
+    Offset,
+    body_page,
+    page,
+)
+from vrom.server.declared import (
+    READ,
+    REWRITE,
+    UPDATE,
+    WRITE,
+    BacklinksReply,
+    ContextReply,
+    DeleteReply,
+    FolderReply,
+    FormatReply,
+    FrontmatterReply,
+    IndexReply,
+    LinksReply,
+    NoteReply,
+    RelatedReply,
+    SearchReply,
+    StatsReply,
+    TagsReply,
+    WriteReply,
+    tool,
+)
+from vrom.server.replies import (
+    failure_reply,
+    format_reply,
+    json_reply,
+    json_result,
+    search_reply,
+    while_embedding,
+)
 from vrom.server.state import ServerState, client_roots
 from vrom.server.watch import OFF
 from vrom.vault import Vault
 
 T = TypeVar("T")
 
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
-WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 
 NotePath = Annotated[
     str,
@@ -34,90 +71,6 @@ NotePath = Annotated[
         "for reading, a note name or id also works"
     ),
 ]
-
-
-def _result(value: Any) -> CallToolResult:
-    data = to_jsonable(value)
-    structured = data if isinstance(data, dict) else {"results": data}
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
-        structured_content=structured,
-    )
-
-
-def _search_reply(report: SearchReport) -> CallToolResult:
-    """Return a search report: the data once, as structured content without null fields, and
-    as text a one-line-per-hit summary (not the same data again, serialized) that says which
-    hits' notes changed on disk since they were indexed."""
-    how = f"{report.mode} search"
-    if report.fallback:
-        how += f" ({report.fallback})"
-    lines = [
-        f"{len(report.results)} hits, {how}; {report.vectors}/{report.chunks} chunks have "
-        "vectors (whole texts, hashes, times: structured content)"
-    ]
-    lines += [
-        f"{rank}. {hit.path} › {hit.heading_path} "
-        f"(chunk {hit.chunk_id}, {hit.score_kind or 'score'} {hit.score:.3g}"
-        f"{f', stale since {hit.stale_after}' if hit.stale else ''}"
-        f"{'' if hit.fresh is not False else f'; {CHANGED_ON_DISK}: vault_reindex'}): "
-        f"{_shortened(hit.excerpt)}"
-        for rank, hit in enumerate(report.results, start=1)
-    ]
-    return CallToolResult(
-        content=[TextContent(type="text", text="\n".join(lines))],
-        structured_content=to_jsonable(report, omit_empty=True),
-    )
-
-
-FORMAT_LINES = 50
-"""How many notes the text of a ``vault_format`` reply names (those with something to say);
-every note is in the structured content."""
-
-
-def _format_reply(report: FormatReport) -> CallToolResult:
-    """Return a format report: the data once, as structured content without empty fields, and
-    as text a summary and a line per note with an error, a warning or a field to add."""
-    counts = ", ".join(f"{count} {kind}" for kind, count in report.formats.items() if count)
-    summary = (
-        f"{len(report.notes)} notes checked against OKF v{report.okf_version} ({counts or 'none'}):"
-        f" {report.errors} errors, {report.warnings} warnings"
-    )
-    if report.applied:
-        summary += f"; {report.enriched} notes enriched"
-    elif report.action == "enrich":
-        summary += f"; {report.enrichable} notes can be enriched (apply: true writes it)"
-    lines = [summary]
-    telling = [n for n in report.notes if n.errors or n.warnings or n.enrichment]
-    for note in telling[:FORMAT_LINES]:
-        parts = [f"error {i.code}: {i.message}" for i in note.errors]
-        parts += [f"warning {i.code}: {i.message}" for i in note.warnings]
-        parts += [f"{'added' if note.enriched else 'add'} {e.field}" for e in note.enrichment]
-        lines.append(f"{note.path} ({note.format}): " + "; ".join(parts))
-    if len(telling) > FORMAT_LINES:
-        lines.append(f"… and {len(telling) - FORMAT_LINES} more notes (structured content)")
-    return CallToolResult(
-        content=[TextContent(type="text", text="\n".join(lines))],
-        structured_content=to_jsonable(report, omit_empty=True),
-    )
-
-
-SUMMARY_EXCERPT_CHARS = 90
-"""How much of each hit's excerpt the text summary shows: enough for a model that reads only
-the text to see why a hit matched; the whole chunk is in the structured content."""
-
-
-def _shortened(excerpt: str) -> str:
-    """Return an excerpt cut at a word to `SUMMARY_EXCERPT_CHARS` (with … when cut)."""
-    if len(excerpt) <= SUMMARY_EXCERPT_CHARS:
-        return excerpt
-    return excerpt[:SUMMARY_EXCERPT_CHARS].rsplit(" ", 1)[0].rstrip(" .,;:…") + "…"
-
-
-def _error(message: str) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=" ".join(message.split()))], is_error=True
-    )
 
 
 Progress = tuple[float, float | None, str]
@@ -132,10 +85,11 @@ async def call_on_vault(
     ctx: Context,
     work: Callable[[Vault], Any],
     progress: Callable[[], Progress | None] | None = None,
-    reply: Callable[[Any], CallToolResult] = _result,
+    reply: Callable[[Any], CallToolResult] = json_result,
 ) -> CallToolResult:
-    """Run ``work`` on the served vault in a worker thread; a `VromError` is an error result,
-    anything else becomes ``reply(value)`` (by default JSON, as text and structured content).
+    """Run ``work`` on the served vault in a worker thread and return ``reply(value)`` (by
+    default JSON, as text and structured content); whatever it raises is a one-line error
+    result (`failure_reply`). Every tool runs through here, so none answers with a traceback.
 
     A client that sent a progress token hears how the wait for the keyword index goes (when
     the vault is still being opened) and, with ``progress``, how ``work`` goes.
@@ -145,9 +99,19 @@ async def call_on_vault(
         vault = await (opening if state.ready else _reporting(ctx, opening, state_progress(state)))
         running = asyncio.to_thread(state.run, work, vault)
         value = await (running if progress is None else _reporting(ctx, running, progress))
-    except VromError as exc:
-        return _error(str(exc))
-    return reply(value)
+        return reply(value)
+    except Exception as exc:
+        return failure_reply(_tool_name(ctx), exc)
+
+
+def _embedding(state: ServerState) -> EmbeddingProgress | None:
+    return None if state.embedding is None else state.embedding.progress()
+
+
+def _tool_name(ctx: Context) -> str:
+    """Return the name of the tool a call asked for (as the request's params say it)."""
+    name = (ctx.request_context.params or {}).get("name")
+    return name if isinstance(name, str) else "the tool call"
 
 
 async def _reporting(
@@ -188,7 +152,14 @@ def state_progress(state: ServerState) -> Callable[[], Progress | None]:
 def register_vault_tools(server: MCPServer, state: ServerState) -> None:
     """Add the ``vault_*`` tools to ``server``."""
 
-    @server.tool(annotations=READ)
+    def _said_while_embedding(report: SearchReport) -> SearchReport:
+        if report.fallback is None:
+            return report
+        meanwhile = "this searched by keyword meanwhile"
+        said = while_embedding(report.fallback, _embedding(state), meanwhile)
+        return dataclasses.replace(report, fallback=said)
+
+    @tool(server, READ)
     async def vault_search(
         query: Annotated[str, Field(description="What to look for: words, a question, a phrase")],
         ctx: Context,
@@ -197,7 +168,8 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             Field(description="hybrid (default with a model), keyword, vector or rerank"),
         ] = None,
         k: Annotated[
-            int, Field(ge=1, le=50, description="How many notes (chunks, with chunks=true)")
+            int,
+            Field(ge=1, le=MAX_HITS, description="How many notes (chunks, with chunks=true)"),
         ] = 10,
         where: Annotated[
             dict[str, Any] | None,
@@ -216,7 +188,10 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
                 "(default: k distinct notes, each with its best chunk)"
             ),
         ] = False,
-    ) -> CallToolResult:
+        offset: Annotated[
+            int, Field(ge=0, le=MAX_OFFSET, description="Skip this many hits: the next page")
+        ] = 0,
+    ) -> SearchReply:
         """Search the notes by meaning and keywords; each hit cites path, heading, chunk, hash.
 
         By default the hits are k distinct notes, each with its best chunk; chunks=true gives
@@ -226,29 +201,30 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         `stale` with `stale_after` when the note's OKF stale_after has passed), the `mode` that
         ran, the reason it fell back to keyword (`fallback`, only when it did: no model, or no
         vector yet) and how many `vectors` of the `chunks` exist; null fields are left out. The
-        text reply is a one-line-per-hit summary.
+        text reply is a one-line-per-hit summary. Hits that do not fit a reply are cut; `cut`
+        says how many and the offset of the next page.
         """
         return await call_on_vault(
             state,
             ctx,
             lambda vault: vault.search_report(
                 query,
-                k=k,
+                k=offset + k,
                 where=where,
                 mode=mode,
                 expand_context=expand_context,
                 per_note=not chunks,
             ),
-            reply=_search_reply,
+            reply=lambda report: search_reply(_said_while_embedding(report), offset, k),
         )
 
-    @server.tool(annotations=READ)
+    @tool(server, READ)
     async def vault_context(
         query: Annotated[str, Field(description="The question to gather context for")],
         ctx: Context,
-        max_tokens: Annotated[int, Field(ge=50, le=50_000)] = 2000,
+        max_tokens: Annotated[int, Field(ge=50, le=CONTEXT_TOKENS)] = 2000,
         expand_context: bool = False,
-    ) -> CallToolResult:
+    ) -> ContextReply:
         """Return the best passages for a question within a token budget, each with its source."""
         return await call_on_vault(
             state,
@@ -258,13 +234,29 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             ),
         )
 
-    @server.tool(annotations=READ)
-    async def vault_read(path: NotePath, ctx: Context) -> CallToolResult:
-        """Read a note: frontmatter, body, headings, tags and links."""
+    @tool(server, READ)
+    async def vault_read(
+        path: NotePath,
+        ctx: Context,
+        offset: Annotated[
+            int, Field(ge=0, description="The body's first character to return (0: its start)")
+        ] = 0,
+        limit: Annotated[
+            int, Field(ge=1, le=BODY_CHARS, description="How many characters of the body")
+        ] = BODY_CHARS,
+    ) -> NoteReply:
+        """Read a note: frontmatter, body, headings, tags and links.
 
-        return await call_on_vault(state, ctx, lambda vault: vault.get_note(path, purpose="read"))
+        A long body comes a page at a time: `cut` says how many characters of how many were
+        returned and the offset of the next page."""
 
-    @server.tool(annotations=WRITE)
+        def read(vault: Vault) -> dict[str, Any]:
+            note: dict[str, Any] = to_jsonable(vault.get_note(path, purpose="read"))
+            return body_page(note, offset, limit)
+
+        return await call_on_vault(state, ctx, read, reply=json_reply)
+
+    @tool(server, REWRITE)
     async def vault_frontmatter(
         path: NotePath,
         ctx: Context,
@@ -275,7 +267,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         merge: Annotated[
             bool, Field(description="Keep keys not in 'set' (false replaces the frontmatter)")
         ] = True,
-    ) -> CallToolResult:
+    ) -> FrontmatterReply:
         """Read a note's YAML frontmatter, or set (merge) keys in it; the body is untouched."""
 
         def frontmatter(vault: Vault) -> Any:
@@ -287,51 +279,65 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
 
         return await call_on_vault(state, ctx, frontmatter)
 
-    @server.tool(annotations=READ)
+    @tool(server, READ)
     async def vault_list(
         ctx: Context,
         folder: Annotated[str, Field(description="A folder relative to the vault root")] = "",
-    ) -> CallToolResult:
-        """List a folder: its notes and its subfolders."""
-        return await call_on_vault(state, ctx, lambda vault: vault.list_folder(folder))
+        offset: Offset = 0,
+        limit: Limit = PAGE_ITEMS,
+    ) -> FolderReply:
+        """List a folder: its notes (a page at a time: `cut` says what follows) and its
+        subfolders."""
 
-    @server.tool(annotations=READ)
-    async def vault_wikilinks(path: NotePath, ctx: Context) -> CallToolResult:
-        """List the links a note makes, each with the note it resolves to (or null)."""
+        def listing(vault: Vault) -> dict[str, Any]:
+            return page(to_jsonable(vault.list_folder(folder)), "notes", offset, limit)
 
-        def links(vault: Vault) -> Any:
+        return await call_on_vault(state, ctx, listing, reply=json_reply)
+
+    @tool(server, READ)
+    async def vault_wikilinks(
+        path: NotePath, ctx: Context, offset: Offset = 0, limit: Limit = PAGE_ITEMS
+    ) -> LinksReply:
+        """List the links a note makes, each with the note it resolves to (or null), a page at a
+        time (`cut` says what follows)."""
+
+        def links(vault: Vault) -> dict[str, Any]:
             related = vault.related(path, purpose="read")
-            return {"note": related.note, "links": related.links}
+            data = to_jsonable({"note": related.note, "links": related.links})
+            return page(data, "links", offset, limit)
 
-        return await call_on_vault(state, ctx, links)
+        return await call_on_vault(state, ctx, links, reply=json_reply)
 
-    @server.tool(annotations=READ)
-    async def vault_backlinks(path: NotePath, ctx: Context) -> CallToolResult:
-        """List the notes that link to a note."""
+    @tool(server, READ)
+    async def vault_backlinks(
+        path: NotePath, ctx: Context, offset: Offset = 0, limit: Limit = PAGE_ITEMS
+    ) -> BacklinksReply:
+        """List the notes that link to a note, a page at a time (`cut` says what follows)."""
 
-        def backlinks(vault: Vault) -> Any:
+        def backlinks(vault: Vault) -> dict[str, Any]:
             related = vault.related(path, purpose="read")
-            return {"note": related.note, "backlinks": related.backlinks}
+            data = to_jsonable({"note": related.note, "backlinks": related.backlinks})
+            return page(data, "backlinks", offset, limit)
 
-        return await call_on_vault(state, ctx, backlinks)
+        return await call_on_vault(state, ctx, backlinks, reply=json_reply)
 
-    @server.tool(annotations=READ)
+    @tool(server, READ)
     async def vault_related(
         path: NotePath, ctx: Context, k: Annotated[int, Field(ge=1, le=100)] = 20
-    ) -> CallToolResult:
+    ) -> RelatedReply:
         """Notes related to a note: its links, backlinks, shared tags and similar notes."""
 
         return await call_on_vault(
             state, ctx, lambda vault: vault.related(path, k=k, purpose="read")
         )
 
-    @server.tool(annotations=READ)
+    @tool(server, READ)
     async def vault_tags(
         ctx: Context,
         tag: Annotated[
             str | None, Field(description="A tag: list its notes (nested tags included)")
         ] = None,
-    ) -> CallToolResult:
+    ) -> TagsReply:
         """All tags with their note counts, or the notes carrying one tag."""
         if tag is None:
             return await call_on_vault(state, ctx, lambda vault: {"tags": vault.tags()})
@@ -339,8 +345,8 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             state, ctx, lambda vault: {"tag": tag, "notes": vault.notes_with_tag(tag)}
         )
 
-    @server.tool(annotations=READ)
-    async def vault_stats(ctx: Context) -> CallToolResult:
+    @tool(server, READ)
+    async def vault_stats(ctx: Context) -> StatsReply:
         """Counts and sizes: notes, chunks, links, tags, vectors, the store's path and model,
         how far background embedding has got (with chunks/s and the time left), and whether
         notes edited on disk are re-indexed (the watcher: running, restarting or stopped, and
@@ -357,7 +363,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
 
         return await call_on_vault(state, ctx, stats)
 
-    @server.tool(annotations=DESTRUCTIVE)
+    @tool(server, WRITE)
     async def vault_write(
         path: NotePath,
         content: Annotated[str, Field(description="Markdown text (without frontmatter)")],
@@ -369,7 +375,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         frontmatter: Annotated[
             dict[str, Any] | None, Field(description="Keys to merge into the frontmatter")
         ] = None,
-    ) -> CallToolResult:
+    ) -> WriteReply:
         """Create, overwrite or append to a note (written atomically, re-indexed at once)."""
         return await call_on_vault(
             state,
@@ -379,20 +385,20 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             ),
         )
 
-    @server.tool(annotations=DESTRUCTIVE)
+    @tool(server, REWRITE)
     async def vault_delete(
         path: NotePath,
         ctx: Context,
         permanent: Annotated[
             bool, Field(description="Delete for good instead of moving to the vault's .trash/")
         ] = False,
-    ) -> CallToolResult:
+    ) -> DeleteReply:
         """Delete a note: moved to the vault's .trash/ folder unless permanent."""
         return await call_on_vault(
             state, ctx, lambda vault: state.written(vault.delete_note(path, permanent=permanent))
         )
 
-    @server.tool(annotations=WRITE)
+    @tool(server, REWRITE)
     async def vault_format(
         ctx: Context,
         path: Annotated[
@@ -410,13 +416,16 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             bool,
             Field(description="With enrich: write the fields, merged into each note's frontmatter"),
         ] = False,
-    ) -> CallToolResult:
+        offset: Offset = 0,
+        limit: Limit = PAGE_ITEMS,
+    ) -> FormatReply:
         """Check notes against OKF v0.2 (the Open Knowledge Format) or enrich their frontmatter.
 
         Each note gets its `format` (okf_concept, okf_index, okf_log, obsidian: frontmatter
         without a type, markdown: none) with `errors` (what OKF says MUST hold) and `warnings`
         (SHOULD); enrich adds the fields it lacks (`enrichment`: field, value, source), written
-        only with apply (existing fields are kept). The text reply is a summary.
+        only with apply (existing fields are kept). The counts cover every note; the reply
+        lists a page of them (`cut` says what follows). The text reply is a summary.
         """
 
         def run(vault: Vault) -> FormatReport:
@@ -427,16 +436,18 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
             report = vault.enrich_format(path, apply=apply)
             return state.written(report) if apply else report
 
-        return await call_on_vault(state, ctx, run, reply=_format_reply)
+        return await call_on_vault(
+            state, ctx, run, reply=lambda report: format_reply(report, offset, limit)
+        )
 
-    @server.tool(annotations=WRITE)
+    @tool(server, UPDATE)
     async def vault_reindex(
         ctx: Context,
         paths: Annotated[
             list[str] | None, Field(description="Only these notes; omit for the whole vault")
         ] = None,
         force: Annotated[bool, Field(description="Rewrite every note")] = False,
-    ) -> CallToolResult:
+    ) -> IndexReply:
         """Bring the keyword index up to date with the files (changed notes only, unless force);
         new chunks get their vectors in the background (see vault_stats)."""
         return await call_on_vault(

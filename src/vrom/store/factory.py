@@ -52,7 +52,8 @@ def database_file(location: Location) -> Path | None:
                 " backend opens it (open_store)"
             )
         raise ValidationError(
-            f"storage scheme {scheme!r} is not supported: give a path or a sqlite:/// URL"
+            f"storage scheme {scheme!r} is not supported: give a path, a sqlite:/// URL or a"
+            " postgresql:// URL"
         )
     if not text.strip():
         raise ValidationError("storage must not be an empty path")
@@ -81,9 +82,10 @@ def open_store(
                 "a PostgreSQL store takes no encryption key and is not opened read-only"
             )
         return _postgres_store(location, namespace, create)
+    path = database_file(location)  # refuses another server's URL (libsql://, mysql://) first
     if namespace is not None:
         raise ValidationError("a namespace applies to a postgresql:// store, not a SQLite file")
-    return SQLiteStore(database_file(location), create=create, key=key, read_only=read_only)
+    return SQLiteStore(path, create=create, key=key, read_only=read_only)
 
 
 def _postgres_store(url: str, namespace: str | None, create: bool) -> Store:
