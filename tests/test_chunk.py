@@ -110,3 +110,9 @@ note_text = st.lists(
 @given(note_text, st.sampled_from([SMALL, ChunkStrategy(), ChunkStrategy(100, 0)]))
 def test_chunks_are_exact_slices_that_cover_the_body(text: str, strategy: ChunkStrategy) -> None:
     assert_covers_body(text, strategy)
+
+
+def test_issue27_item9_heading_path_reads_links_as_their_text() -> None:
+    text = "# Setup\n\n## Install [NixOS](https://nixos.org) on [[Hardware|my box]]\n\nRun it.\n"
+    chunks = chunk_note(parse_note(text, "setup.md"), ChunkStrategy())
+    assert [chunk.heading_path for chunk in chunks] == ["Setup", "Setup > Install NixOS on my box"]

@@ -96,3 +96,50 @@ def test_enrich_suggests_then_applies(
         state, "--json", "--vault", str(root), "search", "paged", "--where", "type=Runbook"
     )
     assert [hit["path"] for hit in json.loads(found.stdout)["results"]] == ["alerts.md"]
+
+
+def test_issue26_item10_format_on_a_value_yaml_cannot_build_warns_in_one_line(
+    write_vault: Callable[[dict[str, str | bytes]], Path], tmp_path: Path
+) -> None:
+    note = "---\nd: !!timestamp not-a-date\ntype: Runbook\n---\n# Dates\n\nOdd date.\n"
+    root = write_vault({**CLEAN, "dates.md": note})
+    state = tmp_path / "cli-state"
+    assert vrom(state, "index", str(root)).returncode == 0
+    kept = (
+        "  warning kept_as_text: frontmatter values YAML cannot build, kept as text:"
+        " d (not a valid !!timestamp)\n"
+    )
+    done = vrom(state, "--vault", str(root), "format", "check")  # no traceback (run_vrom)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("dates.md  okf_concept\n" + kept), done.stdout
+    applied = vrom(state, "--vault", str(root), "format", "enrich", "dates.md", "--apply")
+    assert applied.returncode == 0, applied.stderr
+    assert (
+        "  warning not_enriched: enrichment was not written: note 'dates.md' has broken"
+        " frontmatter (frontmatter values YAML cannot build, kept as text: d (not a valid"
+        " !!timestamp)); fix it by hand first, nothing was written\n"
+    ) in applied.stdout
+    assert (root / "dates.md").read_text() == note
+
+
+def test_issue27_item5_format_check_reads_a_folder_that_was_never_indexed(
+    write_vault: Callable[[dict[str, str | bytes]], Path], tmp_path: Path
+) -> None:
+    root = write_vault({**CLEAN, "alerts.md": "# Pager alerts\n\nWho gets paged, and when.\n"})
+    state = tmp_path / "cli-state"
+    done = vrom(state, "--vault", str(root), "format", "check", "restart.md")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "1 note in restart.md checked against OKF v0.2: 1 OKF concept; 0 errors, 0 warnings\n"
+    )
+    report = json.loads(vrom(state, "--json", "--vault", str(root), "format", "check").stdout)
+    assert report["formats"]["okf_concept"] == 1 and report["errors"] == 1
+    suggested = vrom(state, "--vault", str(root), "format", "enrich")
+    assert "  add type: Runbook  (sibling concepts)\n" in suggested.stdout
+    applied = vrom(state, "--vault", str(root), "format", "enrich", "alerts.md", "--apply")
+    assert applied.stdout.endswith("; 0 errors, 0 warnings\nenriched 1 note\n"), applied.stdout
+    assert (root / "alerts.md").read_text().startswith("---\ntype: Runbook\n")
+    assert not state.exists() or not any(state.rglob("*.db")), "a check makes no store"
+    missing = vrom(state, "--vault", str(tmp_path / "nowhere"), "format", "check")
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    assert vrom(state, "search", "paged").returncode == 1, "the folder is still not indexed"

@@ -131,3 +131,35 @@ def test_parsing_never_crashes(text: str) -> None:
 def test_parsing_arbitrary_unicode_never_crashes(text: str) -> None:
     for prefix in ("", "---\n", "---\ntitle: x\n---\n"):
         parse_note(prefix + text, "n.md")
+
+
+def test_issue27_item9_anchor_links_and_colour_codes_in_links_are_not_tags() -> None:
+    note = parse_note(
+        "See [the CSS](#css-code), [white (#FFFFFF)](https://example.com/ffffff),"
+        " [Background, #FFF](colours.md), ![#abc](swatch.png) and [[Palette|#ddd]];\n"
+        "a real #tag, one in brackets (#paren), and #after a link [x](#anchor).\n"
+        "[Chromium](https://en.wiki/Chromium_(web)#/Browsers) [a](b.md)#glued\n",
+        "colours.md",
+    )
+    assert note.tags == ["tag", "paren", "after"]  # what follows a link is no tag either
+    assert [link.target for link in note.links] == ["colours.md", "Palette", "b.md"]
+
+
+def test_issue27_item9_a_heading_reads_its_links_as_their_text() -> None:
+    note = parse_note(
+        "# [NixOS](https://nixos.org) on ![a logo](logo.png)\n"
+        "## Install on [[Hardware|my box]] and [[Laptop]] ##\n"
+        "### [[#Local]] and [unclosed(x\n",
+        "nixos.md",
+    )
+    assert [heading.text for heading in note.headings] == [
+        "NixOS on a logo",
+        "Install on my box and Laptop",
+        "#Local and [unclosed(x",
+    ]
+    assert note.title == "NixOS on a logo"
+    assert [(link.kind, link.target) for link in note.links] == [
+        ("wikilink", "Hardware"),
+        ("wikilink", "Laptop"),
+        ("wikilink", ""),  # a link to a heading of this note
+    ]

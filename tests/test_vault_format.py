@@ -202,8 +202,8 @@ def test_vault_format_over_mcp_checks_and_enriches(
             ("vault_format", {"path": "../x"}),
         ],
     )
-    assert set(tool.input_schema["properties"]) == {"path", "action", "apply"}
-    assert not tool.annotations.read_only_hint and not tool.annotations.destructive_hint
+    assert set(tool.input_schema["properties"]) == {"path", "action", "apply", "offset", "limit"}
+    assert not tool.annotations.read_only_hint and tool.annotations.destructive_hint  # apply writes
     data = check.structured_content
     assert not check.is_error and data["action"] == "check" and data["errors"] == 5
     paths = {note["path"]: note for note in data["notes"]}

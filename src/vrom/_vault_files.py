@@ -394,7 +394,7 @@ def _frontmatter_and_body(text: str, path: str) -> tuple[dict[Any, Any], str]:
             "bad_frontmatter",
         )
     raw = "".join(text[:body_start].splitlines(keepends=True)[1:-1])
-    loaded = load_yaml(raw) or {}  # the loader split_frontmatter accepted, limits and all
+    loaded = load_yaml(raw).value or {}  # the loader split_frontmatter accepted, limits and all
     return dict(loaded), text[body_start:]
 
 

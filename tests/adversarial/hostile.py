@@ -33,6 +33,19 @@ HOSTILE_NOTES = {
     "surrogate.md": '---\nx: "\\udce9"\n---\nsurrogate escape\n',
 }
 
+UNBUILDABLE_NOTES = {  # issue 26, item 4: values YAML parses but cannot build
+    "not-a-date.md": "---\nd: !!timestamp not-a-date\ntitle: Not a date\n---\n# Body\n",
+    "feb-30.md": "---\nd: 2023-02-30\ntype: concept\ntitle: February\n---\nthirtieth\n",
+    "digits.md": f"---\nn: {'9' * 4301}\ntitle: Digits\n---\nmany digits\n",
+    "hex.md": f"---\nh: 0x{'f' * 4000}\ntitle: Hex\n---\na hex integer of 4,817 digits\n",
+}
+UNBUILDABLE_FRONTMATTER = {  # what each note's frontmatter is, the value kept as its text
+    "not-a-date.md": {"d": "not-a-date", "title": "Not a date"},
+    "feb-30.md": {"d": "2023-02-30", "type": "concept", "title": "February"},
+    "digits.md": {"n": "9" * 4301, "title": "Digits"},
+    "hex.md": {"h": "0x" + "f" * 4000, "title": "Hex"},
+}
+
 
 def make_file(folder: Path, name: bytes, content: bytes = b"# Hostile\n\nbody\n") -> bool:
     """Create ``folder/name`` from raw bytes; False where the file system refuses the name."""
@@ -43,3 +56,10 @@ def make_file(folder: Path, name: bytes, content: bytes = b"# Hostile\n\nbody\n"
     with os.fdopen(fd, "wb") as file:
         file.write(content)
     return True
+
+
+def tag_storm(distinct: int = 40_000) -> str:
+    """Return a note of ``distinct`` inline tags, each written twice (upper case the second
+    time, so de-duplication must read it): ``#t0 ... #T0 ...``, about 620 KB at 40,000 tags."""
+    tags = [f"#t{i}" for i in range(distinct)]
+    return "# Tag storm\n\n" + " ".join(tags) + "\n\n" + " ".join(t.upper() for t in tags) + "\n"

@@ -15,13 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hostile import GOOD_NOTES, HOSTILE_NOTES, alias_bomb
+from hostile import (
+    GOOD_NOTES,
+    HOSTILE_NOTES,
+    UNBUILDABLE_FRONTMATTER,
+    UNBUILDABLE_NOTES,
+    alias_bomb,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vrom import Vault
 from vrom.errors import VromError
 from vrom.ingest.frontmatter import split_frontmatter
+from vrom.ingest.okf import check_note
+from vrom.ingest.okf_enrich import suggest_enrichment
 from vrom.ingest.parse import parse_note
 
 WriteVault = Callable[[dict[str, str | bytes]], Path]
@@ -58,9 +66,18 @@ def test_issue15_item1_inf_and_nan_frontmatter_do_not_stop_the_index(
     assert vault.get_note("huge-int.md").human_relevance_score == 1.0
     assert_one_line(summary.warnings)
     warned = {warning.path for warning in summary.warnings}
-    for path in ("too-many-digits.md", "odd-types.md", "bomb.md", "self.md", "deep.md"):
+    for path in ("bomb.md", "self.md", "deep.md"):
         assert path in warned
         assert vault.get_note(path).frontmatter == {}
+    # issue 26, item 4: a value YAML cannot build is kept as its text, the rest as YAML says
+    assert "too-many-digits.md" in warned and "odd-types.md" in warned and "tag.md" in warned
+    assert vault.get_note("too-many-digits.md").frontmatter == {"n": "9" * 5000}
+    assert vault.get_note("odd-types.md").frontmatter == {
+        "b": "aGk=",
+        "s": ["a"],
+        "d": "2026-13-45",
+    }
+    assert vault.get_note("tag.md").frontmatter == {"x": "ls"}
     # a where filter reads the frontmatter as JSON inside SQLite: it must parse there too
     assert [hit.path for hit in vault.search("infinities", where={"x": "inf"})] == ["inf.md"]
 
@@ -105,6 +122,62 @@ def test_issue15_item3_alias_bomb_through_write_note_is_indexed_as_text(
     assert vault.get_note("inbox/bomb.md").frontmatter == {}
 
 
+def test_issue26_item4_a_value_yaml_cannot_build_is_kept_as_text_and_the_note_indexed(
+    write_vault: WriteVault, open_vault: OpenVault
+) -> None:
+    vault = open_vault(write_vault({**GOOD_NOTES, **UNBUILDABLE_NOTES}))
+    summary = vault.index()
+    assert summary.notes == len(GOOD_NOTES) + len(UNBUILDABLE_NOTES), summary.warnings
+    assert summary.skipped == 0
+    assert_one_line(summary.warnings)
+    warned = {warning.path: warning.reason for warning in summary.warnings}
+    for path, frontmatter in UNBUILDABLE_FRONTMATTER.items():
+        note = vault.get_note(path)
+        assert note.frontmatter == frontmatter, path
+        assert note.title == frontmatter["title"], "the rest of the frontmatter is kept"
+        field = next(iter(frontmatter))
+        assert warned[path].startswith(
+            f"frontmatter values YAML cannot build, kept as text: {field} (not a valid !!"
+        ), warned[path]
+    assert warned["feb-30.md"].endswith(
+        "d (not a valid !!timestamp: day is out of range for month)"
+    )
+    assert warned["digits.md"].endswith("n (not a valid !!int: an integer of over 4,300 digits)")
+    assert [hit.path for hit in vault.search("thirtieth", where={"type": "concept"})] == [
+        "feb-30.md"
+    ]
+    assert_good_notes_indexed(vault)
+
+
+def test_issue26_item4_each_value_is_kept_as_text_where_it_is_and_named_there() -> None:
+    note = parse_note(
+        "---\n"
+        "title: Kept\n"
+        "when: {start: 2023-02-30, end: 2023-03-01}\n"
+        "steps: [1, !!int x, !!float y, !custom {a: 1}]\n"
+        "base: &b {p: !!timestamp q}\n"
+        "merged: {<<: *b, r: 1}\n"
+        "bad_merge: {<<: 3, s: 2}\n"
+        "---\n# Body\n",
+        "kept.md",
+    )
+    assert note.title == "Kept" and note.body_start > 0
+    assert note.frontmatter == {
+        "title": "Kept",
+        "when": {"start": "2023-02-30", "end": "2023-03-01"},
+        "steps": [1, "x", "y", "!custom {a: 1}"],
+        "base": {"p": "q"},
+        "merged": {"p": "q", "r": 1},
+        "bad_merge": {"<<": "3", "s": 2},
+    }
+    assert note.warnings == [
+        "frontmatter values YAML cannot build, kept as text:"
+        " when.start (not a valid !!timestamp: day is out of range for month),"
+        " steps[1] (not a valid !!int: invalid literal for int() with base 10: 'x'),"
+        " steps[2] (not a valid !!float: could not convert string to float: 'y') and 3 more"
+    ]
+
+
 # -- hypothesis -------------------------------------------------------------------------------
 
 SCALAR_TOKENS = [
@@ -116,6 +189,9 @@ SCALAR_TOKENS = [
     '"\\udce9"', '"\\x00"', '"\\U0001F600"', "'it''s'", "|\n  block", ">\n  folded",
     "[a, [b, [c]]]", "{a: {b: c}}", "[", "{", "]", "? [a, b]\n: c", "*missing", "&a",
     "&a [1, 2]", "*a", "<<: *a", "--- x", "...", "%YAML 1.1", "\t", "",
+    "!!timestamp not-a-date", "!!timestamp", "2023-02-30", "!!int", "!!int 0x", "!!float",
+    "!!bool maybe", "!!null x", "!!set [a]", "!!omap {a: 1}", "!!map [a]", "!!seq {a: 1}",
+    "!foo {a: 1}", "<<: 3", "<<: [1, *a]", "9" * 4301, "0x" + "f" * 4000,
 ]  # fmt: skip
 KEY_TOKENS = ["title", "tags", "tag", "human_relevance_score", "audience", "x", "<<", "? x", "1"]
 
@@ -180,6 +256,36 @@ def test_any_dumped_value_reads_back_as_json(values: dict[str, Any], shared: boo
     except yaml.YAMLError:
         return
     check_frontmatter(f"---\n{raw}---\nbody\n")
+
+
+TAGS = [
+    "!!timestamp", "!!int", "!!float", "!!bool", "!!null", "!!binary", "!!str", "!!set",
+    "!!omap", "!!pairs", "!!seq", "!!map", "!!merge", "!!value", "!foo", "!!python/tuple", "",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(TAGS),
+    st.text(alphabet="abz019:-+._/ ", max_size=12) | st.sampled_from(SCALAR_TOKENS),
+)
+def test_issue26_item4_any_tag_on_any_value_keeps_the_other_fields(tag: str, value: str) -> None:
+    frontmatter = check_frontmatter(f"---\nbefore: 1\nx: {tag} {value}\nafter: 2\n---\nbody\n")
+    if frontmatter:  # unless the value broke the YAML itself, the fields around it are kept
+        assert frontmatter["before"] == 1 and frontmatter["after"] == 2, frontmatter
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(TAGS), st.sampled_from(SCALAR_TOKENS), yaml_soup())
+def test_issue26_item10_format_checks_any_value_in_one_line_messages(
+    tag: str, value: str, soup: str
+) -> None:
+    for raw in (f"x: {tag} {value}", soup):
+        text = f"---\ntype: Runbook\n{raw}\n---\n# Title\n\nSome prose.\n"
+        for path in ("a.md", "index.md", "log.md"):
+            check = check_note(path, text)
+            suggest_enrichment(check, path, 0.0)
+            assert_one_line([issue.message for issue in (*check.errors, *check.warnings)])
 
 
 @settings(max_examples=200, deadline=None)

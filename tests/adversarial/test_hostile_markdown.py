@@ -15,10 +15,13 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+from hostile import tag_storm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vrom import Vault
+from vrom.ingest import parse
 from vrom.ingest.parse import _code_spans, find_headings, mask_code, parse_note
 
 SIZE = 200_000
@@ -51,6 +54,39 @@ def test_long_hostile_bodies_parse_and_index(
     notes: dict[str, str | bytes] = {f"{name}.md": body for name, body in HOSTILE_BODIES.items()}
     summary = open_vault(write_vault(notes)).index()
     assert summary.notes == len(HOSTILE_BODIES)
+
+
+class CountedTag(str):
+    """A tag that counts how often it is compared with another: what de-duplication costs."""
+
+    comparisons = 0
+
+    def __eq__(self, other: object) -> bool:
+        CountedTag.comparisons += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_issue26_item13_tag_de_duplication_compares_each_tag_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cleaned = parse._clean_tag
+    monkeypatch.setattr(parse, "_clean_tag", lambda raw: CountedTag(cleaned(raw)))
+    distinct = 2_000  # 4,000 tags: a list's "not in" compared them 4 million times
+    note = parse_note(tag_storm(distinct), "storm.md")
+    assert note.tags == [f"t{i}" for i in range(distinct)]
+    assert CountedTag.comparisons <= 2 * distinct, f"{CountedTag.comparisons:,} comparisons"
+
+
+def test_issue26_item13_a_tag_storm_note_indexes_with_each_tag_once(
+    write_vault: Callable[[dict[str, str | bytes]], Path],
+    open_vault: Callable[[Path], Vault],
+) -> None:
+    vault = open_vault(write_vault({"storm.md": tag_storm()}))
+    assert vault.index().notes == 1
+    note = vault.get_note("storm.md")
+    assert len(note.tags) == 40_000 and set(note.tags) == {f"t{i}" for i in range(40_000)}
 
 
 markdownish = st.text(alphabet=st.sampled_from(list("ab #`\t\n\r[]()")), max_size=80)

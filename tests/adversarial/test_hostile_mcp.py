@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile import GOOD_NOTES, HOSTILE_NOTES, alias_bomb
+from hostile import (
+    GOOD_NOTES,
+    HOSTILE_NOTES,
+    UNBUILDABLE_FRONTMATTER,
+    UNBUILDABLE_NOTES,
+    alias_bomb,
+)
 
 pytest.importorskip("mcp")
 
@@ -71,6 +77,38 @@ def test_issue15_item1_hostile_notes_written_over_mcp_leave_vault_reindex_workin
     run(root, session)
 
 
+def test_issue26_item10_vault_format_and_vault_frontmatter_answer_on_values_yaml_cannot_build(
+    write_vault: Callable[[dict[str, str | bytes]], Path],
+) -> None:
+    root = write_vault({**GOOD_NOTES, **UNBUILDABLE_NOTES})
+    before = (root / "not-a-date.md").read_text()
+
+    async def session(client: Client) -> None:
+        report = data(await client.call_tool("vault_format", {}))
+        warned = {
+            note["path"]: [warning["code"] for warning in note.get("warnings", [])]
+            for note in report["notes"]
+        }
+        assert all(warned[path] == ["kept_as_text"] for path in UNBUILDABLE_NOTES), warned
+        enriched = data(await client.call_tool("vault_format", {"action": "enrich", "apply": True}))
+        assert enriched["applied"] and enriched["enriched"] == len(GOOD_NOTES)
+        for path, frontmatter in UNBUILDABLE_FRONTMATTER.items():
+            read = data(await client.call_tool("vault_frontmatter", {"path": path}))
+            assert read["frontmatter"] == frontmatter
+        refused = await client.call_tool(
+            "vault_frontmatter", {"path": "not-a-date.md", "set": {"status": "draft"}}
+        )
+        assert refused.is_error
+        assert refused.content[0].text == (
+            "note 'not-a-date.md' has broken frontmatter (frontmatter values YAML cannot build,"
+            " kept as text: d (not a valid !!timestamp)); fix it by hand first, nothing was"
+            " written"
+        )
+
+    run(root, session)
+    assert (root / "not-a-date.md").read_text() == before
+
+
 @pytest.mark.parametrize(
     ("line", "answer"),
     [
@@ -124,8 +162,11 @@ def test_issue26_item10_mcp_tools_answer_a_long_path_or_a_bad_tag_with_a_one_lin
             result = await client.call_tool(name, arguments)
             text = result.content[0].text
             assert "Error executing tool" not in text, (name, arguments)
-            assert "\n" not in text and "Traceback" not in text, (name, text)
-            assert len(text) < 400, (name, text)
+            assert "Traceback" not in text, (name, text)
+            if result.is_error:  # the note's frontmatter is read since issue 26 item 4: a report
+                assert "\n" not in text and len(text) < 400, (name, text)
+            else:
+                assert arguments["path"] == "timestamp.md" and "set" not in arguments, name
 
     run(root, session)
 

@@ -4,6 +4,9 @@ frontmatter enrichment would add.
 Each action opens the vault the way every other command does (``--vault``, ``--db`` or the
 default vault), calls `vrom.Vault.check_format` or `vrom.Vault.enrich_format`, and prints the
 notes that have something to say and a summary, or with ``--json`` the whole `FormatReport`.
+Notes are read from disk, so a ``--vault`` folder that was never indexed (an OKF bundle just
+downloaded) is checked as it is, with a store in memory and no model: nothing is written for it
+but what ``--apply`` writes into its notes.
 Like a linter, it exits with 1 when a note has an error (and 0 when none has), so a script or CI
 can gate on it.
 """
@@ -16,9 +19,11 @@ from typing import TextIO
 
 from vrom.cli.global_options import add_global_options
 from vrom.cli.output import print_json, styler
-from vrom.cli.vault_options import open_vault, where
+from vrom.cli.vault_options import announce, open_vault, where
+from vrom.errors import NotFoundError
 from vrom.ingest.parse import shown_path
 from vrom.results import FormatReport, NoteFormat
+from vrom.vault import Vault
 
 FORMAT_NAMES = {
     "okf_concept": ("OKF concept", "OKF concepts"),
@@ -87,7 +92,7 @@ def add_format_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
-    with open_vault(args) as vault:
+    with _vault_to_check(args) as vault:
         if args.format_action == "enrich":
             report = vault.enrich_format(args.path, apply=args.apply)
         else:
@@ -97,6 +102,19 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     else:
         format_report(report, out)
     return 1 if report.errors else 0
+
+
+def _vault_to_check(args: argparse.Namespace) -> Vault:
+    """Return the vault the arguments name; a ``--vault`` folder never indexed, with a store in
+    memory and no model (a check reads the notes from disk)."""
+    try:
+        return open_vault(args)
+    except NotFoundError:
+        if args.vault is None or args.db:  # nothing names the folder, or a store was named
+            raise
+        vault = Vault.open(args.vault, args.state_dir, embedder=None, database_url=":memory:")
+        announce(vault)
+        return vault
 
 
 def format_report(report: FormatReport, out: TextIO) -> None:

@@ -15,7 +15,11 @@ from typing import Any
 
 from vrom.ingest.parse import Heading, ParsedNote
 
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2
+"""Recorded in the store with the strategy: a new version parses and chunks every note again on
+the next index. 2: a heading path reads a link as its text, no tag comes from inside a link,
+and a frontmatter value YAML cannot build is kept as text (it dropped the note, or all of its
+frontmatter). Vectors are kept where a chunk embeds the same input as before."""
 _BOUNDARIES = ("\n\n", "\n", ". ", "? ", "! ", "; ", " ")
 
 

@@ -22,6 +22,10 @@ Each value then becomes one JSON can hold (`json_ready`):
 
 Non-finite numbers and integers beyond 64 bits change kind (a number becomes a string), so a
 note holding one is indexed with a warning naming each such value (`changed_values`).
+
+A value YAML parses but cannot build (``!!timestamp not-a-date``, a 30th of February, an integer
+of over 4,300 digits, a tag it does not know) is kept as its text, field by field: the rest of the
+frontmatter is built as usual, and a warning names each field kept so (`LoadedYaml.kept_as_text`).
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ import datetime as _dt
 import json
 import math
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 try:  # the C loader is several times faster on large vaults
     from yaml import CSafeLoader as _YamlLoader
@@ -52,6 +56,13 @@ _SIZE_CAP = 2**62  # sizes are only compared with the limit; capping keeps the s
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _YAML_SPELLING = {"inf": ".inf", "-inf": "-.inf", "nan": ".nan"}
 _CHANGES_SHOWN = 3
+_MAX_INT_DIGITS = 4300  # Python's own limit for turning an integer into its decimal text
+_INT_TEXT_LIMIT = 10**_MAX_INT_DIGITS
+_MAP, _SEQ, _MERGE = (f"tag:yaml.org,2002:{kind}" for kind in ("map", "seq", "merge"))
+# PyYAML's constructors raise whatever their code meets on a value they cannot build:
+# ValueError (a 30th of February), AttributeError (!!timestamp on other text), KeyError (!!bool
+# on an empty string), IndexError (!!int on one), ConstructorError (an unknown tag)...
+_UNBUILDABLE = (Exception,)
 
 
 class YamlRefusedError(yaml.YAMLError):
@@ -65,7 +76,8 @@ def split_frontmatter(
 
     A note without frontmatter has body offset 0. Malformed or refused frontmatter gives a
     warning and an empty mapping, and the whole text is kept as the body so nothing is lost.
-    With ``note_changes``, values stored as another kind (`changed_values`) give a warning too.
+    Values YAML cannot build are kept as text with a warning naming them (`load_yaml`); with
+    ``note_changes``, values stored as another kind (`changed_values`) give a warning too.
     """
     if not (text.startswith("---\n") or text.startswith("---\r\n")):
         return {}, 0, []
@@ -78,7 +90,7 @@ def split_frontmatter(
     if body_start < len(text) and text[body_start] == "\n":
         body_start += 1
     try:
-        data = load_yaml(raw)
+        data, kept = load_yaml(raw)
     except YamlRefusedError as exc:
         return {}, 0, [f"frontmatter refused ({exc}): indexed as plain text"]
     except yaml.MarkedYAMLError as exc:
@@ -93,16 +105,22 @@ def split_frontmatter(
         return {}, body_start, []
     if not isinstance(data, dict):
         return {}, body_start, [f"frontmatter is a {type(data).__name__}, not a mapping: ignored"]
+    warnings = [kept_as_text_warning(kept)] if kept else []
     changed = changed_values(data) if note_changes else []
-    if not changed:
-        return json_ready(data), body_start, []
-    shown = ", ".join(changed[:_CHANGES_SHOWN])
-    more = f" and {len(changed) - _CHANGES_SHOWN:,} more" if len(changed) > _CHANGES_SHOWN else ""
-    return (
-        json_ready(data),
-        body_start,
-        [f"frontmatter values stored as JSON holds them: {shown}{more}"],
-    )
+    if changed:
+        shown = ", ".join(changed[:_CHANGES_SHOWN])
+        more = (
+            f" and {len(changed) - _CHANGES_SHOWN:,} more" if len(changed) > _CHANGES_SHOWN else ""
+        )
+        warnings.append(f"frontmatter values stored as JSON holds them: {shown}{more}")
+    return json_ready(data), body_start, warnings
+
+
+def kept_as_text_warning(kept: list[str]) -> str:
+    """Return one line naming the frontmatter values kept as text (`LoadedYaml.kept_as_text`)."""
+    shown = ", ".join(kept[:_CHANGES_SHOWN])
+    more = f" and {len(kept) - _CHANGES_SHOWN:,} more" if len(kept) > _CHANGES_SHOWN else ""
+    return f"frontmatter values YAML cannot build, kept as text: {shown}{more}"
 
 
 def changed_values(value: Any, where: str = "") -> list[str]:
@@ -135,24 +153,155 @@ def _one_line(message: str) -> str:
     return " ".join(message.strip().split("\n", 1)[0].split()) or "invalid YAML"
 
 
-def load_yaml(raw: str) -> Any:
+class LoadedYaml(NamedTuple):
+    """A YAML document as Python values, and where a value was kept as its text."""
+
+    value: Any
+    kept_as_text: list[str]
+    """One entry a value YAML could not build: where it is and why, ``d (not a valid
+    !!timestamp)``."""
+
+
+def load_yaml(raw: str) -> LoadedYaml:
     """Return the YAML document in ``raw`` as Python values (None for an empty document).
 
-    Raises `yaml.YAMLError` for text that is not YAML, `YamlRefusedError` (a `yaml.YAMLError`)
-    for a document over the limits in this module's docstring, and `ValueError` for a scalar
-    its type cannot hold (a 13th month, an integer of over 4,300 digits).
+    A value YAML cannot build is kept as its text (see this module's docstring). Raises
+    `yaml.YAMLError` for text that is not YAML, and `YamlRefusedError` (a `yaml.YAMLError`) for a
+    document over the limits in this module's docstring.
     """
-    loader = _YamlLoader(raw)
+    loader = _Loader(raw)
     try:
         node = loader.get_single_node()
         if node is None:
-            return None
+            return LoadedYaml(None, [])
         problem = _cost_problem(node)
         if problem is not None:
             raise YamlRefusedError(problem)
-        return loader.construct_document(node)
+        try:
+            return LoadedYaml(loader.construct_document(node), [])
+        except _UNBUILDABLE:
+            pass  # built again below, value by value, from a fresh graph (merges edit theirs)
     finally:
         loader.dispose()
+    loader = _Loader(raw)
+    try:
+        kept: list[str] = []
+        return LoadedYaml(
+            _ValueBuilder(loader, raw, kept).build(loader.get_single_node(), ""), kept
+        )
+    finally:
+        loader.dispose()
+
+
+def _bounded_int(loader: _YamlLoader, node: ScalarNode) -> int:
+    """Build an integer as PyYAML does, refusing one whose decimal text Python would refuse
+    to write (``0x`` and 4,000 ``f``: it would fail later, when stored)."""
+    too_long = f"an integer of over {_MAX_INT_DIGITS:,} digits"
+    try:
+        value: int = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+    except ValueError:
+        if len(str(node.value)) > _MAX_INT_DIGITS:  # Python refused to read it: say so plainly
+            raise ValueError(too_long) from None
+        raise
+    if abs(value) >= _INT_TEXT_LIMIT:
+        raise ValueError(too_long)
+    return value
+
+
+class _Loader(_YamlLoader):
+    """The safe loader, with integers bounded as Python can write them."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
+
+
+class _ValueBuilder:
+    """Builds a composed document as PyYAML would, one value at a time: a value its
+    constructor refuses becomes its text, noted in ``kept`` with where it is and why."""
+
+    def __init__(self, loader: Any, raw: str, kept: list[str]) -> None:
+        self._loader = loader
+        self._raw = raw
+        self._kept = kept
+        self._built: dict[int, Any] = {}  # an alias is the same node: built once, like PyYAML
+
+    def build(self, node: Node | None, where: str) -> Any:
+        if node is None:
+            return None
+        key = id(node)
+        if key not in self._built:
+            self._built[key] = self._build(node, where)
+        return self._built[key]
+
+    def _build(self, node: Node, where: str) -> Any:
+        if isinstance(node, MappingNode) and node.tag == _MAP:
+            return self._mapping(node, where)
+        if isinstance(node, SequenceNode) and node.tag == _SEQ:
+            return [self.build(child, f"{where}[{i}]") for i, child in enumerate(node.value)]
+        try:
+            return self._loader.construct_object(node, deep=True)
+        except _UNBUILDABLE as exc:
+            self._forget_failure()
+            return self._keep(node, where, exc)
+
+    def _mapping(self, node: MappingNode, where: str) -> dict[Any, Any]:
+        pairs = list(node.value)
+        merge_failed = False
+        try:
+            self._loader.flatten_mapping(node)
+            pairs = list(node.value)
+        except _UNBUILDABLE:  # a merge key whose value is no mapping: kept as a field
+            node.value = pairs
+            merge_failed = True
+        built: dict[Any, Any] = {}
+        for key_node, value_node in pairs:
+            if merge_failed and key_node.tag == _MERGE:
+                merge = f"{where}.<<" if where else "<<"
+                self._kept.append(f"{merge} (merges no mapping)")
+                built["<<"] = self._node_text(value_node)
+                continue
+            key = self._key(key_node, where)
+            inner = f"{where}.{_json_key(key)}" if where else _json_key(key)
+            built[key] = self.build(value_node, inner)
+        return built
+
+    def _key(self, node: Node, where: str) -> Any:
+        if isinstance(node, ScalarNode):
+            key = self.build(node, where or "(a key)")
+            if not isinstance(key, (list, dict, set)):
+                return key
+        return self._node_text(node)  # a list or mapping as a key: its text names it
+
+    def _keep(self, node: Node, where: str, problem: BaseException) -> str:
+        self._kept.append(f"{where} ({_why_unbuilt(node, problem)})")
+        return self._node_text(node)
+
+    def _node_text(self, node: Node) -> str:
+        if isinstance(node, ScalarNode):
+            return str(node.value)
+        return self._raw[node.start_mark.index : node.end_mark.index].strip()
+
+    def _forget_failure(self) -> None:
+        """Reset what a failed construction leaves in the loader (the node it was building
+        would read as recursive next time)."""
+        self._loader.recursive_objects = {}
+        self._loader.state_generators = []
+        self._loader.deep_construct = False
+
+
+def _why_unbuilt(node: Node, problem: BaseException) -> str:
+    """Return why YAML could not build ``node``'s value, in a few words."""
+    tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+    if node.tag not in _Loader.yaml_constructors:
+        return f"the tag {tag} is unknown"
+    detail = ""
+    if isinstance(problem, yaml.MarkedYAMLError):
+        detail = _one_line(problem.problem or "")
+    elif isinstance(problem, ValueError):  # what the number or date is missing; not Python's tip
+        detail = _one_line(str(problem)).split("; use ", 1)[0]
+    if len(detail) > 80:
+        detail = detail[:77] + "..."
+    return f"not a valid {tag}{': ' + detail if detail else ''}"
 
 
 def _children(node: Node) -> list[Node]:

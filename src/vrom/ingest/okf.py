@@ -40,8 +40,13 @@ from typing import Any
 import yaml
 
 from vrom.dates import ISO_INSTANT, parse_instant
-from vrom.ingest.frontmatter import YamlRefusedError, json_ready, load_yaml
-from vrom.ingest.parse import find_headings, mask_code
+from vrom.ingest.frontmatter import (
+    YamlRefusedError,
+    json_ready,
+    kept_as_text_warning,
+    load_yaml,
+)
+from vrom.ingest.parse import find_headings, mask_code, shown_path
 from vrom.results import FormatIssue
 
 OKF_VERSION = "0.2"
@@ -111,9 +116,11 @@ def check_note(path: str, text: str | None, decoding_problem: str | None = None)
     warnings: list[FormatIssue] = []
     if decoding_problem:
         errors.append(FormatIssue("not_utf8", f"not valid UTF-8 ({decoding_problem})"))
-    has_block, frontmatter, body_start, problem = read_frontmatter(text)
+    has_block, frontmatter, body_start, problem, kept = read_frontmatter(text)
     if problem is not None:
         errors.append(FormatIssue("bad_frontmatter", problem))
+    if kept:
+        warnings.append(FormatIssue("kept_as_text", kept_as_text_warning(kept)))
     kind = note_format(path, has_block, frontmatter)
     if kind == INDEX:
         _check_index(text, body_start, frontmatter, errors, warnings)
@@ -151,43 +158,45 @@ def note_format(path: str, has_block: bool, frontmatter: Mapping[str, Any] | Non
     return OBSIDIAN if has_block else MARKDOWN
 
 
-def read_frontmatter(text: str) -> tuple[bool, dict[str, Any] | None, int, str | None]:
-    """Return (has a block, its mapping, body offset, problem) for a note's text.
+def read_frontmatter(
+    text: str,
+) -> tuple[bool, dict[str, Any] | None, int, str | None, list[str]]:
+    """Return (has a block, its mapping, body offset, problem, values kept as text) for a
+    note's text.
 
     The mapping is ``{}`` without a block and None when the block cannot be read; the problem
-    then says why, in one line. Values are as the store keeps them (`json_ready`).
+    then says why, in one line. Values are as the store keeps them (`json_ready`); one YAML
+    cannot build is kept as its text and named in the last item (`LoadedYaml.kept_as_text`).
     """
     if not (text.startswith("---\n") or text.startswith("---\r\n")):
-        return False, {}, 0, None
+        return False, {}, 0, None, []
     first_line_end = text.index("\n") + 1
     closing = _FRONTMATTER_END.search(text, first_line_end)
     if closing is None:
-        return True, None, 0, "the frontmatter block is never closed with '---'"
+        return True, None, 0, "the frontmatter block is never closed with '---'", []
     body_start = closing.end()
     if body_start < len(text) and text[body_start] == "\n":
         body_start += 1
     raw = text[first_line_end : closing.start()]
     try:
-        data = load_yaml(raw)
+        data, kept = load_yaml(raw)
     except YamlRefusedError as exc:
-        return True, None, body_start, f"the frontmatter is refused: {exc}"
+        return True, None, body_start, f"the frontmatter is refused: {exc}", []
     except yaml.MarkedYAMLError as exc:
         line = "" if exc.problem_mark is None else f" at line {exc.problem_mark.line + 2}"
         reason = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
-        return True, None, body_start, f"the frontmatter is not valid YAML{line} ({reason})"
+        return True, None, body_start, f"the frontmatter is not valid YAML{line} ({reason})", []
     except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
         reason = " ".join(str(exc).split("\n", 1)[0].split()) or type(exc).__name__
-        return True, None, body_start, f"the frontmatter is not valid YAML ({reason})"
+        return True, None, body_start, f"the frontmatter is not valid YAML ({reason})", []
     if data is None:
-        return True, {}, body_start, None
+        return True, {}, body_start, None, []
     if not isinstance(data, dict):
-        return (
-            True,
-            None,
-            body_start,
-            f"the frontmatter is a YAML {type(data).__name__}, not a mapping of keys to values",
+        problem = (
+            f"the frontmatter is a YAML {type(data).__name__}, not a mapping of keys to values"
         )
-    return True, json_ready(data), body_start, None
+        return True, None, body_start, problem, []
+    return True, json_ready(data), body_start, None, kept
 
 
 # -- lifecycle: what search reads -----------------------------------------------------------
@@ -382,7 +391,7 @@ def _check_index(
 ) -> None:
     """Check an ``index.md`` against §8: sections of link entries under headings."""
     if frontmatter:
-        extra = sorted(key for key in frontmatter if key != "okf_version")
+        extra = sorted(shown_path(key) for key in frontmatter if key != "okf_version")
         if extra:
             errors.append(
                 FormatIssue(
@@ -445,7 +454,7 @@ def index_entries(text: str, index_path: str) -> dict[str, str]:
 
     Links are resolved from the index's folder; one starting with ``/`` from the vault root.
     """
-    _, _, body_start, _ = read_frontmatter(text)
+    body_start = read_frontmatter(text)[2]
     folder = PurePosixPath(index_path).parent
     heading = ""
     entries: dict[str, str] = {}

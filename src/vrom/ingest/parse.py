@@ -61,10 +61,13 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 _BACKTICKS = re.compile(r"`+")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+([^\n]*))?$", re.MULTILINE)
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
-_MD_LINK = re.compile(  # a text or target stops at "[": each "[" of a long run is not rescanned
-    r"(?<!!)\[[^\[\]\n]*\]\(\s*<?([^)\[\s>]+)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)"
-)
+# a text or target stops at "[": each "[" of a long run is not rescanned
+_LINK_TEXT_AND_TARGET = r"\[([^\[\]\n]*)\]\(\s*<?([^)\[\s>]+)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)"
+_MD_LINK = re.compile(r"(?<!!)" + _LINK_TEXT_AND_TARGET)
+_ANY_LINK = re.compile(r"!?" + _LINK_TEXT_AND_TARGET + "|" + _WIKILINK.pattern)
+"""A Markdown link or image (its text is group 1) or a wiki link or embed (group 4 inside)."""
 _TAG = re.compile(r"(?:^|(?<=[\s(,]))#([\w/-]+)", re.MULTILINE)
+_NOT_A_LINE_END = re.compile(r"[^\n]")
 _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[ntr])")
@@ -211,12 +214,38 @@ def _html_comments(text: str) -> Iterator[tuple[int, int]]:
 
 
 def find_headings(masked: str, start: int) -> list[Heading]:
-    """Return the ATX headings in ``masked`` text at or after offset ``start``."""
+    """Return the ATX headings in ``masked`` text at or after offset ``start``; a link in a
+    heading reads as its text (`link_text`)."""
     headings = []
     for match in _ATX.finditer(masked, start):
-        text = _without_closing_hashes(match.group(2) or "")
+        text = link_text(_without_closing_hashes(match.group(2) or ""))
         headings.append(Heading(level=len(match.group(1)), text=text, start=match.start()))
     return headings
+
+
+def link_text(text: str) -> str:
+    """Return ``text`` with each link as a reader sees it: ``[NixOS](https://nixos.org)`` and
+    ``![NixOS](logo.png)`` as ``NixOS``, ``[[Note|alias]]`` as ``alias`` and ``[[Note]]`` as
+    ``Note``."""
+    if "[" not in text:
+        return text
+    return _ANY_LINK.sub(_shown_link, text).strip()
+
+
+def _shown_link(match: re.Match[str]) -> str:
+    if match.group(4) is None:
+        return match.group(1)
+    target, _, alias = match.group(4).partition("|")
+    return alias.strip() or target.strip()
+
+
+def _without_links(masked: str) -> str:
+    """Return ``masked`` with every link and image blanked (same length, same lines): what a
+    link's text or target holds (``[x](#css-code)``, ``[white #FFFFFF](...)``) is not a tag.
+
+    The blank is NUL, which no tag follows: a space would make ``#x`` right after a link a tag.
+    """
+    return _ANY_LINK.sub(lambda match: _NOT_A_LINE_END.sub("\0", match.group(0)), masked)
 
 
 def _without_closing_hashes(text: str) -> str:
@@ -247,7 +276,7 @@ def _wikilink(match: re.Match[str]) -> ParsedLink | None:
 
 
 def _markdown_link(match: re.Match[str], note_path: str) -> ParsedLink | None:
-    raw = match.group(1)
+    raw = match.group(2)
     if raw.startswith("#") or _URL_SCHEME.match(raw):
         return None
     target, _, heading = unquote(raw).partition("#")
@@ -329,12 +358,10 @@ def parse_note(text: str, path: str) -> ParsedNote:
             links.append(link)
     links.sort(key=lambda link: link.position)
     raw_tags = _frontmatter_tags(frontmatter)
-    raw_tags.extend(m.group(1) for m in _TAG.finditer(masked, body_start))
-    tags: list[str] = []
-    for raw in raw_tags:
-        tag = _clean_tag(raw)
-        if tag is not None and tag not in tags:
-            tags.append(tag)
+    raw_tags.extend(m.group(1) for m in _TAG.finditer(_without_links(masked), body_start))
+    # a dict keeps the first-seen order and answers "seen?" at once (a list made 40k tags cost
+    # 800 million comparisons)
+    tags = list(dict.fromkeys(tag for tag in map(_clean_tag, raw_tags) if tag is not None))
     return ParsedNote(
         text=text,
         title=note_title(frontmatter, headings, path),
