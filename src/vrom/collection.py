@@ -49,6 +49,7 @@ from vrom.ingest.embedding import (
     context_text,
     document_turns,
     embedding_text,
+    input_hash,
     is_turn,
     metadata_source,
     stored_recipe,
@@ -227,13 +228,15 @@ class Collection:
             now = time.time()
             with self._store.transaction():
                 rows: list[tuple[int, bytes]] = []
+                inputs: list[str] = []
                 for place, (doc, chunks) in enumerate(prepared):
                     document_id = self._store.documents.put(self._record(doc, now), chunks, [], [])
                     if vectors:
                         stored = self._store.documents.chunks_of(document_id)
-                        rows += [(c.chunk_id, vectors[place, c.position]) for c in stored]
+                        rows += [(c.chunk_id, vectors[place, c.position][0]) for c in stored]
+                        inputs += [vectors[place, c.position][1] for c in stored]
                 if rows:  # one write (and one change-log prune) for the batch, not per document
-                    self._store.vectors.put(rows)
+                    self._store.vectors.put(rows, inputs)
             self._refresh_turns_after(moved)
             return self._store.documents.count()
 
@@ -396,9 +399,10 @@ class Collection:
         self,
         prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]],
         held: Mapping[str, DocumentState],
-    ) -> dict[tuple[int, int], bytes]:
-        """Return the encoded vector of each chunk, by (document's place in ``prepared``, chunk
-        position), embedding `context_text`. A document added again (``held``, by id) keeps
+    ) -> dict[tuple[int, int], tuple[bytes, str]]:
+        """Return the encoded vector of each chunk and the hash of what it is embedded from
+        (`input_hash`), by (document's place in ``prepared``, chunk position), embedding
+        `context_text`. A document added again (``held``, by id) keeps
         the vectors of its chunks whose embedded text is unchanged (its text and its context
         alike)."""
         if self._embedder is None or not prepared:
@@ -427,7 +431,7 @@ class Collection:
                 raise ModelError(f"embedding documents failed: {exc}") from exc
             blobs = dict(zip(unique, encode(matrix, self._store.vectors.encoding()), strict=True))
             vectors.update((key, blobs[texts[key]]) for key in missing)
-        return vectors
+        return {key: (blob, input_hash(texts[key])) for key, blob in vectors.items()}
 
     def _turns(
         self,
@@ -519,7 +523,8 @@ class Collection:
         blobs = encode(matrix, self._store.vectors.encoding())
         with self._store.transaction():
             self._store.vectors.put(
-                [(chunk_id, blob) for (chunk_id, _), blob in zip(made, blobs, strict=True)]
+                [(chunk_id, blob) for (chunk_id, _), blob in zip(made, blobs, strict=True)],
+                [input_hash(text) for _, text in made],
             )
 
     def _chunks_and_turns(self, document_id: int) -> tuple[list[StoredChunk], list[str]]:
