@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from postgres_server import BACKENDS
 
-from vrom import Embedder, Vault
+from vrom import Collection, Embedder, Vault
 from vrom.ingest.embedding import EMBEDDING_RECIPE, RECIPE_META_KEY
 from vrom.store import Store, open_store
 from vrom.store.postgres_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
@@ -272,3 +272,27 @@ def test_an_old_store_never_hands_out_a_vector_of_unknown_input(
     with Vault.open(root, embedder=Embedder.fake(16), **shared("copy").at()) as copy:
         assert copy.embed() == 1, "Journal.md"
         assert differing(vectors_by_place(copy.store), clean_vectors(root, tmp_path / "c")) == []
+
+
+def test_a_collection_reuses_a_stored_vector_only_for_the_same_embedded_input() -> None:
+    """A document added again keeps only vectors made from what it is embedded from now: one
+    whose input is unknown or stale (left by an older vrom, or made before the turns before
+    it changed) is made again, so adding the document again repairs it."""
+    turns = [
+        {"id": f"t{i}", "text": text, "metadata": {"source": "chat-1"}}
+        for i, text in enumerate(
+            ["Did you paint anything?", "Yeah, I painted that last year!", "It is lovely."]
+        )
+    ]
+    with Collection.open("clean", embedder=Embedder.fake(16)) as clean:
+        clean.add(turns)
+        expected = vectors_by_place(clean._store)
+    with Collection.open("chat", embedder=Embedder.fake(16)) as docs:
+        docs.add(turns)
+        assert differing(vectors_by_place(docs._store), expected) == []
+        store = docs._store
+        (stale,) = store.documents.chunks_of(store.documents.states(["t1"])["t1"].document_id)
+        store.vectors.put([(stale.chunk_id, expected["t0", 0] or b"")])  # input unknown
+        assert differing(vectors_by_place(store), expected) == [("t1", 0)]
+        docs.add(turns[1:2])
+        assert differing(vectors_by_place(store), expected) == []

@@ -402,9 +402,9 @@ class Collection:
     ) -> dict[tuple[int, int], tuple[bytes, str]]:
         """Return the encoded vector of each chunk and the hash of what it is embedded from
         (`input_hash`), by (document's place in ``prepared``, chunk position), embedding
-        `context_text`. A document added again (``held``, by id) keeps
-        the vectors of its chunks whose embedded text is unchanged (its text and its context
-        alike)."""
+        `context_text`. A chunk whose embedded text (its text and its context alike) a stored
+        vector was made from keeps that vector: a document added again, or another's copy;
+        a vector left stale (made from turns since changed) is made again."""
         if self._embedder is None or not prepared:
             return {}
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
@@ -417,8 +417,9 @@ class Collection:
             for place, (doc, chunks) in enumerate(prepared)
             for chunk in chunks
         }
-        kept = self._stored_vectors(held.values())
-        vectors = {key: kept[text] for key, text in texts.items() if text in kept}
+        hashes = {key: input_hash(text) for key, text in texts.items()}
+        kept = self._store.vectors.for_inputs(list(hashes.values()))  # made from the same
+        vectors = {key: kept[h] for key, h in hashes.items() if h in kept}
         missing = [key for key in texts if key not in vectors]
         if missing:
             check_recipe(self._store, turns=True)
@@ -431,7 +432,7 @@ class Collection:
                 raise ModelError(f"embedding documents failed: {exc}") from exc
             blobs = dict(zip(unique, encode(matrix, self._store.vectors.encoding()), strict=True))
             vectors.update((key, blobs[texts[key]]) for key in missing)
-        return {key: (blob, input_hash(texts[key])) for key, blob in vectors.items()}
+        return {key: (blob, hashes[key]) for key, blob in vectors.items()}
 
     def _turns(
         self,
@@ -535,19 +536,6 @@ class Collection:
             return [], []
         texts = [chunk.text for chunk in chunks]
         return chunks, document_turns(self._store, chunks[0].metadata, document_id, texts)
-
-    def _stored_vectors(self, held: Iterable[DocumentState]) -> dict[str, bytes]:
-        """Return the stored vectors of these documents' chunks, by the text each was made from."""
-        made: list[tuple[StoredChunk, list[str]]] = []  # each chunk and its document's turns
-        for state in held:
-            chunks, turns = self._chunks_and_turns(state.document_id)
-            made += [(chunk, turns) for chunk in chunks]
-        blobs = self._store.vectors.of([chunk.chunk_id for chunk, _ in made]) if made else {}
-        return {
-            embedding_text(chunk, turns): blobs[chunk.chunk_id]
-            for chunk, turns in made
-            if chunk.chunk_id in blobs
-        }
 
     def _record(self, doc: Document, now: float) -> DocumentRecord:
         text_bytes = doc.text.encode("utf-8")
