@@ -9,6 +9,7 @@ model is deterministic, so a vector embedded from the same text is the same byte
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import uuid
@@ -20,6 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 from postgres_server import BACKENDS
+from vrom_cli import run_vrom
 
 from vrom import Collection, Embedder, Vault
 from vrom.ingest.embedding import EMBEDDING_RECIPE, RECIPE_META_KEY
@@ -296,3 +298,32 @@ def test_a_collection_reuses_a_stored_vector_only_for_the_same_embedded_input() 
         assert differing(vectors_by_place(store), expected) == [("t1", 0)]
         docs.add(turns[1:2])
         assert differing(vectors_by_place(store), expected) == []
+
+
+def test_the_cli_syncs_both_ways_and_each_side_takes_new_vectors(tmp_path: Path) -> None:
+    """As a user: `vrom index --remote-sync`, an edit indexed into the copy, `vrom sync --from`
+    on a new machine, an edit indexed there, `vrom sync --to` back: every index exits 0 having
+    embedded the edited chunk, and a vector search on each side finds the edit."""
+    root = write_notes(tmp_path / "notes", NOTES)
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    a, b = tmp_path / "state-a", tmp_path / "state-b"
+
+    def vrom(state: Path, *args: str) -> Any:
+        done = run_vrom(state, "--json", *args, embedder="fake:16")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def top(state: Path, *where: str, query: str) -> str:
+        found = vrom(state, *where, "--vault", str(root), "vector-search", query, "-k", "1")
+        return str(found["results"][0]["path"])
+
+    assert vrom(a, "index", str(root), "--remote-sync", shared)["sync"]["vectors"] == 6
+    (root / "Journal.md").write_text("# Journal\n\nA narwhal surfaced by the pier.\n")
+    assert vrom(a, "--db", shared, "index", str(root))["embedded"] == 1
+    assert top(a, "--db", shared, query="narwhal pier") == "Journal.md"
+    assert vrom(b, "--vault", str(root), "sync", "--from", shared)["vectors"] == 6
+    (root / "Journal.md").write_text("# Journal\n\nAn otter slept on the kelp.\n")
+    assert vrom(b, "index", str(root))["embedded"] == 1
+    assert top(b, query="otter kelp") == "Journal.md"
+    assert vrom(b, "--vault", str(root), "sync", "--to", shared)["vectors"] == 1
+    assert top(a, "--db", shared, query="otter kelp") == "Journal.md"
