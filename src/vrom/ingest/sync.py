@@ -6,16 +6,17 @@ holding the source's notes exactly: notes the target already holds with the same
 and chunking are left alone, changed ones are rewritten, ones gone from the source are removed.
 A chunk is given the source's vector made from what it is embedded from itself (its text, title,
 heading path, date and turns: `vrom.store.VectorStore.for_inputs`), so nothing is embedded again
-and no vector made for another note (of the same text under another title) is handed out. Memories are merged, not mirrored: a memory the target lacks, or holds in an
-older version, is copied; none is removed (another machine's memories stay).
+and no vector made for another note (of the same text under another title) is handed out.
+Memories are merged, not mirrored: a memory the target lacks, or holds in an older version, is
+copied; none is removed (another machine's memories stay).
 
-Notes are written a batch at a time, each batch one transaction, then the vectors their chunks
-lack, a batch at a time too, then memories; the metadata that says a sync finished (chunk
-strategy, vault, last index time) is written last; the metadata the vectors were made by
-(model, encoding, recipe) first, to a target without vectors of its own, so the copy takes new
-vectors as the source would. A sync interrupted at any point leaves a
-consistent target, and running it again ends in the state one uninterrupted run gives. Two
-stores whose vectors come from different models are refused before anything is written.
+What the vectors were made by (model, encoding, recipe) is written first, to a target without
+vectors of its own, so the copy takes new vectors as the source would; then notes a batch at a
+time, each batch one transaction, then the vectors their chunks lack, a batch at a time too,
+then memories; the metadata that says a sync finished (chunk strategy, vault, last index time)
+is written last. A sync interrupted at any point leaves a consistent target, and running it
+again ends in the state one uninterrupted run gives. Two stores whose vectors come from
+different models are refused before anything is written.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Documents in SQLite: notes (or collection documents), their chunks, links and tags.
 
 Writing a document replaces its chunks, links, tags and keyword-index rows in one transaction;
-chunks whose embedded input is unchanged keep their vectors. Reading covers lookups by id, path or name,
-links and backlinks, tags, folders, filters, and keyword search (FTS5 BM25).
+chunks whose embedded input is unchanged keep their vectors. Reading covers lookups by id, path
+or name, links and backlinks, tags, folders, filters, and keyword search (FTS5 BM25).
 
 A document given with its whole text (a collection's) keeps it in ``document_texts``, and its
 chunks that are exact slices of it store no text of their own: they are read back as slices, so
