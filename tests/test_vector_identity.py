@@ -13,7 +13,7 @@ import json
 import shutil
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import pytest
 from postgres_server import BACKENDS
 from vrom_cli import run_vrom
 
-from vrom import Collection, Embedder, Vault
+from vrom import Collection, Embedder, Fingerprint, Vault
 from vrom.ingest.embedding import EMBEDDING_RECIPE, RECIPE_META_KEY
 from vrom.store import Store, open_store
 from vrom.store.postgres_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
@@ -327,3 +327,36 @@ def test_the_cli_syncs_both_ways_and_each_side_takes_new_vectors(tmp_path: Path)
     assert top(b, query="otter kelp") == "Journal.md"
     assert vrom(b, "--vault", str(root), "sync", "--to", shared)["vectors"] == 1
     assert top(a, "--db", shared, query="otter kelp") == "Journal.md"
+
+
+class QueriesOnly(Embedder):
+    """The fake model for queries only: embedding anything else fails the test."""
+
+    def __init__(self) -> None:
+        self._inner = Embedder.fake(16)
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        return self._inner.fingerprint
+
+    def _embed(self, texts: Sequence[str], kind: str) -> Any:
+        assert kind == "query", f"embedded {len(texts)} texts again"
+        return self._inner.embed_documents(texts)  # the fake embeds both kinds alike
+
+
+def test_sync_copies_the_memory_recipe_so_a_copy_keeps_its_memory_vectors(
+    tmp_path: Path, shared: Callable[[str], Spot]
+) -> None:
+    """Memories of one conversation keep the vectors they were synced with: before, the copy
+    had no memory recipe, read as the one before turns, and dropped them at its first recall
+    to embed them all again."""
+    root = write_notes(tmp_path / "notes", {"Journal.md": NOTES["Journal.md"]})
+    with Vault.open(root, tmp_path / "state", embedder=Embedder.fake(16), local=True) as vault:
+        vault.index()
+        for said in ("Did you paint anything?", "Yeah, I painted that last year!"):
+            vault.memories.remember("Chat", said, source="chat-1")
+        vault.sync_to(**shared("team").at())
+        expected = vault.store.memories.vectors.rows()
+    with Vault.open(root, embedder=QueriesOnly(), **shared("team").at()) as copy:
+        assert copy.memories.recall("painted", k=1)[0].memory.content.startswith("Yeah")
+        assert copy.store.memories.vectors.rows() == expected
