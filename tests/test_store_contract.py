@@ -33,8 +33,12 @@ def store(store_spot: StoreSpot) -> Iterator[Store]:
     s.close()
 
 
-def _chunks(*texts: str, heading: str = "H") -> list[ChunkRecord]:
-    return [ChunkRecord(i, heading, t, 0, len(t), f"c-{t}") for i, t in enumerate(texts)]
+def _chunks(*texts: str, heading: str = "H", title: str = "T") -> list[ChunkRecord]:
+    """Chunks of these texts; each one's embedded input is its ``title``, heading and text."""
+    return [
+        ChunkRecord(i, heading, t, 0, len(t), f"c-{t}", f"in-{title}-{heading}-{t}")
+        for i, t in enumerate(texts)
+    ]
 
 
 def _paths(store: Store, rows: list) -> list[str]:  # type: ignore[type-arg]
@@ -291,17 +295,21 @@ def test_chunks_are_read_whole_or_light_with_their_document(store: Store) -> Non
 def test_vectors_follow_their_chunks_and_log_every_change(store: Store) -> None:
     doc = store.documents.put(note_record("a.md"), _chunks("one", "two"), [], [])
     first, second = (c.chunk_id for c in store.documents.chunks_of(doc))
-    store.vectors.put([(first, _unit(1, 0, 0)), (999_999, _unit(0, 1, 0))])
+    store.vectors.put(
+        [(first, _unit(1, 0, 0)), (999_999, _unit(0, 1, 0))], ["in-T-H-one", "in-T-H-gone"]
+    )
     assert store.vectors.count() == 1 and store.vectors.has_any(), "a gone chunk is skipped"
     assert [c.chunk_id for c in store.vectors.missing(10)] == [second]
-    store.vectors.put([(second, _unit(0, 1, 0))])
+    store.vectors.put([(second, _unit(0, 1, 0))], ["in-T-H-two"])
     assert store.vectors.rows() == [(first, _unit(1, 0, 0)), (second, _unit(0, 1, 0))]
-    assert store.vectors.for_hashes(["c-one", "c-nope"]) == {"c-one": _unit(1, 0, 0)}
+    assert store.vectors.for_inputs(["in-T-H-one", "in-T-H-gone", "c-one"]) == {
+        "in-T-H-one": _unit(1, 0, 0)
+    }
     assert store.vectors.document_ids() == [(first, doc), (second, doc)]
     changes = store.vectors.changes(0)
     assert changes is not None and set(changes.keys) == {first, second}
     generation = store.vectors.generation()
-    # rewriting the note keeps the vector of unchanged text, under the new chunk's id
+    # rewriting the note keeps the vector of an unchanged input, under the new chunk's id
     store.documents.put(note_record("a.md"), _chunks("one", "three"), [], [], doc)
     new_first, new_third = (c.chunk_id for c in store.documents.chunks_of(doc))
     assert store.vectors.of([new_first, new_third, first]) == {new_first: _unit(1, 0, 0)}
@@ -313,6 +321,33 @@ def test_vectors_follow_their_chunks_and_log_every_change(store: Store) -> None:
     assert store.vectors.count() == 0
     store.vectors.clear()
     assert not store.vectors.has_any()
+    assert store.integrity_problems() == []
+
+
+def test_a_vector_is_reused_only_for_the_same_embedded_input(store: Store) -> None:
+    """A chunk written with the text of a stored one but another embedded input (another
+    title) gets no vector; one of the same input gets that vector; a vector stored without
+    an input hash (by an older vrom, or a writer that did not say) is never reused."""
+    doc = store.documents.put(note_record("a.md"), _chunks("shared body"), [], [])
+    (chunk,) = store.documents.chunks_of(doc)
+    store.vectors.put([(chunk.chunk_id, _unit(1, 0, 0))], ["in-T-H-shared body"])
+    other = store.documents.put(note_record("b.md"), _chunks("shared body", title="U"), [], [])
+    assert store.vectors.of([c.chunk_id for c in store.documents.chunks_of(other)]) == {}
+    same = store.documents.put(note_record("c.md"), _chunks("shared body"), [], [])
+    (copy,) = store.documents.chunks_of(same)
+    assert store.vectors.of([copy.chunk_id]) == {copy.chunk_id: _unit(1, 0, 0)}
+    # a retitled note (rewritten in place) drops its vector; the same input again keeps it
+    store.documents.put(note_record("a.md"), _chunks("shared body", title="V"), [], [], doc)
+    assert store.vectors.of([c.chunk_id for c in store.documents.chunks_of(doc)]) == {}
+    store.documents.put(note_record("c.md"), _chunks("shared body"), [], [], same)
+    (kept,) = store.documents.chunks_of(same)
+    assert store.vectors.of([kept.chunk_id]) == {kept.chunk_id: _unit(1, 0, 0)}
+    unknown = store.documents.put(note_record("d.md"), _chunks("plain", title="W"), [], [])
+    (plain,) = store.documents.chunks_of(unknown)
+    store.vectors.put([(plain.chunk_id, _unit(0, 1, 0))])
+    assert store.vectors.for_inputs(["in-W-H-plain"]) == {}
+    again = store.documents.put(note_record("e.md"), _chunks("plain", title="W"), [], [])
+    assert store.vectors.of([c.chunk_id for c in store.documents.chunks_of(again)]) == {}
     assert store.integrity_problems() == []
 
 

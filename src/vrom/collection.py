@@ -48,6 +48,7 @@ from vrom.ingest.embedding import (
     context_text,
     document_turns,
     embedding_text,
+    input_hash,
     is_turn,
     metadata_source,
     stored_recipe,
@@ -224,7 +225,7 @@ class Collection:
             moved = self._moved_turns(prepared, held)
             now = time.time()
             with self._store.transaction():
-                rows: dict[int, bytes] = {}
+                rows: dict[int, tuple[bytes, str]] = {}  # chunk id: its vector, input hash
                 for place, (doc, chunks) in enumerate(prepared):
                     document_id = self._store.documents.put(self._record(doc, now), chunks, [], [])
                     if vectors:
@@ -232,7 +233,7 @@ class Collection:
                         rows.update((c.chunk_id, vectors[place, c.position]) for c in stored)
                 rows.update(self._turns_after(moved))  # made with the turns just written
                 if rows:  # one write (and one change-log prune) for the batch, not per document
-                    self._store.vectors.put(list(rows.items()))
+                    self._put_vectors(rows)
             return self._store.documents.count()
 
     def remove(self, id: str) -> bool:
@@ -255,7 +256,7 @@ class Collection:
                 if source is not None:
                     refreshed = self._turns_after([(source, state.document_id)])
                     if refreshed:
-                        self._store.vectors.put(list(refreshed.items()))
+                        self._put_vectors(refreshed)
             return True
 
     def reembed(self) -> int:
@@ -396,11 +397,12 @@ class Collection:
         self,
         prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]],
         held: Mapping[str, DocumentState],
-    ) -> dict[tuple[int, int], bytes]:
-        """Return the encoded vector of each chunk, by (document's place in ``prepared``, chunk
-        position), embedding `context_text`. A document added again (``held``, by id) keeps
-        the vectors of its chunks whose embedded text is unchanged (its text and its context
-        alike)."""
+    ) -> dict[tuple[int, int], tuple[bytes, str]]:
+        """Return the encoded vector of each chunk and the hash of what it is embedded from
+        (`input_hash`), by (document's place in ``prepared``, chunk position), embedding
+        `context_text`. A chunk whose embedded text (its text and its context alike) a stored
+        vector was made from keeps that vector: a document added again, or another's copy;
+        a vector left stale (made from turns since changed) is made again."""
         if self._embedder is None or not prepared:
             return {}
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
@@ -413,8 +415,9 @@ class Collection:
             for place, (doc, chunks) in enumerate(prepared)
             for chunk in chunks
         }
-        kept = self._stored_vectors(held.values())
-        vectors = {key: kept[text] for key, text in texts.items() if text in kept}
+        hashes = {key: input_hash(text) for key, text in texts.items()}
+        kept = self._store.vectors.for_inputs(list(hashes.values()))  # made from the same
+        vectors = {key: kept[h] for key, h in hashes.items() if h in kept}
         missing = [key for key in texts if key not in vectors]
         if missing:
             check_recipe(self._store, turns=True)
@@ -422,7 +425,7 @@ class Collection:
             matrix = self._embedder.embed_documents(unique)  # a failure is a ModelError
             blobs = dict(zip(unique, encode(matrix, self._store.vectors.encoding()), strict=True))
             vectors.update((key, blobs[texts[key]]) for key in missing)
-        return vectors
+        return {key: (blob, hashes[key]) for key, blob in vectors.items()}
 
     def _turns(
         self,
@@ -475,8 +478,8 @@ class Collection:
             moved += [(source, state.document_id) for source in sources if source is not None]
         return moved
 
-    def _turns_after(self, moved: Sequence[tuple[str, int]]) -> dict[int, bytes]:
-        """Return the vectors, by chunk id, of the turns that follow each (source, document
+    def _turns_after(self, moved: Sequence[tuple[str, int]]) -> dict[int, tuple[bytes, str]]:
+        """Return the vectors (and their input hashes), by chunk id, of the turns that follow each (source, document
         id) place in ``moved``, made again with the turns before them as the caller's open
         transaction has just written them.
 
@@ -503,7 +506,17 @@ class Collection:
 
         matrix = self._embedder.embed_documents([text for _, text in made])
         blobs = encode(matrix, self._store.vectors.encoding())
-        return {chunk_id: blob for (chunk_id, _), blob in zip(made, blobs, strict=True)}
+        return {
+            chunk_id: (blob, input_hash(text))
+            for (chunk_id, text), blob in zip(made, blobs, strict=True)
+        }
+
+    def _put_vectors(self, rows: Mapping[int, tuple[bytes, str]]) -> None:
+        """Store vectors by chunk id, each with the hash of what it was embedded from."""
+        self._store.vectors.put(
+            [(chunk_id, blob) for chunk_id, (blob, _) in rows.items()],
+            [made_from for _, made_from in rows.values()],
+        )
 
     def _chunks_and_turns(self, document_id: int) -> tuple[list[StoredChunk], list[str]]:
         """Return a stored document's chunks and the turns they are embedded with now
@@ -513,19 +526,6 @@ class Collection:
             return [], []
         texts = [chunk.text for chunk in chunks]
         return chunks, document_turns(self._store, chunks[0].metadata, document_id, texts)
-
-    def _stored_vectors(self, held: Iterable[DocumentState]) -> dict[str, bytes]:
-        """Return the stored vectors of these documents' chunks, by the text each was made from."""
-        made: list[tuple[StoredChunk, list[str]]] = []  # each chunk and its document's turns
-        for state in held:
-            chunks, turns = self._chunks_and_turns(state.document_id)
-            made += [(chunk, turns) for chunk in chunks]
-        blobs = self._store.vectors.of([chunk.chunk_id for chunk, _ in made]) if made else {}
-        return {
-            embedding_text(chunk, turns): blobs[chunk.chunk_id]
-            for chunk, turns in made
-            if chunk.chunk_id in blobs
-        }
 
     def _record(self, doc: Document, now: float) -> DocumentRecord:
         text_bytes = doc.text.encode("utf-8")

@@ -8,6 +8,7 @@ them (to be embedded again). Nothing is ever deleted silently.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -171,6 +172,11 @@ LEGACY_RECIPE = "text/0"
 """The recipe of stores written before recipes were recorded: a note's title, then the chunk's
 text; a collection's chunk text alone."""
 RECIPE_META_KEY = "embedding_recipe"
+VECTOR_META_KEYS = (FINGERPRINT_META_KEY, ENCODING_META_KEY, RECIPE_META_KEY)
+"""The meta a store's chunk vectors were made by (model, encoding, recipe): a copy of them
+(`vrom.ingest.sync`) needs it to search them and to take new ones."""
+MEMORY_VECTOR_META_KEYS = (MEMORY_FINGERPRINT_META_KEY, MEMORY_RECIPE_META_KEY)
+"""The same for memory vectors."""
 DATE_KEYS = ("date", "date_time", "datetime", "timestamp")
 """The metadata keys a document's date is read from, first found first (`metadata_date`)."""
 
@@ -183,6 +189,28 @@ def metadata_date(metadata: Mapping[str, Any]) -> object:
 def embedding_text(chunk: StoredChunk, turns: Sequence[str] = ()) -> str:
     """Return the text embedded for a stored chunk (see `context_text`)."""
     return context_text(chunk.text, chunk.title, chunk.heading_path, chunk.metadata, turns)
+
+
+def input_hash(text: str) -> str:
+    """Return the hash of a text embedded for a vector, stored with the vector.
+
+    A stored vector is given to another chunk (a note written again, renamed, or copied by a
+    sync) only when that chunk's embedded text has the same hash: everything the recipe
+    embeds (text, title, heading path, date, turns), not the chunk's text alone, which two
+    notes of different titles share. A vector stored without one is never given to another.
+    """
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def embedding_texts(store: Store, chunks: Sequence[StoredChunk], *, turns: bool) -> list[str]:
+    """Return the text each stored chunk is embedded from now (`embedding_text`); ``turns``:
+    a document of one chunk with the turns before it from its source (a collection's)."""
+    before: dict[int, list[str]] = {}  # document id -> its turns
+    if turns:
+        for c in chunks:
+            if c.prev_id is None and c.next_id is None:  # a document of one chunk
+                before[c.document_id] = document_turns(store, c.metadata, c.document_id, [c.text])
+    return [embedding_text(c, before.get(c.document_id, ())) for c in chunks]
 
 
 def metadata_source(metadata: Mapping[str, Any]) -> str | None:
@@ -332,16 +360,12 @@ def embed_missing(
         after = chunks[-1].chunk_id
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
-        before: dict[int, list[str]] = {}  # document id -> its turns
-        if turns:
-            for c in chunks:
-                if c.prev_id is None and c.next_id is None:  # a document of one chunk
-                    before[c.document_id] = document_turns(
-                        store, c.metadata, c.document_id, [c.text]
-                    )
-        texts = [embedding_text(c, before.get(c.document_id, ())) for c in chunks]
+        texts = embedding_texts(store, chunks, turns=turns)
         blobs = encode(embedder.embed_documents(texts), encoding)
-        store.vectors.put([(c.chunk_id, blob) for c, blob in zip(chunks, blobs, strict=True)])
+        store.vectors.put(
+            [(c.chunk_id, blob) for c, blob in zip(chunks, blobs, strict=True)],
+            [input_hash(text) for text in texts],
+        )
         done += len(chunks)
         if progress is not None:
             progress(done, max(total, done))

@@ -25,6 +25,7 @@ from typing import Literal
 
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
 from vrom.ingest.confine import confine
+from vrom.ingest.embedding import context_text, input_hash
 from vrom.ingest.parse import (
     is_utf8,
     name_key,
@@ -257,7 +258,14 @@ class Indexer:
         )
         chunks = [
             ChunkRecord(
-                s.position, s.heading_path, s.text, s.char_start, s.char_end, s.content_hash
+                s.position,
+                s.heading_path,
+                s.text,
+                s.char_start,
+                s.char_end,
+                s.content_hash,
+                # what its vector is embedded from: a vector made from the same is reused
+                input_hash(context_text(s.text, note.title, s.heading_path, note.frontmatter)),
             )
             for s in spans
         ]

@@ -4,15 +4,19 @@ This is ``vrom sync``'s engine, over the store roles only, so it copies between 
 backends (a local SQLite file and a shared PostgreSQL namespace, either way). The target ends up
 holding the source's notes exactly: notes the target already holds with the same content hash
 and chunking are left alone, changed ones are rewritten, ones gone from the source are removed.
-Vectors travel with their chunk's text hash (`vrom.store.VectorStore.for_hashes`), so nothing is
-embedded again. Memories are merged, not mirrored: a memory the target lacks, or holds in an
-older version, is copied; none is removed (another machine's memories stay).
+A chunk is given the source's vector made from what it is embedded from itself (its text, title,
+heading path, date and turns: `vrom.store.VectorStore.for_inputs`), so nothing is embedded again
+and no vector made for another note (of the same text under another title) is handed out.
+Memories are merged, not mirrored: a memory the target lacks, or holds in an older version, is
+copied; none is removed (another machine's memories stay).
 
-Notes are written a batch at a time, each batch one transaction, then the vectors their chunks
-lack, a batch at a time too, then memories; the metadata that says a sync finished (chunk
-strategy, vault, last index time) is written last. A sync interrupted at any point leaves a
-consistent target, and running it again ends in the state one uninterrupted run gives. Two
-stores whose vectors come from different models are refused before anything is written.
+What the vectors were made by (model, encoding, recipe) is written first, to a target without
+vectors of its own, so the copy takes new vectors as the source would; then notes a batch at a
+time, each batch one transaction, then the vectors their chunks lack, a batch at a time too,
+then memories; the metadata that says a sync finished (chunk strategy, vault, last index time)
+is written last. A sync interrupted at any point leaves a consistent target, and running it
+again ends in the state one uninterrupted run gives. Two stores whose vectors come from
+different models are refused before anything is written.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ from vrom.errors import ModelError, StorageError
 from vrom.ingest.embedding import (
     FINGERPRINT_META_KEY,
     MEMORY_FINGERPRINT_META_KEY,
+    MEMORY_VECTOR_META_KEYS,
+    VECTOR_META_KEYS,
+    embedding_texts,
+    input_hash,
     stored_fingerprint,
 )
 from vrom.ingest.indexer import STRATEGY_META_KEY
@@ -85,7 +93,7 @@ def sync_stores(
     tally = _Tally()
     states = source.documents.states()
     _copy_documents(source, target, states, tally, progress)
-    tally.vectors = _fill_vectors(source, target)
+    tally.vectors = _fill_vectors(source, target, turns=_kind(source) not in (None, "vault"))
     _merge_memories(source, target, tally)
     with target.transaction():
         for key in (*FINISHED_META_KEYS, COLLECTION_META_KEY):
@@ -157,13 +165,18 @@ def _other_model(
 
 
 def _adopt_models(source: Store, target: Store) -> None:
-    """Give a target without vectors of its own the source's models and vector encoding, so
-    the vectors copied next are read as what they are."""
+    """Give a target without vectors of its own what the source's were made by (models,
+    vector encoding, recipes), so the vectors copied next are read as what they are and new
+    ones are made alike."""
     with target.transaction():
-        for key in (FINGERPRINT_META_KEY, MEMORY_FINGERPRINT_META_KEY):
-            value = source.get_meta(key)
-            if value is not None and target.get_meta(key) is None:
-                target.set_meta(key, value)
+        for keys, held in (
+            (VECTOR_META_KEYS, target.vectors.has_any()),
+            (MEMORY_VECTOR_META_KEYS, target.memories.vectors.count() > 0),
+        ):
+            for key in () if held else keys:  # held vectors keep theirs (`_check_compatible`)
+                value = source.get_meta(key)
+                if value is not None:
+                    target.set_meta(key, value)
         if source.vectors.has_any() and not target.vectors.has_any():
             target.set_meta(VECTOR_ENCODING_META_KEY, source.vectors.encoding())
 
@@ -253,23 +266,27 @@ def _copy_document(
     return True
 
 
-def _fill_vectors(source: Store, target: Store) -> int:
-    """Give every target chunk without a vector the source's vector for its text, if any;
-    return how many were given.
+def _fill_vectors(source: Store, target: Store, *, turns: bool) -> int:
+    """Give every target chunk without a vector the source's vector made from the text the
+    chunk is embedded from (`embedding_texts`; ``turns``: a collection's); return how many
+    were given.
 
     The notes just copied get theirs so, and so do notes copied earlier before the source had
-    embedded them, or by a sync interrupted before this pass. A batch is one transaction.
+    embedded them, or by a sync interrupted before this pass. A source vector stored without
+    its input's hash (by an older vrom) is not given: the target embeds that chunk itself. A
+    batch is one transaction.
     """
     if not source.vectors.has_any():
         return 0
     copied = after = 0
     while chunks := target.vectors.missing(BATCH_ROWS, after):
         after = chunks[-1].chunk_id
-        vectors = source.vectors.for_hashes([c.content_hash for c in chunks])
-        rows = [(c.chunk_id, vectors[c.content_hash]) for c in chunks if c.content_hash in vectors]
-        if rows:  # counted here: a backend's own count may include its change log's rows
-            target.vectors.put(rows)
-            copied += len(rows)
+        inputs = [input_hash(text) for text in embedding_texts(target, chunks, turns=turns)]
+        vectors = source.vectors.for_inputs(inputs)
+        found = [(c.chunk_id, h) for c, h in zip(chunks, inputs, strict=True) if h in vectors]
+        if found:  # counted here: a backend's own count may include its change log's rows
+            target.vectors.put([(key, vectors[h]) for key, h in found], [h for _, h in found])
+            copied += len(found)
     return copied
 
 

@@ -34,6 +34,7 @@ from vrom.errors import NotFoundError, StorageError, ValidationError
 from vrom.store.postgres_schema import (
     BOOTSTRAP,
     LOCK_CLASS,
+    MIGRATIONS,
     NAMESPACE_SCHEMA_PREFIX,
     REGISTRY_LOCK,
     REGISTRY_SCHEMA,
@@ -195,6 +196,15 @@ class PgDatabase:
             self._use_schema(conn, schema, extension_schema, local=True)
             stored = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             version = int(stored[0]) if stored else 0
+            if 1 <= version < SCHEMA_VERSION:  # under the registry's lock: one migrates
+                for step in range(version + 1, SCHEMA_VERSION + 1):
+                    for statement in _statements(MIGRATIONS[step]):
+                        conn.execute(statement)
+                conn.execute(
+                    "UPDATE meta SET value = %s WHERE key = 'schema_version'",
+                    (str(SCHEMA_VERSION),),
+                )
+                version = SCHEMA_VERSION
             if version != SCHEMA_VERSION:
                 newer = (
                     "newer than this vrom understands: upgrade vrom"

@@ -144,7 +144,7 @@ class PgDocuments:
             self._db.connection() as conn,
         ):
             document_id = self._claim_path(conn, document.path, document_id)
-            reusable = self._vectors.by_hash_of(conn, document_id)
+            reusable = self._vectors.by_input_of(conn, document_id)
             if document_id is None:
                 document_id = int(self._db.scalar(conn, "SELECT nextval('documents_id_seq')"))
                 conn.execute(
@@ -229,7 +229,7 @@ class PgDocuments:
                     [(document_id, *row) for row in field_rows(document.frontmatter)],
                 )
             self._vectors.reuse(
-                conn, [(i, c.content_hash) for i, c in zip(ids, chunks, strict=True)], reusable
+                conn, [(i, c.input_hash) for i, c in zip(ids, chunks, strict=True)], reusable
             )
             return document_id
 

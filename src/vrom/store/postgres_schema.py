@@ -13,8 +13,9 @@ code point, as in SQLite and Python, whatever the database's locale.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
-"""The version of a namespace's tables this vrom writes; another one is refused."""
+SCHEMA_VERSION = 2
+"""The version of a namespace's tables this vrom writes; an older one is brought up to it
+(`MIGRATIONS`), a newer one refused."""
 
 REGISTRY_SCHEMA = "vrom"
 NAMESPACE_SCHEMA_PREFIX = "vrom_ns_"
@@ -129,10 +130,12 @@ CREATE INDEX fields_number ON fields(key, kind, number_value);
 CREATE INDEX fields_instant ON fields(key, instant) WHERE instant IS NOT NULL;
 CREATE INDEX fields_document ON fields(document_id);
 CREATE TABLE vectors (
-    chunk_id  bigint PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
-    data      bytea NOT NULL,
-    embedding vector NOT NULL
+    chunk_id   bigint PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    data       bytea NOT NULL,
+    embedding  vector NOT NULL,
+    input_hash text
 );
+CREATE INDEX vectors_input_hash ON vectors(input_hash) WHERE input_hash IS NOT NULL;
 CREATE TABLE vector_changes (
     seq bigint PRIMARY KEY,
     key bigint NOT NULL
@@ -170,6 +173,17 @@ CREATE TABLE memory_vector_changes (
     key bigint NOT NULL
 );
 """
+
+MIGRATIONS: dict[int, str] = {
+    # 2: the hash of the text each vector was embedded from, as in the SQLite store's
+    # migration 9 (`vrom.store.schema`): a vector is reused, or copied by a sync, only for the
+    # same input. Vectors stored before have none and serve their own chunk only.
+    2: """
+    ALTER TABLE vectors ADD COLUMN input_hash text;
+    CREATE INDEX vectors_input_hash ON vectors(input_hash) WHERE input_hash IS NOT NULL;
+    """,
+}
+"""Migration N brings a namespace's tables from version N-1 to N (`TABLES` is the newest)."""
 
 # What a sound namespace satisfies (foreign keys hold the rest): label -> SQL counting violations.
 CONSISTENCY_CHECKS: dict[str, str] = {

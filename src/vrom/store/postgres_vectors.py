@@ -33,18 +33,8 @@ from vrom.store.postgres_schema import (
     HNSW_M,
     HNSW_MAX_EF_SEARCH,
 )
-from vrom.store.records import (
-    VECTOR_ENCODING_META_KEY,
-    MemoryRecord,
-    StoredChunk,
-    VectorChanges,
-)
-from vrom.store.rows import (
-    CHUNK_COLUMNS,
-    MEMORY_COLUMNS,
-    chunks_from_rows,
-    memory_from_row,
-)
+from vrom.store.records import VECTOR_ENCODING_META_KEY, MemoryRecord, StoredChunk, VectorChanges
+from vrom.store.rows import CHUNK_COLUMNS, MEMORY_COLUMNS, chunks_from_rows, memory_from_row
 
 VECTOR_CHANGES_KEPT = 10_000
 """A change log keeps at least this many entries (more when there are more vectors)."""
@@ -364,18 +354,23 @@ class PgChunkVectors(_PgVectorTable):
         """Return how the vectors are encoded: ``float32`` (the default) or ``int8``."""
         return self._db.get_meta(VECTOR_ENCODING_META_KEY) or "float32"
 
-    def put(self, vectors: Sequence[tuple[int, bytes]]) -> int:
-        """Store vectors by chunk id; chunks deleted meanwhile are skipped. Returns how many."""
+    def put(self, vectors: Sequence[tuple[int, bytes]], inputs: Sequence[str] | None = None) -> int:
+        """Store vectors by chunk id and embedded-input hash (`VectorStore.put`); chunks
+        deleted meanwhile are skipped. Returns how many."""
         encoding = self.encoding()
         embeddings = [floats(data, encoding) for _, data in vectors]
+        hashes: Sequence[str | None] = [None] * len(vectors) if inputs is None else inputs
         return self.write(
-            "INSERT INTO vectors(chunk_id, data, embedding)"
-            " SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM chunks WHERE id = %s)"
+            "INSERT INTO vectors(chunk_id, data, embedding, input_hash)"
+            " SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM chunks WHERE id = %s)"
             " ON CONFLICT (chunk_id) DO UPDATE SET data = excluded.data,"
-            " embedding = excluded.embedding RETURNING chunk_id",
+            " embedding = excluded.embedding, input_hash = excluded.input_hash"
+            " RETURNING chunk_id",
             [
-                (chunk_id, data, embedding, chunk_id)
-                for (chunk_id, data), embedding in zip(vectors, embeddings, strict=True)
+                (chunk_id, data, embedding, wanted, chunk_id)
+                for (chunk_id, data), embedding, wanted in zip(
+                    vectors, embeddings, hashes, strict=True
+                )
             ],
             len(embeddings[0]) if embeddings else 0,
         )
@@ -391,16 +386,15 @@ class PgChunkVectors(_PgVectorTable):
             )
             return chunks_from_rows(rows)
 
-    def for_hashes(self, content_hashes: Sequence[str]) -> dict[str, bytes]:
-        """Return a stored vector for each of these chunk text hashes that has one."""
-        if not content_hashes:
+    def for_inputs(self, input_hashes: Sequence[str]) -> dict[str, bytes]:
+        """Return a stored vector for each of these embedded-input hashes that has one."""
+        if not input_hashes:
             return {}
         with self._db.guard("reading vectors"), self._db.connection() as conn:
             rows = conn.execute(
-                "SELECT DISTINCT ON (c.content_hash) c.content_hash, v.data FROM chunks c"
-                " JOIN vectors v ON v.chunk_id = c.id WHERE c.content_hash = ANY(%s)"
-                " ORDER BY c.content_hash, c.id",
-                (list(dict.fromkeys(content_hashes)),),
+                "SELECT DISTINCT ON (input_hash) input_hash, data FROM vectors"
+                " WHERE input_hash = ANY(%s) ORDER BY input_hash, chunk_id",
+                (list(dict.fromkeys(input_hashes)),),
             )
             return {row[0]: bytes(row[1]) for row in rows}
 
@@ -420,46 +414,45 @@ class PgChunkVectors(_PgVectorTable):
 
     # -- vectors kept across a document's rewrite (inside the writer's transaction) ----------
 
-    def by_hash_of(self, conn: Connection, document_id: int | None) -> dict[str, bytes]:
-        """Return the vectors a document holds now, by chunk text hash."""
+    def by_input_of(self, conn: Connection, document_id: int | None) -> dict[str, bytes]:
+        """Return the vectors a document holds now, by the hash of their embedded input."""
         if document_id is None:
             return {}
         rows = conn.execute(
-            "SELECT c.content_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
-            " WHERE c.document_id = %s",
+            "SELECT v.input_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+            " WHERE c.document_id = %s AND v.input_hash IS NOT NULL",
             (document_id,),
         )
         return {row[0]: bytes(row[1]) for row in rows}
 
     def reuse(
-        self, conn: Connection, new_chunks: Sequence[tuple[int, str]], reusable: dict[str, bytes]
+        self, conn: Connection, new_chunks: Sequence[tuple[int, str | None]], own: dict[str, bytes]
     ) -> None:
-        """Give new chunks (id, content hash) the vector of identical text already stored."""
+        """Give new chunks (id, embedded-input hash or None) the vector stored for the same
+        input: in ``own`` (the document's, read before its rewrite), else any chunk's."""
         any_vectors = self._db.scalar(conn, "SELECT EXISTS (SELECT 1 FROM vectors)")
-        if not any_vectors and not reusable:
+        if not any_vectors and not own:
             return
         encoding = self._db.meta_value(conn, VECTOR_ENCODING_META_KEY) or "float32"
-        rows: list[tuple[int, bytes]] = []
-        for chunk_id, content_hash in new_chunks:
-            data = reusable.get(content_hash)
-            if data is None and any_vectors:
+        rows: list[tuple[int, bytes, str]] = []
+        for chunk_id, wanted in new_chunks:
+            data = None if wanted is None else own.get(wanted)
+            if data is None and wanted is not None and any_vectors:
                 found = self._db.scalar(
-                    conn,
-                    "SELECT v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
-                    " WHERE c.content_hash = %s LIMIT 1",
-                    (content_hash,),
+                    conn, "SELECT data FROM vectors WHERE input_hash = %s LIMIT 1", (wanted,)
                 )
                 data = None if found is None else bytes(found)
-            if data is not None:
-                rows.append((chunk_id, data))
+            if data is not None and wanted is not None:
+                rows.append((chunk_id, data, wanted))
         if rows:
             self.fit(conn, len(floats(rows[0][1], encoding)))
             with conn.cursor() as cursor:
                 cursor.executemany(
-                    "INSERT INTO vectors(chunk_id, data, embedding) VALUES (%s, %s, %s)",
-                    [(chunk_id, data, floats(data, encoding)) for chunk_id, data in rows],
+                    "INSERT INTO vectors(chunk_id, data, embedding, input_hash)"
+                    " VALUES (%s, %s, %s, %s)",
+                    [(key, data, floats(data, encoding), wanted) for key, data, wanted in rows],
                 )
-            self.log(conn, [chunk_id for chunk_id, _ in rows])
+            self.log(conn, [key for key, _, _ in rows])
 
     def delete_of(self, conn: Connection, document_id: int) -> None:
         """Remove a document's chunk vectors (inside the writer's transaction)."""

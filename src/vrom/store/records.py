@@ -35,7 +35,12 @@ class DocumentRecord:
 
 @dataclass(frozen=True)
 class ChunkRecord:
-    """A chunk as it is written to the store; ``text == note_text[char_start:char_end]``."""
+    """A chunk as it is written to the store; ``text == note_text[char_start:char_end]``.
+
+    ``input_hash`` is the hash of the text its vector is embedded from, when the writer knows
+    it (`vrom.ingest.embedding.input_hash`): a vector stored for that same input is reused, and
+    none other. None: the chunk gets no stored vector (it is embedded, or given one after).
+    """
 
     position: int
     heading_path: str
@@ -43,6 +48,7 @@ class ChunkRecord:
     char_start: int
     char_end: int
     content_hash: str
+    input_hash: str | None = None
 
 
 @dataclass(frozen=True)

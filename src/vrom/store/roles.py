@@ -142,9 +142,14 @@ class KeywordPostingsSource(Protocol):
 class VectorStore(VectorSource, Protocol):
     """The chunks' vectors: one per chunk, gone with its chunk."""
 
-    def put(self, vectors: Sequence[tuple[int, bytes]]) -> int:
+    def put(self, vectors: Sequence[tuple[int, bytes]], inputs: Sequence[str] | None = None) -> int:
         """Store encoded vectors by chunk id (chunks deleted meanwhile are skipped); return
-        how many were written."""
+        how many were written.
+
+        ``inputs``: the hash of the text each vector was embedded from, in the same order
+        (`vrom.ingest.embedding.input_hash`). A vector stored without one serves its own
+        chunk only: it is never reused for another (`for_inputs`, a note written again).
+        """
         ...
 
     def clear(self) -> None:
@@ -155,8 +160,8 @@ class VectorStore(VectorSource, Protocol):
         """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
         ...
 
-    def for_hashes(self, content_hashes: Sequence[str]) -> dict[str, bytes]:
-        """Return a stored vector for each of these chunk text hashes that has one."""
+    def for_inputs(self, input_hashes: Sequence[str]) -> dict[str, bytes]:
+        """Return a stored vector for each of these embedded-input hashes that has one."""
         ...
 
     def document_ids(self) -> list[tuple[int, int]]:

@@ -255,6 +255,15 @@ MIGRATIONS: tuple[str, ...] = (
         text        TEXT NOT NULL
     );
     """,
+    # 9: the hash of the text each vector was embedded from (its chunk's text with the title,
+    # heading path, date and turns the recipe puts before it). A vector is reused for another
+    # chunk, or copied by a sync, only for the same input: reused by the chunk's text alone,
+    # a note with another's body, or renamed, kept a vector embedded with another title.
+    # Vectors stored before have none (NULL) and serve their own chunk only.
+    """
+    ALTER TABLE vectors ADD COLUMN input_hash TEXT;
+    CREATE INDEX vectors_input_hash ON vectors(input_hash) WHERE input_hash IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -262,7 +271,8 @@ READABLE_SCHEMAS = range(5, SCHEMA_VERSION + 1)
 """Schemas a store opened read-only (a knowledge pack) may have: 6 only dropped what packs never
 read (an always-empty chunk column) and changed memory tables, which packs do not use; 7 only
 added nested frontmatter fields, which a `where` on an older pack does not find; before 8 every
-chunk keeps its own text (`vrom.store.sqlite_rows.chunk_columns` reads either)."""
+chunk keeps its own text (`vrom.store.sqlite_rows.chunk_columns` reads either); 9 only added
+what a writer reuses vectors by."""
 
 # What a sound store satisfies beyond PRAGMA integrity_check: label -> SQL counting violations.
 CONSISTENCY_CHECKS: dict[str, str] = {

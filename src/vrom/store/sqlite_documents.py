@@ -1,8 +1,8 @@
 """Documents in SQLite: notes (or collection documents), their chunks, links and tags.
 
 Writing a document replaces its chunks, links, tags and keyword-index rows in one transaction;
-chunks whose text is unchanged keep their vectors. Reading covers lookups by id, path or name,
-links and backlinks, tags, folders, filters, and keyword search (FTS5 BM25).
+chunks whose embedded input is unchanged keep their vectors. Reading covers lookups by id, path
+or name, links and backlinks, tags, folders, filters, and keyword search (FTS5 BM25).
 
 A document given with its whole text (a collection's) keeps it in ``document_texts``, and its
 chunks that are exact slices of it store no text of their own: they are read back as slices, so
@@ -168,7 +168,7 @@ class SQLiteDocuments:
             with self._db.transaction():
                 self._count_change()
                 document_id = self._claim_path(document.path, document_id)
-                reusable = self._vectors.by_hash_of(document_id)
+                reusable = self._vectors.by_input_of(document_id)
                 if document_id is None:
                     document_id = self._next_id("documents")
                     self._db.conn.execute(
@@ -219,7 +219,7 @@ class SQLiteDocuments:
                     ],
                 )
                 self._vectors.reuse(
-                    [(i, c.content_hash) for i, c in zip(ids, chunks, strict=True)], reusable
+                    [(i, c.input_hash) for i, c in zip(ids, chunks, strict=True)], reusable
                 )
                 title = segment(document.title)
                 self._db.conn.executemany(

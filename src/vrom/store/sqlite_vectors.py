@@ -134,7 +134,7 @@ class _VectorTable:
         if oldest is not None and oldest <= horizon:
             self._db.conn.execute(f"DELETE FROM {t.changes} WHERE seq <= ?", (horizon,))
 
-    def _put(self, sql: str, rows: Sequence[tuple[object, bytes]]) -> int:
+    def _put(self, sql: str, rows: Sequence[tuple[object, ...]]) -> int:
         """Run ``sql`` for each row and return how many vectors it wrote.
 
         The cursor's row count, not the connection's ``total_changes``: that one also counts
@@ -164,12 +164,15 @@ class SQLiteChunkVectors(_VectorTable):
         """Return how the vectors are encoded: ``float32`` (the default) or ``int8``."""
         return self._db.get_meta(VECTOR_ENCODING_META_KEY) or "float32"
 
-    def put(self, vectors: Sequence[tuple[int, bytes]]) -> int:
-        """Store vectors by chunk id; chunks deleted meanwhile are skipped. Returns how many."""
+    def put(self, vectors: Sequence[tuple[int, bytes]], inputs: Sequence[str] | None = None) -> int:
+        """Store vectors by chunk id, with the hash of the text each was embedded from (none:
+        never reused for another chunk); chunks deleted meanwhile are skipped. Returns how
+        many."""
+        hashes: Sequence[str | None] = [None] * len(vectors) if inputs is None else inputs
         return self._put(
-            "INSERT OR REPLACE INTO vectors(chunk_id, data)"
-            " SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?1)",
-            vectors,
+            "INSERT OR REPLACE INTO vectors(chunk_id, data, input_hash)"
+            " SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?1)",
+            [(key, data, h) for (key, data), h in zip(vectors, hashes, strict=True)],
         )
 
     def missing(self, limit: int, after: int = 0) -> list[StoredChunk]:
@@ -184,17 +187,12 @@ class SQLiteChunkVectors(_VectorTable):
             )
             return chunks_from_rows(rows)
 
-    def for_hashes(self, content_hashes: Sequence[str]) -> dict[str, bytes]:
-        """Return a stored vector for each of these chunk text hashes that has one."""
+    def for_inputs(self, input_hashes: Sequence[str]) -> dict[str, bytes]:
+        """Return a stored vector for each of these embedded-input hashes that has one."""
         with self._db.guard("reading vectors"):
-            found: dict[str, bytes] = {}
-            sql = (
-                "SELECT c.content_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
-                " WHERE c.content_hash IN ({marks})"
-            )
-            for content_hash, data in self._db.select_in(sql, list(dict.fromkeys(content_hashes))):
-                found.setdefault(content_hash, data)
-            return found
+            sql = "SELECT input_hash, data FROM vectors WHERE input_hash IN ({marks})"
+            rows = self._db.select_in(sql, list(dict.fromkeys(input_hashes)))
+            return {row[0]: row[1] for row in rows}
 
     def has_any(self) -> bool:
         """Return True when at least one chunk has a vector."""
@@ -211,36 +209,44 @@ class SQLiteChunkVectors(_VectorTable):
 
     # -- vectors kept across a document's rewrite (inside the writer's transaction) ----------
 
-    def by_hash_of(self, document_id: int | None) -> dict[str, bytes]:
-        """Return the vectors a document holds now, by chunk text hash."""
+    def by_input_of(self, document_id: int | None) -> dict[str, bytes]:
+        """Return the vectors a document holds now, by the hash of their embedded input."""
         if document_id is None:
             return {}
         rows = self._db.conn.execute(
-            "SELECT c.content_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
-            " WHERE c.document_id = ?",
+            "SELECT v.input_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+            " WHERE c.document_id = ? AND v.input_hash IS NOT NULL",
             (document_id,),
         )
         return dict(rows.fetchall())
 
-    def reuse(self, new_chunks: Sequence[tuple[int, str]], reusable: dict[str, bytes]) -> None:
-        """Give new chunks (id, content hash) the vector of identical text already stored."""
-        any_vectors = self._db.scalar("SELECT EXISTS (SELECT 1 FROM vectors)")
+    def reuse(
+        self, new_chunks: Sequence[tuple[int, str | None]], reusable: dict[str, bytes]
+    ) -> None:
+        """Give new chunks (id, embedded-input hash; None: unknown, none given) the vector
+        stored for the same input: ``reusable`` (the document's own, read before its
+        rewrite), else any chunk's."""
+        any_vectors = self._db.scalar(
+            "SELECT EXISTS (SELECT 1 FROM vectors WHERE input_hash IS NOT NULL)"
+        )
         if not any_vectors and not reusable:
             return
         rows = []
-        for chunk_id, content_hash in new_chunks:
-            data = reusable.get(content_hash)
+        for chunk_id, wanted in new_chunks:
+            if wanted is None:
+                continue
+            data = reusable.get(wanted)
             if data is None and any_vectors:
                 row = self._db.conn.execute(
-                    "SELECT v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
-                    " WHERE c.content_hash = ? LIMIT 1",
-                    (content_hash,),
+                    "SELECT data FROM vectors WHERE input_hash = ? LIMIT 1", (wanted,)
                 ).fetchone()
                 data = None if row is None else row[0]
             if data is not None:
-                rows.append((chunk_id, data))
+                rows.append((chunk_id, data, wanted))
         if rows:
-            self._db.conn.executemany("INSERT INTO vectors(chunk_id, data) VALUES (?, ?)", rows)
+            self._db.conn.executemany(
+                "INSERT INTO vectors(chunk_id, data, input_hash) VALUES (?, ?, ?)", rows
+            )
             self.bump_generation()
 
     def delete_of(self, document_id: int) -> None:
