@@ -85,6 +85,7 @@ def test_a_wrong_password_says_the_login_was_refused(login: tuple[str, str]) -> 
     assert "password authentication failed" in message and "check the password" in message
     assert "is the server running" not in message, "the server was reached: it said no"
     assert "Wr0ng-guess" not in message
+    assert f'for user "{user}"' in message, "a user sharing letters with the password is shown"
     missing = _error_of(f"postgresql://{user}@/postgres?host={folder}")
     assert "refused the login" in missing and "no password supplied" in missing, missing
     nobody = _error_of(_url("nobody_here", folder, "x"))

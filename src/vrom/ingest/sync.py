@@ -8,8 +8,10 @@ Vectors travel with their chunk's text hash (`vrom.store.VectorStore.for_hashes`
 embedded again. Memories are merged, not mirrored: a memory the target lacks, or holds in an
 older version, is copied; none is removed (another machine's memories stay).
 
-Notes are written a batch at a time, each batch one transaction, then the vectors their chunks
-lack, a batch at a time too, then memories; the metadata that says a sync finished (chunk
+Notes are written a batch at a time, each batch one transaction (one `put_many`; a note no
+store can hold, `vrom.store.storable`, is skipped and named), then the vectors their chunks
+lack, a batch at a time inside one `loading` transaction (so a first sync to PostgreSQL builds
+its vector index once), then memories; the metadata that says a sync finished (chunk
 strategy, vault, last index time) is written last. A sync interrupted at any point leaves a
 consistent target, and running it again ends in the state one uninterrupted run gives. Two
 stores whose vectors come from different models are refused before anything is written.

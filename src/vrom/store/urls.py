@@ -24,7 +24,7 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _MIN_FRAGMENT = 4
 """A driver's error text holding this many characters of a password in a row has them masked."""
-_MIN_QUOTED = 2
+_MIN_QUOTED = 3
 """A value a driver's error quotes is masked whole when it shares this many characters in a row
 with a password (or all of its own, when shorter)."""
 _QUOTED = re.compile(r"""(["'])([^"']{0,200})\1""")
