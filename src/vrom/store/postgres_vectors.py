@@ -416,9 +416,10 @@ class PgChunkVectors(_PgVectorTable):
         with self._db.guard("reading chunks to embed"), self._db.connection() as conn:
             rows = conn.execute(
                 f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                " WHERE c.id > %s AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)"
+                " WHERE c.id > %s AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id"
+                " AND v.chunk_id > %s)"  # said twice: else the anti join reads every vector
                 " ORDER BY c.id LIMIT %s",
-                (after, limit),
+                (after, after, limit),
             )
             return chunks_from_rows(rows)
 
