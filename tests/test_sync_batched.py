@@ -16,7 +16,15 @@ import pytest
 from postgres_server import StoreSpot
 from store_records import note_record
 
-from vrom.store import ChunkRecord, DocumentWrite, KeywordQuery, LinkRecord, Store
+from vrom.store import (
+    ChunkRecord,
+    Condition,
+    DocumentWrite,
+    KeywordQuery,
+    LinkRecord,
+    Store,
+    Where,
+)
 from vrom.store.postgres_schema import NAMESPACE_SCHEMA_PREFIX, REGISTRY_SCHEMA
 
 
@@ -40,7 +48,14 @@ def _writes(version: int) -> list[DocumentWrite]:
     text = "Alpha beta gamma. Delta epsilon."
     writes = [
         DocumentWrite(
-            note_record(f"n{i}.md", title=f"Note {i} v{version}", status="active", n={"k": i}),
+            note_record(
+                f"n{i}.md",
+                title=f"Note {i} v{version}",
+                status="active",
+                n={"k": i, "on": i % 2 == 0},
+                due="2026-04-15",
+                score=i / 3,
+            ),
             [
                 ChunkRecord(0, "Top", f"first chunk {i} v{version}", 0, 10, f"h{i}a{version}"),
                 ChunkRecord(1, "Top > Sub", f"second chunk {i}", 10, 20, f"h{i}b"),
@@ -121,6 +136,23 @@ def test_put_many_writes_what_put_writes_note_by_note(stores: tuple[Store, Store
         assert ids == [many.documents.states()[w.document.path].document_id for w in batch]
         assert _contents(many) == _contents(one)
         assert many.documents.chunk_count() == one.documents.chunk_count() == 12
+        for condition in (
+            Condition("status", "eq", "active"),
+            Condition("n.k", "gte", 2),
+            Condition("n.on", "eq", True),
+            Condition("due", "lt", "2026-05-01T00:00:00Z"),
+            Condition("score", "gt", 0.5),
+        ):
+            where = Where(conditions=(condition,))
+            found = [
+                many.documents.get_chunks([i])[0].path
+                for i in many.documents.chunk_ids_matching(where)
+            ]
+            expected = [
+                one.documents.get_chunks([i])[0].path
+                for i in one.documents.chunk_ids_matching(where)
+            ]
+            assert found and sorted(found) == sorted(expected), condition
         for word in ("gamma", "v2", "Sub"):
             query = KeywordQuery(terms=(word,))
             assert len(many.documents.keyword_search(query, 20)) == len(
