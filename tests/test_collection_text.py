@@ -18,11 +18,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vrom import AgentMemory, AsyncCollection, Collection, Document, Embedder, StorageError
+from vrom import (
+    AgentMemory,
+    AsyncCollection,
+    Collection,
+    Document,
+    Embedder,
+    StorageError,
+    ValidationError,
+)
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.pack_builder import build_pack, publish_pack
-from vrom.store import DocumentRecord, open_store
+from vrom.store import DocumentRecord, open_store, unstorable
 from vrom.store.schema import MIGRATIONS
 from vrom.tools import SearchTool
 
@@ -102,8 +110,8 @@ def test_every_chunk_read_back_is_its_slice_of_the_document(tmp_path: Path) -> N
     ).map("".join)
 )
 def test_chunks_and_hits_keep_their_offsets_for_any_text(text: str) -> None:
-    if not text.strip() or any(0xD800 <= ord(c) <= 0xDFFF for c in text):
-        return  # refused by add(): blank, or a lone surrogate
+    if not text.strip() or unstorable(text) is not None:
+        return  # refused by add(): blank, or a NUL or lone surrogate no store holds
     with Collection.open("any", embedder=None, chunk_chars=100, chunk_overlap=20) as docs:
         docs.add([{"id": "doc", "text": text}])
         store = docs._store
@@ -183,14 +191,13 @@ def _record(document: Document, text: str | None) -> DocumentRecord:
     )
 
 
-def test_a_text_holding_nul_keeps_its_chunks_own_texts(tmp_path: Path) -> None:
+def test_a_text_holding_nul_is_refused_as_on_postgresql(tmp_path: Path) -> None:
+    """One rule on every backend (`vrom.store.storable`): PostgreSQL cannot hold a NUL."""
     text = "First part about otters.\x00 " + "Otters hold hands while they sleep. " * 60
     with Collection.open("nul", embedder=Embedder.fake(), storage=tmp_path) as docs:
-        docs.add([{"id": "nul", "text": text}])
-        hit = docs.search("otters sleep", k=1)[0]
-        assert hit.text == text and hit.chunk_text == text[hit.char_start : hit.char_end]
-    (stored,) = raw_rows(tmp_path / "nul.db", "SELECT min(length(text)) FROM chunks")[0]
-    assert isinstance(stored, int) and stored > 0, "SQLite cannot slice past a NUL"
+        with pytest.raises(ValidationError, match="NUL character"):
+            docs.add([{"id": "nul", "text": text}])
+        assert docs._store.documents.count() == 0
 
 
 def test_replacing_or_removing_a_document_replaces_or_removes_its_text(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vrom.errors import ValidationError
+from vrom.store.storable import check_text, check_value
 
 MAX_ID_BYTES = 256
 MAX_TEXT_CHARS = 100_000
@@ -97,10 +98,7 @@ def _document(item: Document | Mapping[str, Any], number: int) -> Document:
         )
     if not text.strip():
         raise ValidationError(f"{where}: text is empty")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValidationError(f"{where}: text is not valid Unicode (a lone surrogate)") from exc
+    check_text(text, f"{where}: text")
     if not isinstance(metadata, Mapping):
         raise ValidationError(f"{where}: metadata must be a mapping, not {type(metadata).__name__}")
     if not all(isinstance(key, str) for key in metadata):
@@ -109,6 +107,7 @@ def _document(item: Document | Mapping[str, Any], number: int) -> Document:
         encoded = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False).encode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError) as exc:
         raise ValidationError(f"{where}: metadata is not JSON-ready ({exc})") from exc
+    check_value(metadata, f"{where}: metadata")
     if len(encoded) > MAX_METADATA_BYTES:
         raise ValidationError(
             f"{where}: metadata is {len(encoded):,} bytes as JSON, over the limit of "

@@ -409,6 +409,8 @@ class SyncSummary:
         memories: agent memories copied (new, or changed in the source since);
             memory_vectors: their vectors copied.
         seconds: the sync's wall time.
+        skipped: source notes not copied because they hold text no store can hold (a NUL
+            character: `vrom.store.storable`); warnings names each and why.
     """
 
     source: str
@@ -423,6 +425,8 @@ class SyncSummary:
     memories: int
     memory_vectors: int
     seconds: float
+    skipped: int = 0
+    warnings: Sequence[IndexWarning] = ()
 
 
 @dataclass(frozen=True)

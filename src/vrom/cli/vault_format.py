@@ -82,6 +82,7 @@ def format_sync(summary: SyncSummary) -> str:
         f" {summary.added:,} added, {summary.changed:,} changed, {summary.removed:,} removed,"
         f" {summary.unchanged:,} unchanged; {summary.vectors:,} vectors,"
         f" {summary.memories:,} memories in {summary.seconds:.2f} s"
+        + "".join(f"; {w.path!r} {w.reason}" for w in summary.warnings)
     )
 
 

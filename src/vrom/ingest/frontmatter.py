@@ -18,7 +18,9 @@ Each value then becomes one JSON can hold (`json_ready`):
 - ``!!binary``: its base64 text; ``!!set``: a sorted list; ``!!omap`` and ``!!pairs``: lists of
   ``[key, value]`` pairs;
 - mapping keys: strings; a key that is not one is written as its JSON text (``true``, ``1``,
-  ``null``, ``inf``), a date as ISO 8601.
+  ``null``, ``inf``), a date as ISO 8601;
+- a NUL character or a lone surrogate (what an escape such as ``"\\0"`` or ``"\\udce9"``
+  makes, and no store holds, `vrom.store.storable`): U+FFFD, so the note is kept.
 
 Non-finite numbers and integers beyond 64 bits change kind (a number becomes a string), so a
 note holding one is indexed with a warning naming each such value (`changed_values`).
@@ -53,7 +55,7 @@ MAX_DEPTH = 100
 
 _INT64 = range(-(2**63), 2**63)
 _SIZE_CAP = 2**62  # sizes are only compared with the limit; capping keeps the sums small
-_SURROGATES = re.compile("[\ud800-\udfff]")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _YAML_SPELLING = {"inf": ".inf", "-inf": "-.inf", "nan": ".nan"}
 _CHANGES_SHOWN = 3
 _MAX_INT_DIGITS = 4300  # Python's own limit for turning an integer into its decimal text
@@ -360,7 +362,7 @@ def json_ready(value: Any) -> Any:
         items = [json_ready(v) for v in value]
         return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
     if isinstance(value, str):
-        return value if value.isascii() else _SURROGATES.sub("\ufffd", value)
+        return value if value.isprintable() else _UNSTORABLE.sub("\ufffd", value)
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):

@@ -12,10 +12,12 @@ copied; none is removed (another machine's memories stay).
 
 What the vectors were made by (model, encoding, recipe) is written first, to a target without
 vectors of its own, so the copy takes new vectors as the source would; then notes a batch at a
-time, each batch one transaction, then the vectors their chunks lack, a batch at a time too,
-then memories; the metadata that says a sync finished (chunk strategy, vault, last index time)
-is written last. A sync interrupted at any point leaves a consistent target, and running it
-again ends in the state one uninterrupted run gives. Two stores whose vectors come from
+time, each batch one transaction (one `put_many`; a note no store can hold,
+`vrom.store.storable`, is skipped and named), then the vectors their chunks lack, a batch at a
+time inside one `loading` transaction (so a first sync to PostgreSQL builds its vector index
+once), then memories; the metadata that says a sync finished (chunk strategy, vault, last index
+time) is written last. A sync interrupted at any point leaves a consistent target, and running
+it again ends in the state one uninterrupted run gives. Two stores whose vectors come from
 different models are refused before anything is written.
 """
 
@@ -23,10 +25,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vrom.embed import Fingerprint
-from vrom.errors import ModelError, StorageError
+from vrom.errors import ModelError, StorageError, ValidationError
 from vrom.ingest.embedding import (
     FINGERPRINT_META_KEY,
     MEMORY_FINGERPRINT_META_KEY,
@@ -37,15 +39,17 @@ from vrom.ingest.embedding import (
     stored_fingerprint,
 )
 from vrom.ingest.indexer import STRATEGY_META_KEY
-from vrom.results import SyncSummary
+from vrom.results import IndexWarning, SyncSummary
 from vrom.store import (
     VECTOR_ENCODING_META_KEY,
     ChunkRecord,
     DocumentRecord,
     DocumentState,
+    DocumentWrite,
     MemoryFilter,
     MemoryRecord,
     Store,
+    check_document,
 )
 
 SyncProgress = Callable[[int, int, str], None]
@@ -70,6 +74,10 @@ class _Tally:
     vectors: int = 0
     memories: int = 0
     memory_vectors: int = 0
+    warnings: list[IndexWarning] = field(default_factory=list)
+
+    def skip(self, path: str, reason: str) -> None:
+        self.warnings.append(IndexWarning(path, f"skipped: {reason}"))
 
 
 def sync_stores(
@@ -93,7 +101,8 @@ def sync_stores(
     tally = _Tally()
     states = source.documents.states()
     _copy_documents(source, target, states, tally, progress)
-    tally.vectors = _fill_vectors(source, target, turns=_kind(source) not in (None, "vault"))
+    with target.vectors.loading():  # one transaction: the first sync's index is built once
+        tally.vectors = _fill_vectors(source, target, turns=_kind(source) not in (None, "vault"))
     _merge_memories(source, target, tally)
     with target.transaction():
         for key in (*FINISHED_META_KEYS, COLLECTION_META_KEY):
@@ -114,6 +123,8 @@ def sync_stores(
         vectors=tally.vectors,
         memories=tally.memories,
         memory_vectors=tally.memory_vectors,
+        skipped=len(tally.warnings),
+        warnings=tuple(tally.warnings),
         seconds=round(time.perf_counter() - started, 4),
     )
 
@@ -191,14 +202,16 @@ def _copy_documents(
     tally: _Tally,
     progress: SyncProgress | None,
 ) -> None:
-    """Write the source's new and changed notes to the target, a batch per transaction, and
-    remove the target's notes the source no longer has."""
+    """Write the source's new and changed notes to the target, a batch per transaction (one
+    `put_many`), skip those no store can hold with a warning naming each, and remove the
+    target's notes the source no longer has."""
     held = target.documents.states()
     paths = sorted(states)
     for start in range(0, len(paths), BATCH_NOTES):
         batch = paths[start : start + BATCH_NOTES]
+        writes: list[DocumentWrite] = []
         with target.transaction():
-            for done, path in enumerate(batch, start=start + 1):
+            for path in batch:
                 ours, theirs = states[path], held.get(path)
                 if (
                     theirs is not None
@@ -208,12 +221,25 @@ def _copy_documents(
                     if (theirs.mtime, theirs.size) != (ours.mtime, ours.size):
                         target.documents.touch(theirs.document_id, ours.mtime, ours.size)
                     tally.unchanged += 1
-                elif _copy_document(source, target, ours, theirs):
-                    if theirs is None:
-                        tally.added += 1
-                    else:
-                        tally.changed += 1
-                if progress is not None:
+                    continue
+                write = _read_document(source, ours, theirs)
+                if write is None:
+                    continue
+                try:
+                    check_document(write.document, write.chunks, write.links, write.tags)
+                except ValidationError as exc:
+                    tally.skip(path, str(exc))
+                    if theirs is not None:  # the target's copy is no longer the source's
+                        target.documents.delete(theirs.document_id)
+                    continue
+                writes.append(write)
+                if theirs is None:
+                    tally.added += 1
+                else:
+                    tally.changed += 1
+            target.documents.put_many(writes)
+            if progress is not None:  # inside the batch: a progress that raises undoes it
+                for done, path in enumerate(batch, start=start + 1):
                     progress(done, len(paths), path)
     gone = [state.document_id for path, state in held.items() if path not in states]
     for start in range(0, len(gone), BATCH_NOTES):
@@ -223,17 +249,17 @@ def _copy_documents(
     tally.removed += len(gone)
 
 
-def _copy_document(
-    source: Store, target: Store, ours: DocumentState, theirs: DocumentState | None
-) -> bool:
-    """Write one source note (chunks, links, tags) over the target's; False when the note left
-    the source since it was listed (the next sync removes it). Its vectors follow in
+def _read_document(
+    source: Store, ours: DocumentState, theirs: DocumentState | None
+) -> DocumentWrite | None:
+    """Return one source note (chunks, links, tags) to write over the target's; None when the
+    note left the source since it was listed (the next sync removes it). Its vectors follow in
     `_fill_vectors`."""
     documents = source.documents
     with source.snapshot():
         document = documents.get(ours.document_id)
         if document is None:
-            return False
+            return None
         chunks = documents.chunks_of(ours.document_id)
         links = documents.links_of(ours.document_id)
         tags = documents.tags_of(ours.document_id)
@@ -251,19 +277,13 @@ def _copy_document(
         chunk_strategy=ours.chunk_strategy,
         text=text,
     )
-    target.documents.put(
-        record,
-        [
-            ChunkRecord(
-                c.position, c.heading_path, c.text, c.char_start, c.char_end, c.content_hash
-            )
-            for c in chunks
-        ],
-        links,
-        tags,
-        None if theirs is None else theirs.document_id,
+    chunk_records = [
+        ChunkRecord(c.position, c.heading_path, c.text, c.char_start, c.char_end, c.content_hash)
+        for c in chunks
+    ]
+    return DocumentWrite(
+        record, chunk_records, links, tags, None if theirs is None else theirs.document_id
     )
-    return True
 
 
 def _fill_vectors(source: Store, target: Store, *, turns: bool) -> int:

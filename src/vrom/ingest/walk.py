@@ -24,7 +24,6 @@ from vrom.ingest.parse import NOTE_SUFFIXES
 from vrom.results import IndexWarning
 
 DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
-_BINARY_SNIFF_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -188,10 +187,13 @@ def read_regular_file(
 def read_note_text(data: bytes) -> tuple[str | None, str | None]:
     """Decode a note's bytes; return (text, warning) or (None, reason) for binary content.
 
-    Invalid UTF-8 is decoded with replacement characters and a warning. A UTF-8 byte-order mark
-    is dropped; line endings are kept as written so offsets match the file.
+    A NUL byte anywhere makes a file binary: no store holds the character
+    (`vrom.store.storable`), so a note holding one past its first page would be indexed here and
+    refused by a sync. Invalid UTF-8 is decoded with replacement characters (never a lone
+    surrogate) and a warning. A UTF-8 byte-order mark is dropped; line endings are kept as
+    written so offsets match the file.
     """
-    if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
+    if b"\x00" in data:
         return None, "skipped: binary content (NUL bytes)"
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]

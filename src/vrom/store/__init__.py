@@ -15,6 +15,7 @@ from vrom.store.records import (
     Condition,
     DocumentRecord,
     DocumentState,
+    DocumentWrite,
     KeywordPostings,
     KeywordQuery,
     KeywordRow,
@@ -41,6 +42,7 @@ from vrom.store.roles import (
     VectorSource,
     VectorStore,
 )
+from vrom.store.storable import check_document, unstorable
 from vrom.store.urls import is_server_url, is_url, mask_url
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "DocumentRecord",
     "DocumentState",
     "DocumentStore",
+    "DocumentWrite",
     "KeywordPostings",
     "KeywordPostingsSource",
     "KeywordQuery",
@@ -75,9 +78,11 @@ __all__ = [
     "VectorSource",
     "VectorStore",
     "Where",
+    "check_document",
     "database_file",
     "is_server_url",
     "is_url",
     "mask_url",
     "open_store",
+    "unstorable",
 ]

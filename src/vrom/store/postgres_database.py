@@ -42,7 +42,7 @@ from vrom.store.postgres_schema import (
     TABLES,
     TEXT_SEARCH,
 )
-from vrom.store.urls import mask_url, scrub, server_of
+from vrom.store.urls import credentials_problem, mask_url, scrub, server_of
 
 CONNECT_TIMEOUT_SECONDS = 10
 """How long opening a connection waits for the server before the store gives up."""
@@ -69,6 +69,20 @@ _UNREACHABLE = (
     "failed to resolve host",
     "could not translate host name",
 )
+_REFUSED_LOGIN = (
+    ("password authentication failed", "check the password in the URL"),
+    ("no password supplied", "add the password to the URL, after the user and a colon"),
+    ("authentication failed", "check the user and password in the URL"),
+    ("does not exist", "check the user and database the URL names"),
+    (
+        "pg_hba.conf",
+        "the server's pg_hba.conf lets this user in from elsewhere only: ask its"
+        " administrator, or connect as another user",
+    ),
+    ("permission denied for database", "grant this user CONNECT on the database, or use another"),
+)
+"""Why a server turns a login away (the driver's words, lower-cased), and what to do; the first
+that matches is said."""
 
 Connection = psycopg.Connection[Any]
 
@@ -98,6 +112,13 @@ class PgDatabase:
         first open of a namespace creates its tables. A namespace of another schema version is
         refused.
         """
+        problem = credentials_problem(url)
+        if problem is not None:
+            raise ValidationError(
+                f"the user or password in the PostgreSQL URL {problem}, which a URL cannot"
+                " hold as it is: percent-encode them (% as %25, @ as %40,"
+                " / as %2F, ? as %3F, # as %23, : as %3A)"
+            )
         self.url = url
         self.namespace = check_namespace(namespace)
         self.shown_url = mask_url(url)
@@ -258,6 +279,17 @@ class PgDatabase:
         """Return the one-line `StorageError` for a driver error, without the URL's password."""
         text = scrub(" ".join(str(exc).split()), self.url)
         lowered = text.lower()
+        refused = (
+            _refused_login(str(exc), self.url)
+            if isinstance(exc, psycopg.OperationalError)
+            else None
+        )
+        if refused is not None:  # before the unreachable server: its text says "failed" too
+            gist, advice = refused
+            return StorageError(
+                f"PostgreSQL at {server_of(self.url)} refused the login while {action}"
+                f" ({gist}): {advice}"
+            )
         if isinstance(exc, psycopg.OperationalError) and any(s in lowered for s in _UNREACHABLE):
             reason = _reason(text)
             return StorageError(
@@ -272,11 +304,6 @@ class PgDatabase:
         if isinstance(exc, errors.SerializationFailure):
             return StorageError(
                 f"store {self.location} changed under a read while {action}: try again"
-            )
-        if isinstance(exc, psycopg.OperationalError) and "authentication" in lowered:
-            return StorageError(
-                f"PostgreSQL at {server_of(self.url)} refused the login while {action}: check the"
-                " user and password"
             )
         return StorageError(f"store {self.location} failed while {action}: {text}")
 
@@ -440,6 +467,18 @@ class PgDatabase:
         """Set a value of the ``meta`` table."""
         with self.guard("writing meta"), self.transaction(), self.connection() as conn:
             self.put_meta(conn, key, value)
+
+
+def _refused_login(text: str, url: str) -> tuple[str, str] | None:
+    """Return (the server's reason, scrubbed of the URL's password, and what to do) when a
+    driver's ``text`` says a login was turned away."""
+    gist = " ".join(text.split()).rsplit(" failed: ", 1)[-1]
+    gist = gist.split("FATAL:", 1)[-1].removeprefix("fe_sendauth:").strip()
+    lowered = gist.lower()
+    for words, advice in _REFUSED_LOGIN:
+        if words in lowered:
+            return scrub(gist, url), advice
+    return None
 
 
 def _reason(text: str) -> str:

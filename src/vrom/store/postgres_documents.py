@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from vrom.errors import ValidationError
+from vrom.store.postgres_batch import put_many
 from vrom.store.postgres_database import Connection, PgDatabase
 from vrom.store.postgres_query import (
     escape_like,
@@ -29,6 +29,7 @@ from vrom.store.records import (
     ChunkRecord,
     DocumentRecord,
     DocumentState,
+    DocumentWrite,
     KeywordQuery,
     KeywordRow,
     LinkRecord,
@@ -42,12 +43,7 @@ from vrom.store.rows import (
     chunks_from_rows,
     document_from_row,
 )
-
-
-def _no_nul(text: str | None, what: str) -> None:
-    if text is not None and "\x00" in text:
-        raise ValidationError(f"{what} holds a NUL character, which PostgreSQL cannot store")
-
+from vrom.store.storable import check_document
 
 _SOURCE_TURNS = (
     " FROM fields f JOIN documents d ON d.id = f.document_id"
@@ -119,11 +115,8 @@ class PgDocuments:
     ) -> int:
         """Write a document with its chunks, links, tags and fields, replacing what
         ``document_id`` held (safe against another writer that added or removed it meanwhile)."""
-        _no_nul(document.text, f"document {document.path!r}")
-        for chunk in chunks:
-            _no_nul(chunk.text, f"a chunk of {document.path!r}")
+        check_document(document, chunks, links, tags)
         frontmatter = json.dumps(document.frontmatter, ensure_ascii=False)
-        _no_nul(frontmatter, f"the metadata of {document.path!r}")
         values = (
             document.path,
             document.path_key,
@@ -232,6 +225,17 @@ class PgDocuments:
                 conn, [(i, c.input_hash) for i, c in zip(ids, chunks, strict=True)], reusable
             )
             return document_id
+
+    def put_many(self, writes: Sequence[DocumentWrite]) -> list[int]:
+        """Write several documents in one transaction, each as `put` does, in a few statements
+        (`vrom.store.postgres_batch`); return their ids."""
+        return put_many(
+            self._db,
+            self._vectors,
+            writes,
+            self._delete_children,
+            lambda w: self.put(w.document, w.chunks, w.links, w.tags, w.document_id),
+        )
 
     def touch(self, document_id: int, mtime: float, size: int) -> None:
         """Record a new mtime and size for a document whose content did not change."""

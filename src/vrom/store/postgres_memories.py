@@ -13,7 +13,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from vrom.errors import ValidationError
 from vrom.store.postgres_database import PgDatabase
 from vrom.store.postgres_query import (
     fold,
@@ -29,6 +28,7 @@ from vrom.store.records import (
     MemoryRecord,
 )
 from vrom.store.rows import MEMORY_COLUMNS, memory_filter_sql, memory_from_row
+from vrom.store.storable import check_memory
 
 
 def _filter_sql(where: MemoryFilter) -> tuple[str, list[Any]]:
@@ -52,9 +52,7 @@ class PgMemories:
 
     def put(self, memory: MemoryRecord) -> None:
         """Add a memory, or replace the one with its id (whose vector goes if its text changed)."""
-        texts = (memory.id, memory.title, memory.content, memory.project, memory.source)
-        if any(text is not None and "\x00" in text for text in texts):
-            raise ValidationError("a memory holds a NUL character, which PostgreSQL cannot store")
+        check_memory(memory)
         values = (
             memory.created_unix,
             memory.updated_unix,

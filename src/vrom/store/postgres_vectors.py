@@ -17,7 +17,8 @@ from a counter row updated under the namespace's write lock, so they are in comm
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ import numpy.typing as npt
 from psycopg import sql
 
 from vrom.errors import StorageError, ValidationError
+from vrom.store.postgres_copy import copy_vectors
 from vrom.store.postgres_database import Connection, PgDatabase
 from vrom.store.postgres_schema import (
     HNSW_EF_CONSTRUCTION,
@@ -108,6 +110,7 @@ class _PgVectorTable:
         self._db = db
         self._t = tables
         self._iterative = tuple(int(p) for p in db.pgvector_version.split(".")[:2]) >= (0, 8)
+        self._index_deferred = False
 
     def identity(self) -> str:
         """Return a stamp of the namespace (a re-created namespace differs)."""
@@ -222,18 +225,45 @@ class _PgVectorTable:
                 sql.Identifier(t.vectors), sql.Literal(dims)
             )
         )
+        if not self._index_deferred:
+            self._create_index(conn)
+        self._db.put_meta(conn, t.dims_meta, str(dims))
+
+    def _create_index(self, conn: Connection) -> None:
         conn.execute(
             sql.SQL(
-                "CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops)"
+                "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
                 " WITH (m = {}, ef_construction = {})"
             ).format(
-                sql.Identifier(t.index),
-                sql.Identifier(t.vectors),
+                sql.Identifier(self._t.index),
+                sql.Identifier(self._t.vectors),
                 sql.Literal(HNSW_M),
                 sql.Literal(HNSW_EF_CONSTRUCTION),
             )
         )
-        self._db.put_meta(conn, t.dims_meta, str(dims))
+
+    @contextmanager
+    def loading(self) -> Iterator[None]:
+        """Run the block's vector writes as one transaction; into a table holding no vectors,
+        build the HNSW index once at its end rather than row by row (pgvector builds it many
+        times faster so; a failed block rolls back to the index as it was)."""
+        t = self._t
+        with (
+            self._db.guard("loading vectors"),
+            self._db.transaction(),
+            self._db.connection() as conn,
+        ):
+            empty = not self._db.scalar(conn, f"SELECT EXISTS (SELECT 1 FROM {t.vectors})")
+            if empty:
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(t.index)))
+                conn.execute("ANALYZE documents, chunks")  # the notes a sync just wrote
+            self._index_deferred = empty
+            try:
+                yield
+            finally:
+                self._index_deferred = False
+            if empty and self._dims(conn) is not None:
+                self._create_index(conn)
 
     def write(self, statement: str, rows: Sequence[tuple[Any, ...]], dims: int) -> int:
         """Run ``statement`` (RETURNING the key) for each row of vectors of ``dims``
@@ -358,31 +388,35 @@ class PgChunkVectors(_PgVectorTable):
         """Store vectors by chunk id and embedded-input hash (`VectorStore.put`); chunks
         deleted meanwhile are skipped. Returns how many."""
         encoding = self.encoding()
-        embeddings = [floats(data, encoding) for _, data in vectors]
         hashes: Sequence[str | None] = [None] * len(vectors) if inputs is None else inputs
-        return self.write(
-            "INSERT INTO vectors(chunk_id, data, embedding, input_hash)"
-            " SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM chunks WHERE id = %s)"
-            " ON CONFLICT (chunk_id) DO UPDATE SET data = excluded.data,"
-            " embedding = excluded.embedding, input_hash = excluded.input_hash"
-            " RETURNING chunk_id",
-            [
-                (chunk_id, data, embedding, wanted, chunk_id)
-                for (chunk_id, data), embedding, wanted in zip(
-                    vectors, embeddings, hashes, strict=True
-                )
-            ],
-            len(embeddings[0]) if embeddings else 0,
-        )
+        latest = {  # a chunk given twice keeps the last
+            key: (data, made_from) for (key, data), made_from in zip(vectors, hashes, strict=True)
+        }
+        rows = [
+            (key, data, floats(data, encoding), made_from)
+            for key, (data, made_from) in latest.items()
+        ]
+        if not rows:
+            return self.write("", [], 0)
+        with (
+            self._db.guard("writing vectors"),
+            self._db.transaction(),
+            self._db.connection() as conn,
+        ):
+            self.fit(conn, len(rows[0][2]))
+            written = copy_vectors(conn, rows)
+            self.log(conn, written)
+            return len(written)
 
     def missing(self, limit: int, after: int = 0) -> list[StoredChunk]:
         """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
         with self._db.guard("reading chunks to embed"), self._db.connection() as conn:
             rows = conn.execute(
                 f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                " WHERE c.id > %s AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)"
+                " WHERE c.id > %s AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id"
+                " AND v.chunk_id > %s)"  # said twice: else the anti join reads every vector
                 " ORDER BY c.id LIMIT %s",
-                (after, limit),
+                (after, after, limit),
             )
             return chunks_from_rows(rows)
 

@@ -5,7 +5,7 @@ Every backend speaks in these; nothing here knows SQL.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,17 @@ class LinkRecord:
     heading: str | None
     alias: str | None
     position: int
+
+
+@dataclass(frozen=True)
+class DocumentWrite:
+    """One document to write with `vrom.store.DocumentStore.put_many`: what ``put`` takes."""
+
+    document: DocumentRecord
+    chunks: Sequence[ChunkRecord]
+    links: Sequence[LinkRecord]
+    tags: Sequence[str]
+    document_id: int | None = None
 
 
 @dataclass(frozen=True)

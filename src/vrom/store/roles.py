@@ -20,6 +20,7 @@ from vrom.store.records import (
     ChunkRecord,
     DocumentRecord,
     DocumentState,
+    DocumentWrite,
     KeywordPostings,
     KeywordQuery,
     KeywordRow,
@@ -156,6 +157,11 @@ class VectorStore(VectorSource, Protocol):
         """Remove every vector."""
         ...
 
+    def loading(self) -> AbstractContextManager[None]:
+        """Run the block's `put` calls as one transaction, written as fast as the backend can
+        (PostgreSQL builds its HNSW index once at the end when the store held no vectors)."""
+        ...
+
     def missing(self, limit: int, after: int = 0) -> list[StoredChunk]:
         """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
         ...
@@ -215,6 +221,12 @@ class DocumentStore(Protocol):
         re-added. Chunks whose text another chunk already has a vector for get that vector.
         Returns the document's id.
         """
+        ...
+
+    def put_many(self, writes: Sequence[DocumentWrite]) -> list[int]:
+        """Write several documents in one transaction, each as `put` writes it, in fewer round
+        trips; return their ids in order. Raises `ValidationError` before writing anything when
+        one holds text no store holds (`vrom.store.storable`)."""
         ...
 
     def touch(self, document_id: int, mtime: float, size: int) -> None:

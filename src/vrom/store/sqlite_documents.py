@@ -30,6 +30,7 @@ from vrom.store.records import (
     ChunkRecord,
     DocumentRecord,
     DocumentState,
+    DocumentWrite,
     KeywordPostings,
     KeywordQuery,
     KeywordRow,
@@ -44,6 +45,7 @@ from vrom.store.sqlite_keyword import BM25_WEIGHTS, QueryTokenizer
 from vrom.store.sqlite_query import escape_like, match_expression, where_sql
 from vrom.store.sqlite_rows import chunk_columns
 from vrom.store.sqlite_vectors import SQLiteChunkVectors
+from vrom.store.storable import check_document
 
 _DOCUMENT_WRITE_COLUMNS = """
     path, path_key, name_key, title, frontmatter, content_hash, mtime, size,
@@ -150,6 +152,7 @@ class SQLiteDocuments:
         Another process may have added or removed the same note since the caller looked: a note
         already holding this path is replaced, and a vanished ``document_id`` is added anew.
         """
+        check_document(document, chunks, links, tags)
         with self._db.guard("writing a note"):
             values = (
                 document.path,
@@ -191,8 +194,6 @@ class SQLiteDocuments:
                         "INSERT INTO document_texts(document_id, text) VALUES (?, ?)",
                         (document_id, whole),
                     )
-                # SQLite's substr stops at a NUL character: such a text's chunks keep their own
-                sliced = whole if whole is not None and "\x00" not in whole else None
                 first = self._next_id("chunks")
                 ids = range(first, first + len(chunks))
                 self._db.conn.executemany(
@@ -206,8 +207,8 @@ class SQLiteDocuments:
                             chunk.position,
                             chunk.heading_path,
                             ""
-                            if sliced is not None
-                            and sliced[chunk.char_start : chunk.char_end] == chunk.text
+                            if whole is not None
+                            and whole[chunk.char_start : chunk.char_end] == chunk.text
                             else chunk.text,
                             chunk.char_start,
                             chunk.char_end,
@@ -250,6 +251,11 @@ class SQLiteDocuments:
                     [(document_id, tag) for tag in tags],
                 )
             return document_id
+
+    def put_many(self, writes: Sequence[DocumentWrite]) -> list[int]:
+        """Write several documents in one transaction, each as `put` does; return their ids."""
+        with self._db.transaction():
+            return [self.put(w.document, w.chunks, w.links, w.tags, w.document_id) for w in writes]
 
     def _count_change(self) -> None:
         """Count one more document generation, first thing in the writer's transaction (so a

@@ -25,6 +25,7 @@ from vrom.store.rows import MEMORY_COLUMNS, memory_filter_sql, memory_from_row
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_query import match_expression
 from vrom.store.sqlite_vectors import SQLiteMemoryVectors
+from vrom.store.storable import check_memory
 
 # memory_id (unindexed), title, content, tags: the title says most, then a tag, then the text
 MEMORY_BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0)
@@ -60,6 +61,7 @@ class SQLiteMemories:
 
     def put(self, memory: MemoryRecord) -> None:
         """Add a memory, or replace the one with its id (whose vector goes if its text changed)."""
+        check_memory(memory)
         with self._db.guard("writing a memory"), self._db.transaction():
             conn = self._db.conn
             old = conn.execute(

@@ -9,7 +9,8 @@ names and the owning rows differ.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from vrom.store.records import (
@@ -151,6 +152,12 @@ class _VectorTable:
         with self._db.guard("clearing vectors"), self._db.transaction():
             self._db.conn.execute(f"DELETE FROM {self._t.vectors}")
             self._after_write()
+
+    @contextmanager
+    def loading(self) -> Iterator[None]:
+        """Run the block's writes as one transaction (SQLite needs nothing more)."""
+        with self._db.transaction():
+            yield
 
 
 class SQLiteChunkVectors(_VectorTable):

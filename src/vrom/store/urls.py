@@ -10,6 +10,7 @@ server by `server_of`.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -20,6 +21,13 @@ FILE_SCHEMES = ("sqlite",)
 MASK = "***"
 _PASSWORD_PARAMETER = re.compile(r"(?i)((?:^|[?&;])password=)[^&;#]*")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_MIN_FRAGMENT = 4
+"""A driver's error text holding this many characters of a password in a row has them masked."""
+_MIN_QUOTED = 3
+"""A value a driver's error quotes is masked whole when it shares this many characters in a row
+with a password (or all of its own, when shorter)."""
+_QUOTED = re.compile(r"""(["'])([^"']{0,200})\1""")
 
 
 def url_scheme(location: object) -> str | None:
@@ -57,6 +65,8 @@ def mask_url(location: str | os.PathLike[str]) -> str:
     if not is_url(location):
         return os.fspath(location)
     url = os.fspath(location)
+    if credentials_problem(url) is not None:  # where its password ends is anyone's guess
+        return f"{url.split('://', 1)[0]}://{MASK}"
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (a malformed port raises here)
@@ -94,22 +104,101 @@ def server_of(url: str) -> str:
     return f"{host}:{port_text}"
 
 
+def _userinfo(url: str) -> str:
+    """Return the widest reading of a URL's ``user:password`` part: up to its last ``@``
+    before the query (or anywhere, when a ``/``, ``?`` or ``#`` in a password cut it short)."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    head = re.split(r"[?#]", rest, maxsplit=1)[0]
+    for scope in (head, rest):
+        if "@" in scope:
+            return scope[: scope.rfind("@")]
+    return ""
+
+
+def credentials_problem(url: str) -> str | None:
+    """Return why a server URL's user and password cannot be read one way, or None.
+
+    Python and libpq split ``user:password@host`` differently when the password holds a raw
+    ``@`` (libpq stops at the first, Python at the last) or a raw ``/``, ``?`` or ``#`` (both
+    stop there, and the rest reads as host, database or options), and libpq refuses a ``%``
+    that starts no ``%XX``: its error would then quote the password.
+    """
+    userinfo = _userinfo(url)
+    if not userinfo:
+        return None
+    if "@" in userinfo:
+        return "holds a raw '@'"
+    if any(mark in userinfo for mark in "/?#"):
+        return "holds a raw '/', '?' or '#'"
+    if _BAD_PERCENT.search(userinfo):
+        return "holds a '%' that starts no %XX code"
+    return None
+
+
 def secrets_of(url: str) -> list[str]:
-    """Return the passwords a URL holds (to scrub them from a driver's error text)."""
+    """Return the passwords a URL holds (to scrub them from a driver's error text): the
+    password as written and decoded, however the URL is read."""
     found = []
+    userinfo = _userinfo(url)
+    if ":" in userinfo:
+        written = userinfo.split(":", 1)[1]
+        found += [written, unquote(written)]
     try:
         parts = urlsplit(url)
     except ValueError:
-        return []
-    if parts.password:
-        found += [parts.password, unquote(parts.password)]
-    found += [value for key, value in parse_qsl(parts.query) if key.lower() == "password"]
-    return [secret for secret in found if secret]
+        parts = None
+    if parts is not None:
+        if parts.password:
+            found += [parts.password, unquote(parts.password)]
+        found += [value for key, value in parse_qsl(parts.query) if key.lower() == "password"]
+    return sorted({secret for secret in found if secret}, key=len, reverse=True)
 
 
 def scrub(text: str, url: str) -> str:
-    """Return ``text`` with every password of ``url`` masked (and the URL itself, masked)."""
+    """Return ``text`` with every password of ``url`` masked (and the URL itself, masked),
+    and the parts of one a driver quotes (the piece of a password it could not read): a quoted
+    value sharing characters with one is masked whole, a run of `_MIN_FRAGMENT` characters of
+    one anywhere else."""
     text = text.replace(url, mask_url(url))
     for secret in secrets_of(url):
         text = text.replace(secret, MASK)
+        text = _QUOTED.sub(functools.partial(_masked_quote, secret=secret), text)
+        text = _mask_runs(text, secret)
     return text
+
+
+def _longest_run(text: str, secret: str) -> int:
+    """Return the length of the longest piece of ``text`` that is part of ``secret``."""
+    longest = 0
+    for start in range(len(text)):
+        end = start + longest + 1
+        while end <= len(text) and text[start:end] in secret:
+            longest, end = end - start, end + 1
+    return longest
+
+
+def _masked_quote(match: re.Match[str], secret: str) -> str:
+    quoted = match.group(2)
+    shared = _longest_run(quoted, secret)
+    if quoted != MASK and shared and shared >= min(_MIN_QUOTED, len(quoted), len(secret)):
+        return f"{match.group(1)}{MASK}{match.group(1)}"
+    return match.group(0)
+
+
+def _mask_runs(text: str, secret: str) -> str:
+    """Return ``text`` with each longest run that is part of ``secret`` masked (runs shorter
+    than `_MIN_FRAGMENT` characters, or than the secret, are left)."""
+    shortest = min(_MIN_FRAGMENT, len(secret))
+    shown: list[str] = []
+    start = 0
+    while start < len(text):
+        end = start
+        while end < len(text) and text[start : end + 1] in secret:
+            end += 1
+        if end - start >= shortest:
+            shown.append(MASK)
+            start = end
+        else:
+            shown.append(text[start])
+            start += 1
+    return "".join(shown)
