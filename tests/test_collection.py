@@ -528,7 +528,7 @@ def test_a_list_field_passes_when_any_item_does() -> None:
 
 
 def _graph_builds(docs: Collection) -> int:
-    index = docs._corpus.index.current
+    index = docs._corpus.index.wait_for_graph()
     assert isinstance(index, HnswIndex)
     return index.build_count
 

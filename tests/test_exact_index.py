@@ -269,7 +269,7 @@ def test_changes_far_from_the_threshold_are_not_counted_again(
     add_note(store, "new/b.md", unit_vectors(10, seed=6))
     assert isinstance(far.index.current, ExactIndex)
     assert counts == [1], "3,020 at most: far below the default threshold, not counted"
-    assert not isinstance(near.index.current, ExactIndex), "3,010 + 10 may reach it: counted"
+    assert not isinstance(near.index.wait_for_graph(), ExactIndex), "3,010 + 10: counted"
     assert counts == [1, 1]
 
 

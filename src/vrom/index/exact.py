@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -163,6 +163,16 @@ class ExactIndex:
         self._change_number = None
         self._state = _State.of(_Rows.empty())
         self._unsaved = 0
+
+    def rows_now(
+        self,
+    ) -> tuple[Callable[[], tuple[npt.NDArray[np.int64], Iterator[npt.NDArray[np.float32]]]], int]:
+        """Return the vectors held now, as a function giving their ids (ascending) and rows a
+        block at a time, and the store change they reflect: what a graph is built from in
+        another thread (the rows are never changed in place, so reading them there is safe)."""
+        self.refresh()
+        assert self._change_number is not None  # set by refresh
+        return self._state.merged, self._change_number
 
     # -- searching -------------------------------------------------------------------------
 

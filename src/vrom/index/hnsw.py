@@ -26,7 +26,7 @@ import math
 import mmap
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -159,6 +159,11 @@ def _sidecar_matches(
     )
 
 
+class GraphBehind(Exception):  # noqa: N818 (a signal to the caller, never shown to a user)
+    """Raised by a graph that may not rebuild itself (``HnswIndex(rebuilds=False)``) when only a
+    build would bring it up to the store: the caller searches exactly and builds one beside."""
+
+
 class _Graph:
     """A usearch index and, when it views the cache file, the mapping of that file."""
 
@@ -175,7 +180,8 @@ class HnswIndex:
 
     ``path`` is where the graph is cached: beside the store's database file (None for a store
     without one; the graph then lives in memory only). ``build_count`` counts the graphs this
-    object built from the store rather than opened from the cache.
+    object built from the store rather than opened from the cache. With ``rebuilds=False`` a
+    graph never builds itself: where it would, its search raises `GraphBehind`.
     """
 
     def __init__(
@@ -185,6 +191,7 @@ class HnswIndex:
         *,
         cache: Sidecar | None = None,
         expansion_search: int = EXPANSION_SEARCH,
+        rebuilds: bool = True,
     ) -> None:
         if metric not in METRICS:
             raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
@@ -199,6 +206,41 @@ class HnswIndex:
         self._unsaved = 0  # changes replayed into the graph since it was last saved
         self._graph: _Graph | None = None
         self._swept = False  # the stale temporaries beside the cache file were removed
+        self._rebuilds = rebuilds
+
+    @classmethod
+    def built(
+        cls,
+        vectors: VectorSource,
+        rows: Callable[[], tuple[npt.NDArray[np.int64], Iterator[npt.NDArray[np.float32]]]],
+        change_number: int,
+        identity: str,
+        metric: str = "cosine",
+        *,
+        cache: Sidecar | None = None,
+        expansion_search: int = EXPANSION_SEARCH,
+    ) -> HnswIndex:
+        """Return a graph built from ``rows()`` (ids ascending, their vectors a block at a
+        time): the store's vectors as of ``change_number``, its ``identity`` given. It reads
+        nothing from the store, so it can be built in another thread (`VectorIndex` does); it
+        catches up with later changes on its first search, and never rebuilds itself."""
+        index = cls(vectors, metric, cache=cache, expansion_search=expansion_search, rebuilds=False)
+        ids, blocks = rows()
+        graph: Index | None = None
+        start = 0
+        for block in blocks:
+            if graph is None:
+                graph = _new_index(block.shape[1], _USEARCH_METRICS[metric], _GRAPH_SCALAR)
+                graph.expansion_search = index._expansion_search
+            keys = ids[start : start + len(block)].astype(np.uint64)
+            _add(graph, keys, np.ascontiguousarray(block, dtype=np.float32))
+            start += len(block)
+        index._change_number = change_number
+        index.build_count = 1
+        if graph is not None:
+            index._graph = _Graph(graph)
+            index._save(graph, identity)
+        return index
 
     @classmethod
     def for_chunks(
@@ -268,6 +310,8 @@ class HnswIndex:
         if generation == self._generation:
             return False
         if not (self._replay_current() or self._open_cached()):
+            if not self._rebuilds:
+                raise GraphBehind("the graph is too far behind its store to catch up")
             self._build()
         self._generation = generation
         return True
@@ -456,8 +500,9 @@ class HnswIndex:
         self._graph = _Graph(index)  # the old view goes first: some systems can't replace it
         self._save(index)
 
-    def _save(self, index: Index) -> None:
-        """Write the graph, then its sidecar, each via a temporary file and an atomic rename."""
+    def _save(self, index: Index, store: str | None = None) -> None:
+        """Write the graph, then its sidecar, each via a temporary file and an atomic rename
+        (``store``: the store's identity, when known already)."""
         if self.path is None or self._change_number is None:
             return
         sidecar = _sidecar_path(self.path)
@@ -470,7 +515,7 @@ class HnswIndex:
                 identity = _file_identity(os.fstat(file.fileno()))
             meta = {
                 "format": FORMAT_VERSION,
-                "store": self._vectors.identity(),
+                "store": self._vectors.identity() if store is None else store,
                 "changes": self._change_number,
                 "count": len(index),
                 "dims": index.ndim,

@@ -1,0 +1,79 @@
+"""Time each search of a fresh process one by one: does any of them pay for building something?
+
+    python bench/search_stalls.py STORE [--mode keyword|vector|hybrid] [--queries N]
+        [--embedder none|fake] [--wait]
+
+Opens the store (a vault's ``store.db``, indexed beforehand, e.g. with ``vrom index PATH --db
+STORE --embedder none``) as a long-lived process would (`vrom mcp`), runs ``--queries``
+different searches in a row and prints each one's wall and CPU time (the whole process's
+``time.process_time``, so work any thread does during the call counts), then what the search
+core holds afterwards (the keyword copy, the vector index kind). A search that builds the
+keyword copy or an HNSW graph inside the call stands out by seconds; a build done beside the
+searches shows as CPU spread over them with no wall-time stall. ``--wait`` then waits for the
+background builds and times the same queries again (the structures in use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from vrom.corpus import Corpus
+from vrom.embed import Embedder, EmbedderBinding
+from vrom.store import open_store
+
+QUERIES = [
+    "plugin settings sync",
+    "daily notes template",
+    "graph view filters",
+    "dataview query table",
+    "mobile app vault",
+    "community theme css",
+    "canvas cards",
+    "backlinks outline",
+    "publish website",
+    "keyboard shortcuts hotkeys",
+    "markdown tables formatting",
+    "zettelkasten workflow",
+]
+
+
+def _run(corpus: Corpus, queries: list[str], mode: str, label: str) -> None:
+    for number, query in enumerate(queries, 1):
+        wall, cpu = time.perf_counter(), time.process_time()
+        hits = corpus.search(query, k=10, mode=mode)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(
+            f"{label} {number:2d}  wall {1000 * wall:9.1f} ms  cpu {1000 * cpu:8.1f} ms  "
+            f"hits {len(hits):2d}  {query!r}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("store", type=Path)
+    parser.add_argument("--mode", default="keyword", choices=("keyword", "vector", "hybrid"))
+    parser.add_argument("--queries", type=int, default=10)
+    parser.add_argument("--embedder", default="none", choices=("none", "fake"))
+    parser.add_argument("--wait", action="store_true")
+    args = parser.parse_args()
+    embedder = Embedder.fake() if args.embedder == "fake" else None
+    corpus = Corpus(open_store(str(args.store)), EmbedderBinding.of(embedder))
+    queries = (QUERIES * (1 + args.queries // len(QUERIES)))[: args.queries]
+    try:
+        _run(corpus, queries, args.mode, "search")
+        wait = getattr(corpus.keyword, "wait_for_copy", None)
+        if args.wait and wait is not None:
+            wait()
+            _run(corpus, queries, args.mode, "after ")
+        print(
+            f"keyword copy: {'held' if corpus.keyword.index is not None else 'none'}; "
+            f"vector index: {corpus.index.mode()}"
+        )
+    finally:
+        corpus.close()
+
+
+if __name__ == "__main__":
+    main()
