@@ -1,7 +1,7 @@
 """Time each search of a fresh process one by one: does any of them pay for building something?
 
     python bench/search_stalls.py STORE [--mode keyword|vector|hybrid] [--queries N]
-        [--embedder none|fake] [--wait]
+        [--embedder none|fake] [--wait] [--copy-seconds-per-chunk S]
 
 Opens the store (a vault's ``store.db``, indexed beforehand, e.g. with ``vrom index PATH --db
 STORE --embedder none``) as a long-lived process would (`vrom mcp`), runs ``--queries``
@@ -11,6 +11,7 @@ core holds afterwards (the keyword copy, the vector index kind). A search that b
 keyword copy or an HNSW graph inside the call stands out by seconds; a build done beside the
 searches shows as CPU spread over them with no wall-time stall. ``--wait`` then waits for the
 background builds and times the same queries again (the structures in use).
+``--copy-seconds-per-chunk 0`` makes the keyword copy due at the first search.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from vrom.corpus import Corpus
 from vrom.embed import Embedder, EmbedderBinding
+from vrom.search import keyword as keyword_module
 from vrom.store import open_store
 
 QUERIES = [
@@ -40,10 +42,15 @@ QUERIES = [
 
 
 def _run(corpus: Corpus, queries: list[str], mode: str, label: str) -> None:
+    held = corpus.keyword.index is not None, corpus.index.mode()
     for number, query in enumerate(queries, 1):
         wall, cpu = time.perf_counter(), time.process_time()
         hits = corpus.search(query, k=10, mode=mode)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        now = corpus.keyword.index is not None, corpus.index.mode()
+        if now != held:
+            print(f"-- from here on: keyword copy {'held' if now[0] else 'none'}, vectors {now[1]}")
+            held = now
         print(
             f"{label} {number:2d}  wall {1000 * wall:9.1f} ms  cpu {1000 * cpu:8.1f} ms  "
             f"hits {len(hits):2d}  {query!r}"
@@ -57,7 +64,14 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=10)
     parser.add_argument("--embedder", default="none", choices=("none", "fake"))
     parser.add_argument("--wait", action="store_true")
+    parser.add_argument(
+        "--copy-seconds-per-chunk",
+        type=float,
+        default=keyword_module.COPY_SECONDS_PER_CHUNK,
+        help="the keyword copy's first estimate (0: due at the first search)",
+    )
     args = parser.parse_args()
+    keyword_module.COPY_SECONDS_PER_CHUNK = args.copy_seconds_per_chunk
     embedder = Embedder.fake() if args.embedder == "fake" else None
     corpus = Corpus(open_store(str(args.store)), EmbedderBinding.of(embedder))
     queries = (QUERIES * (1 + args.queries // len(QUERIES)))[: args.queries]

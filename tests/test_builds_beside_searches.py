@@ -1,5 +1,6 @@
-"""No derived structure is built inside a search: the keyword copy and the HNSW graphs (of chunks
-and of memories) are built beside the searches, which answer the exact way meanwhile.
+"""No derived structure is built inside a search: the keyword copy, the HNSW graphs (of chunks
+and of memories) and the exact index's matrix file are built beside the searches, which answer
+the exact way meanwhile.
 
 Each test holds the real builder on an `threading.Event` (through the store's or the index's
 own interface): a build started on the searching thread fails the test at once (it would have
@@ -17,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from vrom import Embedder, Vault
+from vrom import Collection, Embedder, Vault
+from vrom.index import exact as exact_module
 from vrom.index.exact import ExactIndex
 from vrom.index.hnsw import HnswIndex
 from vrom.search import keyword as keyword_module
@@ -175,3 +177,30 @@ def test_a_memory_recall_never_builds_the_hnsw_graph_inside_it(
         assert isinstance(graph, HnswIndex) and graph.build_count == 1
         again = [r.memory.id for r in vault.memories.recall("river1 copper3", mode="vector")]
         assert again == recalled and index.current is graph
+
+
+def test_a_vector_search_never_writes_the_matrix_file_inside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: HeldBuild
+) -> None:
+    """The exact index's matrix file (every vector, written once the store holds a thousand) is
+    written beside the searches; the vectors read from the store answer meanwhile."""
+    monkeypatch.setattr(exact_module, "write_matrix", held.around(exact_module.write_matrix))
+    documents = [
+        {"id": f"d{n}", "text": f"{WORDS[n % 40]} {WORDS[n % 13]} item{n}"} for n in range(1_200)
+    ]
+    with Collection.open("docs", embedder=Embedder.fake(), storage=tmp_path) as docs:
+        docs.add(documents)
+        matrix = tmp_path / "docs.db.matrix"
+        found = [h.id for h in docs.search("river1 copper3", k=5, mode="vector")]
+        assert len(found) == 5
+        held.started.wait()
+        index = docs._corpus.index.current
+        assert isinstance(index, ExactIndex) and index.load_count == 1
+        assert not matrix.exists() and held.calls == 1
+
+        held.release.set()
+        index.wait_for_file()
+        assert matrix.exists()
+        assert [h.id for h in docs.search("river1 copper3", k=5, mode="vector")] == found
+        assert docs._corpus.index.current is index and index.load_count == 1
+        assert not index._state.base.matrix.flags.writeable, "the file's mapping is searched"

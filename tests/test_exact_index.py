@@ -241,7 +241,9 @@ def test_a_current_file_counts_the_vectors_for_the_choice_of_index(
 ) -> None:
     store.set_meta(FINGERPRINT_META_KEY, Embedder.fake(32).fingerprint.to_json())
     model = EmbedderBinding.of(Embedder.fake(32))
-    assert len(Corpus(store, model).index.current) == TOTAL  # reads the store, writes the file
+    first = Corpus(store, model).index
+    assert len(first.current) == TOTAL  # reads the store, has the file written beside
+    first.wait_for_graph()
 
     def counted() -> int:
         raise AssertionError("the store's vectors were counted")

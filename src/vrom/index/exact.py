@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from vrom.errors import ValidationError
 from vrom.index import MATRIX_SUFFIX, METRICS, replay_limit
+from vrom.index.background import BackgroundBuild
 from vrom.index.cache_files import remove_stale_temporaries
 from vrom.index.codec import decode
 from vrom.index.matrix_file import MatrixHeader, read_matrix, write_matrix
@@ -115,11 +116,19 @@ class ExactIndex:
     -distance (higher is better).
 
     ``cache`` is where the matrix file lives (None: in memory only). ``load_count`` counts the
-    times this object read every vector from the store rather than open the file.
+    times this object read every vector from the store rather than open the file. With
+    ``writes_beside`` the file is written in a background thread (`vrom.index.background`),
+    never inside a search: the rows in memory answer meanwhile, and the first search after
+    the file is written maps it instead.
     """
 
     def __init__(
-        self, vectors: VectorSource, metric: str = "cosine", *, cache: Sidecar | None = None
+        self,
+        vectors: VectorSource,
+        metric: str = "cosine",
+        *,
+        cache: Sidecar | None = None,
+        writes_beside: bool = False,
     ) -> None:
         if metric not in METRICS:
             raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
@@ -132,6 +141,8 @@ class ExactIndex:
         self._unsaved = 0  # changes replayed since the base rows were read or written
         self._swept = False  # the stale temporaries beside the cache file were removed
         self.load_count = 0
+        self._writes_beside = writes_beside
+        self._writing: BackgroundBuild[bool] = BackgroundBuild("the vector matrix file")
 
     @classmethod
     def for_chunks(cls, store: Store, metric: str = "cosine") -> ExactIndex:
@@ -147,6 +158,10 @@ class ExactIndex:
         # Read the generation before the rows: a write in between makes the index look older
         # than it is (one needless catch-up later), never newer.
         generation = self._vectors.generation()
+        written = self._writing.take()
+        if written is not None and written[0] and self._open_cached():  # map it: shared pages
+            self._generation = generation
+            return True
         if generation == self._generation:
             return False
         if not (self._replay_current() or self._open_cached()):
@@ -286,10 +301,19 @@ class ExactIndex:
                 matrix[start : start + len(block)] = block
             self._state = _State.of(_Rows(ids, matrix))
 
+    def wait_for_file(self) -> None:
+        """Wait for a matrix file being written beside the searches, if one is (for tests and
+        benches: searches never wait)."""
+        self._writing.wait()
+
     def _save_and_map(self, change_number: int) -> bool:
         """Write the rows held to the matrix file and search its mapping instead; True if the
-        file was written."""
+        file was written (or, with ``writes_beside``, is being written)."""
         count = len(self._state)
+        if self._writes_beside and self._cache is not None and count >= MATRIX_FILE_MIN:
+            state, header = self._state, self._header(change_number)
+            self._writing.start(lambda: self._save(state, change_number, header))
+            return True
         if not self._save(self._state, change_number):
             return False
         assert self._cache is not None
@@ -301,15 +325,18 @@ class ExactIndex:
             self._state = _State.of(_Rows(stored.ids, stored.matrix))
         return True
 
-    def _save(self, state: _State, change_number: int) -> bool:
+    def _header(self, change_number: int) -> MatrixHeader:
+        return MatrixHeader(self._vectors.identity(), change_number, self._vectors.encoding())
+
+    def _save(self, state: _State, change_number: int, header: MatrixHeader | None = None) -> bool:
         """Write the live rows of ``state`` to the matrix file if there is one to write; True if
-        they were."""
+        they were. Given its ``header``, it reads nothing from the store (run in any thread)."""
         if self._cache is None:
             return False
         if len(state) < MATRIX_FILE_MIN:
             self._cache.path.unlink(missing_ok=True)  # a stale file would only be read in vain
             return False
-        header = MatrixHeader(self._vectors.identity(), change_number, self._vectors.encoding())
+        header = header or self._header(change_number)
         ids, blocks = state.merged()
         try:
             write_matrix(self._cache, header, ids, blocks)

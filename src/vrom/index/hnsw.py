@@ -159,7 +159,7 @@ def _sidecar_matches(
     )
 
 
-class GraphBehind(Exception):  # noqa: N818 (a signal to the caller, never shown to a user)
+class GraphBehind(StorageError):
     """Raised by a graph that may not rebuild itself (``HnswIndex(rebuilds=False)``) when only a
     build would bring it up to the store: the caller searches exactly and builds one beside."""
 
@@ -311,7 +311,10 @@ class HnswIndex:
             return False
         if not (self._replay_current() or self._open_cached()):
             if not self._rebuilds:
-                raise GraphBehind("the graph is too far behind its store to catch up")
+                raise GraphBehind(
+                    f"the vector graph {self.path or '(in memory)'} is too far behind its store "
+                    "to catch up: search exactly while one is built"
+                )
             self._build()
         self._generation = generation
         return True

@@ -143,16 +143,21 @@ class VectorIndex:
         return self._index
 
     def wait_for_graph(self) -> ExactIndex | HnswIndex:
-        """Wait for a graph being built beside the searches, if one is, and return the index
-        searches use then (for tests and benches: searches never wait)."""
-        self.current  # noqa: B018 (chooses the index, starting a build that is due)
+        """Wait for a graph (or an exact index's matrix file) being built beside the searches,
+        if one is, and return the index searches use then (for tests and benches: searches
+        never wait)."""
+        from vrom.index.exact import ExactIndex
+
+        index = self.current  # chooses the index, starting a build that is due
+        if isinstance(index, ExactIndex):
+            index.wait_for_file()
         self._graph_build.wait()
         return self.current
 
     def _exact(self) -> ExactIndex:
         from vrom.index.exact import ExactIndex
 
-        return ExactIndex(self._vectors, self._metric, cache=self._matrix_cache)
+        return ExactIndex(self._vectors, self._metric, cache=self._matrix_cache, writes_beside=True)
 
     def _saved_graph(self) -> HnswIndex | None:
         """Return the graph saved beside the store if it catches up without a build, else None."""
