@@ -22,8 +22,9 @@ from vrom.corpus import Corpus
 from vrom.embed import EmbedderBinding
 from vrom.index import exact
 from vrom.index.cache_files import STALE_TEMPORARY_SECONDS
-from vrom.index.exact import ExactIndex, best_rows, one_blas_thread
+from vrom.index.exact import ExactIndex
 from vrom.index.matrix_file import MatrixHeader, read_matrix, write_matrix
+from vrom.index.scoring import best_rows, one_blas_thread
 from vrom.ingest.embedding import FINGERPRINT_META_KEY
 from vrom.store import Sidecar
 from vrom.store.sqlite import SQLiteStore

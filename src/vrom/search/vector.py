@@ -250,7 +250,7 @@ class VectorIndex:
 
         found = current_count(self._vectors, self._matrix_cache)
         if found is None:
-            from vrom.index.hnsw import cached_vector_count  # usearch: only when needed
+            from vrom.index.graph_file import cached_vector_count
 
             found = cached_vector_count(self._vectors, self._cache)
         count = self._vectors.count() if found is None else found
@@ -272,7 +272,8 @@ class VectorIndex:
     def settings(self) -> dict[str, Any]:
         """Return how this index is configured: the choice (``auto``, ``flat``, ``hnsw``), the
         metric, the HNSW threshold and search width, and the graph's build parameters."""
-        from vrom.index.hnsw import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH, GRAPH_DTYPE
+        from vrom.index.graph_file import CONNECTIVITY, GRAPH_DTYPE
+        from vrom.index.hnsw import EXPANSION_ADD, EXPANSION_SEARCH
 
         if self._native is not None:
             engine = self._native.search_engine()
@@ -297,8 +298,8 @@ class VectorIndex:
 
     def graph(self) -> dict[str, Any]:
         """Return what the graph file cached beside the store is (see
-        `vrom.index.hnsw.graph_facts`); nothing is loaded."""
-        from vrom.index.hnsw import graph_facts
+        `vrom.index.graph_file.graph_facts`); nothing is loaded."""
+        from vrom.index.graph_file import graph_facts
 
         return graph_facts(self._vectors, self._cache, self._metric)
 
