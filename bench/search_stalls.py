@@ -41,13 +41,19 @@ QUERIES = [
 ]
 
 
+def _holds(corpus: Corpus) -> tuple[bool, str]:
+    """Return whether the keyword copy is held, and the vector index searched (loading none)."""
+    index = corpus.index._index  # the one searched now, if loaded
+    return corpus.keyword.index is not None, type(index).__name__ if index else "none"
+
+
 def _run(corpus: Corpus, queries: list[str], mode: str, label: str) -> None:
-    held = corpus.keyword.index is not None, corpus.index.mode()
+    held = _holds(corpus)
     for number, query in enumerate(queries, 1):
         wall, cpu = time.perf_counter(), time.process_time()
         hits = corpus.search(query, k=10, mode=mode)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        now = corpus.keyword.index is not None, corpus.index.mode()
+        now = _holds(corpus)
         if now != held:
             print(f"-- from here on: keyword copy {'held' if now[0] else 'none'}, vectors {now[1]}")
             held = now
@@ -77,14 +83,12 @@ def main() -> None:
     queries = (QUERIES * (1 + args.queries // len(QUERIES)))[: args.queries]
     try:
         _run(corpus, queries, args.mode, "search")
-        wait = getattr(corpus.keyword, "wait_for_copy", None)
-        if args.wait and wait is not None:
-            wait()
+        if args.wait:
+            corpus.keyword.wait_for_copy()
+            corpus.index.wait_for_graph()
             _run(corpus, queries, args.mode, "after ")
-        print(
-            f"keyword copy: {'held' if corpus.keyword.index is not None else 'none'}; "
-            f"vector index: {corpus.index.mode()}"
-        )
+        copy, index = _holds(corpus)
+        print(f"keyword copy: {'held' if copy else 'none'}; vector index: {index}")
     finally:
         corpus.close()
 

@@ -44,10 +44,13 @@ file already saved beside the store whenever one is current or a few changes beh
 one-shot ``vrom search`` (or many of them while another process re-indexes, which leaves the
 graph file far behind) never waits for a build; a long-lived process (``vrom mcp``) builds
 once, after its first few hundred searches, and saves the graph for every later process. An
-index given ``kind="hnsw"`` or its own ``hnsw_threshold`` builds its graph when due, as asked."""
+index given ``kind="hnsw"`` or its own ``hnsw_threshold`` builds its graph when due, as asked.
+No search waits for a build either way: the graph is built beside the searches, from the exact
+index's vectors, while they are searched exactly (`VectorIndex.current`)."""
 BUILD_SECONDS_PER_VECTOR = 80e-6
 """What building the graph is taken to cost per vector (bench/vector_engines.py on two cores:
-0.25 s at 5k vectors, 0.6 s at 10k, 1.6 s at 20k)."""
+0.25 s at 5k vectors, 0.6 s at 10k, 1.6 s at 20k); exact searches count their CPU time against
+it (`time.thread_time`: on a loaded machine wall time counts the wait for a core)."""
 MODES = ("hybrid", "keyword", "vector", "rerank")
 INDEX_KINDS = ("auto", "flat", "hnsw")
 
