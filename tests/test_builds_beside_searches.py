@@ -11,6 +11,8 @@ return exactly what the exact path returns; once released the structure is taken
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -204,3 +206,42 @@ def test_a_vector_search_never_writes_the_matrix_file_inside_it(
         assert [h.id for h in docs.search("river1 copper3", k=5, mode="vector")] == found
         assert docs._corpus.index.current is index and index.load_count == 1
         assert not index._state.base.matrix.flags.writeable, "the file's mapping is searched"
+
+
+EXITS_MID_BUILD = """
+import sys, threading
+from vrom import Collection, Embedder
+from vrom.index import background, hnsw
+
+adding = threading.Event()
+real_add = hnsw._add
+
+def add_once_the_process_exits(*args):
+    adding.set()
+    background._EXITING.wait()  # the graph's threads run while the process exits
+    real_add(*args)
+
+hnsw._add = add_once_the_process_exits
+docs = Collection.open("docs", embedder=Embedder.fake(256), storage=sys.argv[1], index="hnsw")
+assert len(docs.search("river1 copper3", k=5)) == 5
+adding.wait()
+print("exiting mid-build", flush=True)
+"""
+
+
+def test_a_process_that_exits_while_a_graph_is_built_exits_cleanly(tmp_path: Path) -> None:
+    """usearch builds on native threads; a process exiting under them aborted ("terminate
+    called without an active exception"). The exit waits for the part under way, then the
+    build stops."""
+    documents = [{"id": f"d{n}", "text": f"{WORDS[n % 40]} item{n}"} for n in range(3_000)]
+    with Collection.open("docs", embedder=Embedder.fake(256), storage=tmp_path) as docs:
+        docs.add(documents)
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS_MID_BUILD, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "exiting mid-build\n" and "terminate" not in done.stderr
+    assert not (tmp_path / "docs.db.hnsw.usearch").exists(), "stopped, not finished"

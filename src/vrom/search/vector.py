@@ -91,7 +91,9 @@ class VectorIndex:
         self._counted: tuple[int, int] | None = None  # (change number, vectors then)
         self._exact_seconds = 0.0  # spent in exact searches while a graph was due but unpaid
         self._renting: float | None = None  # what the due graph costs, while searching exactly
-        self._graph_build: BackgroundBuild[HnswIndex] = BackgroundBuild("the vector graph")
+        self._graph_build: BackgroundBuild[HnswIndex] = BackgroundBuild(
+            "the vector graph", stops_at_exit=True
+        )
         self._wants_graph = False  # the last choice was a graph (built beside, if need be)
 
     @classmethod
