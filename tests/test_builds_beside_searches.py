@@ -245,3 +245,20 @@ def test_a_process_that_exits_while_a_graph_is_built_exits_cleanly(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert done.stdout == "exiting mid-build\n" and "terminate" not in done.stderr
     assert not (tmp_path / "docs.db.hnsw.usearch").exists(), "stopped, not finished"
+
+
+def test_a_store_in_memory_is_searched_by_fts5_and_never_copied_beside(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A store in memory has no second connection to read its index on: it keeps FTS5 (a copy
+    is made there only when asked, `KeywordRanker.copy_index`)."""
+    monkeypatch.setattr(keyword_module, "COPY_SECONDS_PER_CHUNK", 0.0)
+    with Collection.open("docs", embedder=None) as docs:
+        docs.add([{"id": f"d{n}", "text": f"{WORDS[n % 40]} item{n}"} for n in range(50)])
+        ranker = docs._corpus.keyword
+        first = [h.id for h in docs.search("river1 lantern3", k=5, mode="keyword")]
+        assert first and ranker.wait_for_copy() is None
+        assert [h.id for h in docs.search("river1 lantern3", k=5, mode="keyword")] == first
+        assert ranker.wait_for_copy() is None, "not tried again"
+        assert ranker.copy_index() is not None, "made when asked"
+        assert [h.id for h in docs.search("river1 lantern3", k=5, mode="keyword")] == first

@@ -538,14 +538,7 @@ class SQLiteDocuments:
     def keyword_postings_apart(self) -> KeywordPostings | None:
         """Return the whole keyword index read on a connection of its own, safe to call from
         another thread while this store is used (None in memory: the store has no other)."""
-        reader = self._db.reader()
-        if reader is None:
-            return None
-        try:
-            with reader.guard("reading the keyword index"), reader.read_snapshot():
-                return sqlite_keyword.postings(reader)
-        finally:
-            reader.close()
+        return sqlite_keyword.postings_apart(self._db)
 
     def keyword_tokens(self, text: str) -> tuple[str, ...]:
         """Return the index tokens ``text`` becomes as a quoted query string, in order."""
