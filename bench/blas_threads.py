@@ -4,7 +4,7 @@
         [--queries 200] [--rounds 6] [--busy 0,1] [--out bench/results/blas_threads.json]
 
 Exact search scores a query with one float32 matrix-vector product, then picks the top 10
-(`vrom.index.exact.best_rows`); this measures that, on seeded random unit vectors, with BLAS
+(`vrom.index.scoring.best_rows`); this measures that, on seeded random unit vectors, with BLAS
 limited to one thread (threadpoolctl) and with BLAS's default, in alternating rounds in one
 process (so both see the same machine), and prints the p50 of each, median over the rounds, and
 their ratio (below 1: one thread is faster). ``--busy N`` also runs each size with N processes
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from vrom import __version__
-from vrom.index.exact import best_rows
+from vrom.index.scoring import best_rows
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "blas_threads.json"

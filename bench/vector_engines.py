@@ -54,7 +54,8 @@ import numpy.typing as npt
 from vrom import __version__
 from vrom.index.codec import encode
 from vrom.index.exact import ExactIndex
-from vrom.index.hnsw import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH, HnswIndex
+from vrom.index.graph_file import CONNECTIVITY
+from vrom.index.hnsw import EXPANSION_ADD, EXPANSION_SEARCH, HnswIndex
 from vrom.store import ChunkRecord, DocumentRecord
 from vrom.store.sqlite import SQLiteStore
 

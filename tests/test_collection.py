@@ -288,6 +288,7 @@ def test_every_index_kind_answers_like_exact_search(tmp_path: Path, index: str) 
     exact.add(batch)
     docs = Collection.open("kinds", embedder=Embedder.fake(256), storage=tmp_path, index=index)
     docs.add(batch)
+    docs._corpus.index.wait_for_graph()  # a graph is built beside searches: the test is of it
     for _ in range(20):
         query = " ".join(f"w{rng.randrange(400)}" for _ in range(3))
         truth = [h.score for h in exact.search(query, k=5)]
@@ -528,7 +529,7 @@ def test_a_list_field_passes_when_any_item_does() -> None:
 
 
 def _graph_builds(docs: Collection) -> int:
-    index = docs._corpus.index.current
+    index = docs._corpus.index.wait_for_graph()
     assert isinstance(index, HnswIndex)
     return index.build_count
 

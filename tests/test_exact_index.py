@@ -22,8 +22,9 @@ from vrom.corpus import Corpus
 from vrom.embed import EmbedderBinding
 from vrom.index import exact
 from vrom.index.cache_files import STALE_TEMPORARY_SECONDS
-from vrom.index.exact import ExactIndex, best_rows, one_blas_thread
+from vrom.index.exact import ExactIndex
 from vrom.index.matrix_file import MatrixHeader, read_matrix, write_matrix
+from vrom.index.scoring import best_rows, one_blas_thread
 from vrom.ingest.embedding import FINGERPRINT_META_KEY
 from vrom.store import Sidecar
 from vrom.store.sqlite import SQLiteStore
@@ -241,7 +242,9 @@ def test_a_current_file_counts_the_vectors_for_the_choice_of_index(
 ) -> None:
     store.set_meta(FINGERPRINT_META_KEY, Embedder.fake(32).fingerprint.to_json())
     model = EmbedderBinding.of(Embedder.fake(32))
-    assert len(Corpus(store, model).index.current) == TOTAL  # reads the store, writes the file
+    first = Corpus(store, model).index
+    assert len(first.current) == TOTAL  # reads the store, has the file written beside
+    first.wait_for_graph()
 
     def counted() -> int:
         raise AssertionError("the store's vectors were counted")
@@ -269,7 +272,7 @@ def test_changes_far_from_the_threshold_are_not_counted_again(
     add_note(store, "new/b.md", unit_vectors(10, seed=6))
     assert isinstance(far.index.current, ExactIndex)
     assert counts == [1], "3,020 at most: far below the default threshold, not counted"
-    assert not isinstance(near.index.current, ExactIndex), "3,010 + 10 may reach it: counted"
+    assert not isinstance(near.index.wait_for_graph(), ExactIndex), "3,010 + 10: counted"
     assert counts == [1, 1]
 
 

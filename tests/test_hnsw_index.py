@@ -322,13 +322,14 @@ def test_the_searcher_switches_to_hnsw_at_the_threshold(store: SQLiteStore) -> N
     model = EmbedderBinding.of(Embedder.fake(DIMS))
     store.set_meta(FINGERPRINT_META_KEY, Embedder.fake(DIMS).fingerprint.to_json())
     assert isinstance(Corpus(store, model).index.current, ExactIndex)
-    assert isinstance(Corpus(store, model, hnsw_threshold=total).index.current, HnswIndex)
+    built = Corpus(store, model, hnsw_threshold=total).index.wait_for_graph()
+    assert isinstance(built, HnswIndex)
     growing = Corpus(store, model, hnsw_threshold=total + 50)
     assert isinstance(growing.index.current, ExactIndex)
     index = growing.index.current
     assert growing.index.current is index, "kept while the store is unchanged"
     _add_note(store, "c/more.md", _unit_vectors(50, seed=3))
-    assert isinstance(growing.index.current, HnswIndex)
+    assert isinstance(growing.index.wait_for_graph(), HnswIndex)
     hits = growing.search("chunk", k=5, where={"path": "c/"}, mode="vector")
     assert len(hits) == 5 and all(h.path == "c/more.md" for h in hits)
 
@@ -356,7 +357,7 @@ def test_below_the_exact_ceiling_a_graph_is_built_only_once_searching_paid_for_i
     monkeypatch.setattr(vector_module, "BUILD_SECONDS_PER_VECTOR", 1e-12)  # paid by one search
     long_lived = Corpus(store, model)
     exact = long_lived.search("chunk", k=5, mode="vector")
-    assert isinstance(long_lived.index.current, HnswIndex), "its first search paid for it"
+    assert isinstance(long_lived.index.wait_for_graph(), HnswIndex), "its first search paid"
     found = long_lived.search("chunk", k=5, mode="vector")  # float16 graph: ids, not scores
     assert [h.chunk_id for h in found] == [h.chunk_id for h in exact]
     long_lived.close()

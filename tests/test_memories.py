@@ -530,7 +530,7 @@ def test_memories_past_the_threshold_are_recalled_through_an_hnsw_graph(
     with Vault.open(vault_dir, tmp_path / "state", embedder=Embedder.fake(), hnsw_threshold=2) as v:
         made = _remember_facts(v.memories)
         assert v.memories.recall("espresso sugar", k=1)[0].memory.id == made["coffee"].id
-        assert type(v.corpus._memory_index.current).__name__ == "HnswIndex"
+        assert type(v.corpus._memory_index.wait_for_graph()).__name__ == "HnswIndex"
         assert list((tmp_path / "state").rglob("store.db.memories.hnsw.usearch")), "cached"
         v.memories.archive(made["coffee"].id)  # the filter keeps it out, graph or not
         assert all(h.memory.id != made["coffee"].id for h in v.memories.recall("espresso"))

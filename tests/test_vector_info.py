@@ -134,7 +134,8 @@ def test_the_graph_file_state_follows_the_store(tmp_path: Path) -> None:
         graph = vault.vector_info().graph
         assert (graph["state"], graph["bytes"], graph["vectors"]) == ("missing", None, None)
 
-        vault.search("orchard", mode="vector")  # builds and saves the graph
+        vault.search("orchard", mode="vector")  # has the graph built and saved beside it
+        vault.corpus.index.wait_for_graph()
         graph = vault.vector_info().graph
         path = Path(graph["path"])
         assert graph["state"] == "current" and graph["changes_behind"] == 0

@@ -278,7 +278,7 @@ def test_vector_options_reach_the_index(write_vault, tmp_path: Path) -> None:
         assert hits[0].path == "Cats.md"
         assert all(h.score <= 0 for h in hits), "euclidean scores are negated distances"
         assert {h.score_kind for h in hits} == {"euclidean"}
-        assert type(vault.corpus.index.current).__name__ == "HnswIndex"
+        assert type(vault.corpus.index.wait_for_graph()).__name__ == "HnswIndex"
         with pytest.raises(ValidationError, match="ef_search"):
             vault.search("cat", mode="vector", k=5, ef_search=2)
     with pytest.raises(ValidationError, match="metric"):

@@ -30,7 +30,8 @@ from vrom.collection import Collection
 from vrom.embed import Embedder
 from vrom.embed.default import DEFAULT_MODEL_ID
 from vrom.errors import PackError, StorageError, ValidationError
-from vrom.index.hnsw import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH, HnswIndex
+from vrom.index.graph_file import CONNECTIVITY
+from vrom.index.hnsw import EXPANSION_ADD, EXPANSION_SEARCH, HnswIndex
 from vrom.packs.manifest import (
     INDEX_NAME,
     MANIFEST_NAME,

@@ -11,29 +11,25 @@ searched too. Once those changes reach a tenth of the vectors (at least `COMPACT
 two are merged and the file is written again, as it is on `ExactIndex.close`. A store without
 files (in memory, encrypted) keeps everything in memory, caught up the same way.
 
-Scoring one query is a matrix-vector product, bound by memory speed rather than arithmetic; it
-runs on one BLAS thread (`one_blas_thread`). On a busy two-core machine (bench/blas_threads.py)
-one thread answered 10k vectors in 0.8 ms where two took 4.2 ms waiting for each other (16 ms
-beside one more busy process), and was as fast or faster at 50k and 100k.
+Rows are scored by `vrom.index.scoring`.
 """
 
 from __future__ import annotations
 
-import threading
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from vrom.errors import ValidationError
 from vrom.index import MATRIX_SUFFIX, METRICS, replay_limit
+from vrom.index.background import BackgroundBuild
 from vrom.index.cache_files import remove_stale_temporaries
 from vrom.index.codec import decode
 from vrom.index.matrix_file import MatrixHeader, read_matrix, write_matrix
+from vrom.index.scoring import best_rows, score_rows
 from vrom.store import Sidecar, Store, VectorChanges, VectorSource
 
 MATRIX_FILE_MIN = 1_000
@@ -115,11 +111,19 @@ class ExactIndex:
     -distance (higher is better).
 
     ``cache`` is where the matrix file lives (None: in memory only). ``load_count`` counts the
-    times this object read every vector from the store rather than open the file.
+    times this object read every vector from the store rather than open the file. With
+    ``writes_beside`` the file is written in a background thread (`vrom.index.background`),
+    never inside a search: the rows in memory answer meanwhile, and the first search after
+    the file is written maps it instead.
     """
 
     def __init__(
-        self, vectors: VectorSource, metric: str = "cosine", *, cache: Sidecar | None = None
+        self,
+        vectors: VectorSource,
+        metric: str = "cosine",
+        *,
+        cache: Sidecar | None = None,
+        writes_beside: bool = False,
     ) -> None:
         if metric not in METRICS:
             raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
@@ -132,6 +136,8 @@ class ExactIndex:
         self._unsaved = 0  # changes replayed since the base rows were read or written
         self._swept = False  # the stale temporaries beside the cache file were removed
         self.load_count = 0
+        self._writes_beside = writes_beside
+        self._writing: BackgroundBuild[bool] = BackgroundBuild("the vector matrix file")
 
     @classmethod
     def for_chunks(cls, store: Store, metric: str = "cosine") -> ExactIndex:
@@ -147,6 +153,10 @@ class ExactIndex:
         # Read the generation before the rows: a write in between makes the index look older
         # than it is (one needless catch-up later), never newer.
         generation = self._vectors.generation()
+        written = self._writing.take()
+        if written is not None and written[0] and self._open_cached():  # map it: shared pages
+            self._generation = generation
+            return True
         if generation == self._generation:
             return False
         if not (self._replay_current() or self._open_cached()):
@@ -163,6 +173,16 @@ class ExactIndex:
         self._change_number = None
         self._state = _State.of(_Rows.empty())
         self._unsaved = 0
+
+    def rows_now(
+        self,
+    ) -> tuple[Callable[[], tuple[npt.NDArray[np.int64], Iterator[npt.NDArray[np.float32]]]], int]:
+        """Return the vectors held now, as a function giving their ids (ascending) and rows a
+        block at a time, and the store change they reflect: what a graph is built from in
+        another thread (the rows are never changed in place, so reading them there is safe)."""
+        self.refresh()
+        assert self._change_number is not None  # set by refresh
+        return self._state.merged, self._change_number
 
     # -- searching -------------------------------------------------------------------------
 
@@ -276,10 +296,19 @@ class ExactIndex:
                 matrix[start : start + len(block)] = block
             self._state = _State.of(_Rows(ids, matrix))
 
+    def wait_for_file(self) -> None:
+        """Wait for a matrix file being written beside the searches, if one is (for tests and
+        benches: searches never wait)."""
+        self._writing.wait()
+
     def _save_and_map(self, change_number: int) -> bool:
         """Write the rows held to the matrix file and search its mapping instead; True if the
-        file was written."""
+        file was written (or, with ``writes_beside``, is being written)."""
         count = len(self._state)
+        if self._writes_beside and self._cache is not None and count >= MATRIX_FILE_MIN:
+            state, header = self._state, self._header(change_number)
+            self._writing.start(lambda: self._write(state, header))
+            return True
         if not self._save(self._state, change_number):
             return False
         assert self._cache is not None
@@ -291,6 +320,9 @@ class ExactIndex:
             self._state = _State.of(_Rows(stored.ids, stored.matrix))
         return True
 
+    def _header(self, change_number: int) -> MatrixHeader:
+        return MatrixHeader(self._vectors.identity(), change_number, self._vectors.encoding())
+
     def _save(self, state: _State, change_number: int) -> bool:
         """Write the live rows of ``state`` to the matrix file if there is one to write; True if
         they were."""
@@ -299,7 +331,15 @@ class ExactIndex:
         if len(state) < MATRIX_FILE_MIN:
             self._cache.path.unlink(missing_ok=True)  # a stale file would only be read in vain
             return False
-        header = MatrixHeader(self._vectors.identity(), change_number, self._vectors.encoding())
+        if not self._write(state, self._header(change_number)):
+            return False
+        self._unsaved = 0
+        return True
+
+    def _write(self, state: _State, header: MatrixHeader) -> bool:
+        """Write the live rows of ``state`` to the matrix file; True if it was written. It
+        reads nothing from the store and changes nothing here (it runs in any thread)."""
+        assert self._cache is not None
         ids, blocks = state.merged()
         try:
             write_matrix(self._cache, header, ids, blocks)
@@ -311,7 +351,6 @@ class ExactIndex:
                 stacklevel=5,
             )
             return False
-        self._unsaved = 0
         return True
 
 
@@ -394,96 +433,3 @@ def _present(ids: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]) -> npt.N
     rows, wanted = rows[inside], wanted[inside]
     found: npt.NDArray[np.intp] = rows[ids[rows] == wanted]
     return found
-
-
-def score_rows(
-    matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32], metric: str
-) -> npt.NDArray[np.float32]:
-    """Return each row's score against ``query``: the dot product for ``cosine`` and ``dot``
-    (vectors are L2-normalised, so the dot product is the cosine) and the negated distance for
-    ``euclidean``. Higher is better."""
-    if not len(matrix):
-        return np.zeros(0, dtype=np.float32)
-    if metric == "euclidean":
-        distances: npt.NDArray[np.float32] = np.linalg.norm(matrix - query, axis=1)
-        return -distances
-    with one_blas_thread():
-        scores: npt.NDArray[np.float32] = matrix @ query
-    return scores
-
-
-def best_rows(
-    ids: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], k: int
-) -> npt.NDArray[np.intp]:
-    """Return the positions of the ``k`` highest ``scores``, best first.
-
-    Equal scores go by id, lowest first, the ones cut at the ``k``-th score included: the
-    answer depends on the (id, score) pairs only, not on the order they come in.
-    """
-    k = min(k, len(ids))
-    if k <= 0:
-        return np.zeros(0, dtype=np.intp)
-    candidates: npt.NDArray[np.intp] = np.arange(len(ids))
-    if k < len(ids):
-        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-        candidates = np.flatnonzero(scores >= kth)
-    order = np.lexsort((ids[candidates], -scores[candidates]))[:k]
-    best: npt.NDArray[np.intp] = candidates[order]
-    return best
-
-
-def nearest_rows(
-    ids: npt.NDArray[np.int64],
-    matrix: npt.NDArray[np.float32],
-    query: npt.NDArray[np.float32],
-    k: int,
-    metric: str,
-) -> list[tuple[int, float]]:
-    """Return the ``k`` (id, score) pairs of the rows nearest to ``query``, best first (exact;
-    scores as `score_rows` gives them, equal ones by id)."""
-    scores = score_rows(matrix, query, metric)
-    return [(int(ids[i]), float(scores[i])) for i in best_rows(ids, scores, k)]
-
-
-class _OneBlasThread:
-    """Limits BLAS to one thread while any search in the process scores, then restores it.
-
-    A count, not a plain limit per call: two threads searching at once would otherwise restore
-    each other's limit and leave BLAS on one thread for good. Without threadpoolctl (an
-    environment installed without it) BLAS keeps its own threads.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._blas: Any = None  # threadpoolctl's BLAS libraries, found on first use
-        self._limiter: Any = None
-
-    @contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self._lock:
-            if self._users == 0:
-                self._limiter = self._limit()
-            self._users += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0 and self._limiter is not None:
-                    self._limiter.restore_original_limits()
-                    self._limiter = None
-
-    def _limit(self) -> Any:
-        if self._blas is None:
-            try:
-                from threadpoolctl import ThreadpoolController  # only exact search needs it
-            except ImportError:
-                self._blas = False
-            else:
-                self._blas = ThreadpoolController().select(user_api="blas")
-        return self._blas.limit(limits=1) if self._blas else None
-
-
-one_blas_thread = _OneBlasThread()
-"""``with one_blas_thread():`` runs the block's BLAS calls on one thread (see `_OneBlasThread`)."""

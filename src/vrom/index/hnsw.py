@@ -26,9 +26,9 @@ import math
 import mmap
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -42,21 +42,30 @@ from usearch.compiled import (
 
 from vrom.errors import StorageError, ValidationError
 from vrom.index import GRAPH_SUFFIX, METRICS, replay_limit
+from vrom.index.background import BuildStopped, exiting
 from vrom.index.cache_files import remove_stale_temporaries, temporary
 from vrom.index.codec import decode
-from vrom.index.exact import nearest_rows
+from vrom.index.graph_file import (
+    CONNECTIVITY,
+    FORMAT_VERSION,
+    GRAPH_DTYPE,
+    file_identity,
+    read_sidecar,
+    sidecar_matches,
+    sidecar_path,
+)
+from vrom.index.scoring import nearest_rows
 from vrom.store import Sidecar, Store, VectorChanges, VectorSource
 
-FORMAT_VERSION = 2
-CONNECTIVITY = 16
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 128
 """The default search breadth. On real all-MiniLM-L6-v2 vectors (bench/vector_engines.py) 64
 gave recall@10 0.987 at 5k vectors, 0.980 at 10k and 0.972 at 20k against exact; 128 gives
 0.998, 0.993 and 0.988 for 1.4-1.6x the time (0.15-0.33 ms)."""
-GRAPH_DTYPE = "f16"
-"""The graph holds each vector as float16: half the space of float32."""
 _GRAPH_SCALAR = ScalarKind.F16
+_BUILD_PART = 1_024
+"""A graph built beside searches adds this many vectors at a time (~0.1 s), checking between
+them whether the process exits (`vrom.index.background`)."""
 OVERSAMPLE = 3
 """A filtered graph search gathers ``OVERSAMPLE·k/selectivity`` candidates before filtering."""
 FILTER_EXPANSION = 2
@@ -75,88 +84,9 @@ _USEARCH_METRICS = {"cosine": MetricKind.IP, "dot": MetricKind.IP, "euclidean": 
 # and result objects (~40 µs a search).
 
 
-def _file_identity(info: os.stat_result) -> list[int]:
-    # A sidecar describes exactly one graph file: two writers racing can't pair it with another.
-    return [info.st_size, info.st_mtime_ns, info.st_ino]
-
-
-def cached_vector_count(vectors: VectorSource, cache: Sidecar | None) -> int | None:
-    """Return how many vectors the cached graph holds if it is current, else None."""
-    meta = None if cache is None else _read_sidecar(cache.path)
-    if meta is None or not _sidecar_matches(meta, vectors):
-        return None
-    if meta.get("changes") != vectors.change_number():
-        return None
-    count = meta.get("count")
-    return count if isinstance(count, int) else None
-
-
-def graph_facts(vectors: VectorSource, cache: Sidecar | None, metric: str) -> dict[str, Any]:
-    """Return what the graph file cached for ``vectors`` is, without loading it.
-
-    Keys: ``path``, ``bytes``, ``vectors`` (in the graph), ``changes_behind`` (vectors changed
-    in the store since the graph was saved) and ``state``: ``current`` (it reflects the
-    store's latest vector change), ``behind`` (the next search replays those few changes into
-    it), ``rebuild`` (too far behind, unreadable, or of another store or metric: the next
-    search that needs it builds it again from the store), ``missing`` (none saved yet), or
-    ``none`` (the store keeps no file beside it: in memory, or encrypted).
-    """
-    facts: dict[str, Any] = {
-        "path": None if cache is None else str(cache.path),
-        "state": "none" if cache is None else "missing",
-        "bytes": None,
-        "vectors": None,
-        "changes_behind": None,
-    }
-    if cache is None:
-        return facts
-    try:
-        info = cache.path.stat()
-    except OSError:
-        return facts
-    facts.update(bytes=info.st_size, state="rebuild")
-    meta = _read_sidecar(cache.path)
-    if meta is None or not _sidecar_matches(meta, vectors, metric):
-        return facts
-    count = meta.get("count")
-    if not isinstance(count, int):
-        return facts
-    facts["vectors"] = count
-    changes = vectors.changes(meta["changes"])
-    if _file_identity(info) != meta.get("file") or changes is None:
-        return facts
-    facts["changes_behind"] = len(changes.keys)
-    if len(changes.keys) <= replay_limit(count):
-        facts["state"] = "behind" if changes.keys else "current"
-    return facts
-
-
-def _sidecar_path(path: Path) -> Path:
-    return path.with_suffix(".json")
-
-
-def _read_sidecar(path: Path) -> dict[str, Any] | None:
-    try:
-        meta = json.loads(_sidecar_path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
-
-
-def _sidecar_matches(
-    meta: dict[str, Any], vectors: VectorSource, metric: str | None = None
-) -> bool:
-    expected: dict[str, Any] = {
-        "format": FORMAT_VERSION,
-        "store": vectors.identity(),
-        "dtype": GRAPH_DTYPE,
-        "connectivity": CONNECTIVITY,
-    }
-    if metric is not None:
-        expected["metric"] = metric
-    return all(meta.get(key) == value for key, value in expected.items()) and isinstance(
-        meta.get("changes"), int
-    )
+class GraphBehind(StorageError):
+    """Raised by a graph that may not rebuild itself (``HnswIndex(rebuilds=False)``) when only a
+    build would bring it up to the store: the caller searches exactly and builds one beside."""
 
 
 class _Graph:
@@ -175,7 +105,8 @@ class HnswIndex:
 
     ``path`` is where the graph is cached: beside the store's database file (None for a store
     without one; the graph then lives in memory only). ``build_count`` counts the graphs this
-    object built from the store rather than opened from the cache.
+    object built from the store rather than opened from the cache. With ``rebuilds=False`` a
+    graph never builds itself: where it would, its search raises `GraphBehind`.
     """
 
     def __init__(
@@ -185,6 +116,7 @@ class HnswIndex:
         *,
         cache: Sidecar | None = None,
         expansion_search: int = EXPANSION_SEARCH,
+        rebuilds: bool = True,
     ) -> None:
         if metric not in METRICS:
             raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
@@ -199,6 +131,45 @@ class HnswIndex:
         self._unsaved = 0  # changes replayed into the graph since it was last saved
         self._graph: _Graph | None = None
         self._swept = False  # the stale temporaries beside the cache file were removed
+        self._rebuilds = rebuilds
+
+    @classmethod
+    def built(
+        cls,
+        vectors: VectorSource,
+        rows: Callable[[], tuple[npt.NDArray[np.int64], Iterator[npt.NDArray[np.float32]]]],
+        change_number: int,
+        identity: str,
+        metric: str = "cosine",
+        *,
+        cache: Sidecar | None = None,
+        expansion_search: int = EXPANSION_SEARCH,
+    ) -> HnswIndex:
+        """Return a graph built from ``rows()`` (ids ascending, their vectors a block at a
+        time): the store's vectors as of ``change_number``, its ``identity`` given. It reads
+        nothing from the store, so it can be built in another thread (`VectorIndex` does); it
+        catches up with later changes on its first search, and never rebuilds itself."""
+        index = cls(vectors, metric, cache=cache, expansion_search=expansion_search, rebuilds=False)
+        ids, blocks = rows()
+        graph: Index | None = None
+        start = 0
+        for block in blocks:
+            if graph is None:
+                graph = _new_index(block.shape[1], _USEARCH_METRICS[metric], _GRAPH_SCALAR)
+                graph.expansion_search = index._expansion_search
+            for at in range(0, len(block), _BUILD_PART):
+                if exiting():  # usearch's threads must be done before the process exits
+                    raise BuildStopped
+                part = block[at : at + _BUILD_PART]
+                keys = ids[start : start + len(part)].astype(np.uint64)
+                _add(graph, keys, np.ascontiguousarray(part, dtype=np.float32))
+                start += len(part)
+        index._change_number = change_number
+        index.build_count = 1
+        if graph is not None:
+            index._graph = _Graph(graph)
+            index._save(graph, identity)
+        return index
 
     @classmethod
     def for_chunks(
@@ -268,6 +239,11 @@ class HnswIndex:
         if generation == self._generation:
             return False
         if not (self._replay_current() or self._open_cached()):
+            if not self._rebuilds:
+                raise GraphBehind(
+                    f"the vector graph {self.path or '(in memory)'} is too far behind its store "
+                    "to catch up: search exactly while one is built"
+                )
             self._build()
         self._generation = generation
         return True
@@ -402,9 +378,9 @@ class HnswIndex:
             return False
         if not self._swept:
             self._swept = True
-            remove_stale_temporaries(self.path, _sidecar_path(self.path))
-        meta = _read_sidecar(self.path)
-        if meta is None or not _sidecar_matches(meta, self._vectors, self._metric):
+            remove_stale_temporaries(self.path, sidecar_path(self.path))
+        meta = read_sidecar(self.path)
+        if meta is None or not sidecar_matches(meta, self._vectors, self._metric):
             return False
         changes = self._vectors.changes(meta["changes"])
         count = meta.get("count")
@@ -414,7 +390,7 @@ class HnswIndex:
             return False
         try:
             with open(self.path, "rb") as file:
-                if _file_identity(os.fstat(file.fileno())) != meta.get("file"):
+                if file_identity(os.fstat(file.fileno())) != meta.get("file"):
                     return False
                 # Map the file we checked, not the path: another process may replace it.
                 mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
@@ -456,21 +432,22 @@ class HnswIndex:
         self._graph = _Graph(index)  # the old view goes first: some systems can't replace it
         self._save(index)
 
-    def _save(self, index: Index) -> None:
-        """Write the graph, then its sidecar, each via a temporary file and an atomic rename."""
+    def _save(self, index: Index, store: str | None = None) -> None:
+        """Write the graph, then its sidecar, each via a temporary file and an atomic rename
+        (``store``: the store's identity, when known already)."""
         if self.path is None or self._change_number is None:
             return
-        sidecar = _sidecar_path(self.path)
+        sidecar = sidecar_path(self.path)
         temporaries: list[str] = []
         try:
             graph_tmp = temporary(self.path, temporaries, self._cache)
             index.save_index_to_path(graph_tmp, None)
             with open(graph_tmp, "rb") as file:
                 os.fsync(file.fileno())
-                identity = _file_identity(os.fstat(file.fileno()))
+                identity = file_identity(os.fstat(file.fileno()))
             meta = {
                 "format": FORMAT_VERSION,
-                "store": self._vectors.identity(),
+                "store": self._vectors.identity() if store is None else store,
                 "changes": self._change_number,
                 "count": len(index),
                 "dims": index.ndim,

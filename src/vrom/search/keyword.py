@@ -8,20 +8,24 @@ exclusions always go there). Both give the same rows in the same order.
 When to copy the index is a rent-or-buy choice: a copy costs about as much as a few dozen
 store searches, and a store that changes between every two searches (an agent adding and
 asking in turn) would throw each copy away. So after the index changes, searches go to the
-store until the time they took there adds up to what the last copy cost (an estimate before
-the first), and then the copy is made: never more than twice the time the better choice in
-hindsight would have spent, and a one-shot command never pays for a copy.
+store until the CPU time they took there adds up to what the last copy cost (an estimate
+before the first), and then the copy is made: never more than twice the time the better choice
+in hindsight would have spent, and a one-shot command never pays for a copy. The copy is made
+beside the searches, never inside one (`vrom.index.background`): a thread reads the index on a
+connection of its own while searches go on to the store, and the first search after it is done
+takes it. A store with no second connection (one in memory) is copied only when asked
+(`KeywordRanker.copy_index`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from vrom.errors import ValidationError, shown
+from vrom.index.background import BackgroundBuild
 from vrom.ingest.okf import stale_after
 from vrom.results import Hit
 from vrom.search.excerpt import excerpt
@@ -92,9 +96,11 @@ def make_hit(
 
 KeywordSearch = Callable[[KeywordQuery, int, "Where | None"], list[KeywordRow]]
 """A keyword retriever: (query, limit, filter) → rows, best BM25 first."""
-COPY_SECONDS_PER_CHUNK = 50e-6
-"""What copying a keyword index is taken to cost before a copy was timed (measured: 0.46 s for
-SciFact's 11,374 chunks, 40 µs a chunk, on two cores)."""
+COPY_SECONDS_PER_CHUNK = 175e-6
+"""What copying a keyword index is taken to cost, in CPU seconds, before a copy was timed: the
+most a chunk was seen to cost (a 1,063-note vault of link-heavy notes; 30-50 µs a chunk on the
+obsidian-hub vault and SciFact). Too high only defers a copy; the first copy's own cost decides
+from then on."""
 
 
 class KeywordRanker:
@@ -104,10 +110,11 @@ class KeywordRanker:
         self._documents = documents
         self._source = documents if isinstance(documents, KeywordPostingsSource) else None
         self._index: KeywordIndex | None = None
-        self._copy_seconds: float | None = None  # what the last copy took
+        self._copy_seconds: float | None = None  # what the last copy took, in CPU seconds
         self._chunks_counted: int | None = None  # for the first copy's estimate
-        self._owed = 0.0  # seconds spent in the store's search since the copy went stale
-        self._lock = threading.Lock()
+        self._owed = 0.0  # CPU seconds spent in the store's search since the copy went stale
+        self._copying: BackgroundBuild[KeywordIndex | None] = BackgroundBuild("the keyword copy")
+        self._failures_seen = 0  # a failed copy (logged) is tried again once paid for again
 
     @property
     def index(self) -> KeywordIndex | None:
@@ -122,13 +129,13 @@ class KeywordRanker:
         tokens = self._plain_tokens(query)
         if tokens is None or self._source is None:
             return self._documents.keyword_search(query, limit, where)
-        index = self._index
-        if index is None or index.version != self._source.keyword_version():
-            started = time.perf_counter()
+        index = self._current()
+        if index is None:
+            started = time.thread_time()
             rows = self._documents.keyword_search(query, limit, where)
-            self._owed += time.perf_counter() - started
+            self._owed += time.thread_time() - started
             if self._owed >= self._expected_copy_seconds():
-                self.copy_index()
+                self._copying.start(self._copy_apart)
             return rows
         if not index.answers(tokens):  # a word in half the chunks or more: FTS5 ranks it
             return self._documents.keyword_search(query, limit, where)
@@ -142,25 +149,58 @@ class KeywordRanker:
     def owners(self, chunk_ids: list[int]) -> dict[int, tuple[int, float]] | None:
         """Return chunk id → (document id, human relevance) from a current copy, or None
         when there is none (read the chunks instead). Chunks not held are left out."""
-        index = self._index
-        if index is None or self._source is None:
-            return None
-        if index.version != self._source.keyword_version():
-            return None
-        return index.owners(chunk_ids)
+        index = self._current()
+        return None if index is None else index.owners(chunk_ids)
 
     def copy_index(self) -> KeywordIndex | None:
-        """Copy the store's keyword index into memory now (None if the store has none)."""
+        """Copy the store's keyword index into memory now, in this thread (None if the store
+        has none); searches do not call it (they have it copied beside them)."""
         if self._source is None:
             return None
         from vrom.index.keyword import KeywordIndex  # numpy: only with a copy
 
-        with self._lock:
-            started = time.perf_counter()
-            index = KeywordIndex(self._source.keyword_postings())
-            self._copy_seconds = time.perf_counter() - started
-            self._index, self._owed = index, 0.0
+        started = time.thread_time()
+        index = KeywordIndex(self._source.keyword_postings())
+        self._adopt(index, time.thread_time() - started)
         return index
+
+    def wait_for_copy(self) -> KeywordIndex | None:
+        """Wait for a copy being made beside the searches, if one is, and return the copy
+        held then, current or not (for tests and benches: searches never wait)."""
+        self._copying.wait()
+        self._current()
+        return self._index
+
+    def _copy_apart(self) -> KeywordIndex | None:
+        """Return a copy read on a connection of its own (run in the background thread)."""
+        assert self._source is not None
+        postings = self._source.keyword_postings_apart()
+        if postings is None:
+            return None
+        from vrom.index.keyword import KeywordIndex  # numpy: only with a copy
+
+        return KeywordIndex(postings)
+
+    def _current(self) -> KeywordIndex | None:
+        """Return the copy if it reflects the store's index now, taking one just made."""
+        if self._source is None:
+            return None
+        if self._copying.failures != self._failures_seen:
+            self._failures_seen, self._owed = self._copying.failures, 0.0
+        done = self._copying.take()
+        if done is not None:
+            made, seconds = done
+            if made is None:  # no second connection: never copied beside the searches
+                self._copy_seconds = float("inf")
+            else:
+                self._adopt(made, seconds)
+        index = self._index
+        if index is None or index.version != self._source.keyword_version():
+            return None
+        return index
+
+    def _adopt(self, index: KeywordIndex, seconds: float) -> None:
+        self._index, self._copy_seconds, self._owed = index, seconds, 0.0
 
     def _expected_copy_seconds(self) -> float:
         if self._copy_seconds is not None:

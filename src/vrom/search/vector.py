@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from vrom.errors import ValidationError, shown
+from vrom.index.background import BackgroundBuild
 from vrom.store import NearestVectors, Sidecar, VectorSource
 
 if TYPE_CHECKING:
@@ -43,10 +44,13 @@ file already saved beside the store whenever one is current or a few changes beh
 one-shot ``vrom search`` (or many of them while another process re-indexes, which leaves the
 graph file far behind) never waits for a build; a long-lived process (``vrom mcp``) builds
 once, after its first few hundred searches, and saves the graph for every later process. An
-index given ``kind="hnsw"`` or its own ``hnsw_threshold`` builds its graph when due, as asked."""
+index given ``kind="hnsw"`` or its own ``hnsw_threshold`` builds its graph when due, as asked.
+No search waits for a build either way: the graph is built beside the searches, from the exact
+index's vectors, while they are searched exactly (`VectorIndex.current`)."""
 BUILD_SECONDS_PER_VECTOR = 80e-6
 """What building the graph is taken to cost per vector (bench/vector_engines.py on two cores:
-0.25 s at 5k vectors, 0.6 s at 10k, 1.6 s at 20k)."""
+0.25 s at 5k vectors, 0.6 s at 10k, 1.6 s at 20k); exact searches count their CPU time against
+it (`time.thread_time`: on a loaded machine wall time counts the wait for a core)."""
 MODES = ("hybrid", "keyword", "vector", "rerank")
 INDEX_KINDS = ("auto", "flat", "hnsw")
 
@@ -87,6 +91,10 @@ class VectorIndex:
         self._counted: tuple[int, int] | None = None  # (change number, vectors then)
         self._exact_seconds = 0.0  # spent in exact searches while a graph was due but unpaid
         self._renting: float | None = None  # what the due graph costs, while searching exactly
+        self._graph_build: BackgroundBuild[HnswIndex] = BackgroundBuild(
+            "the vector graph", stops_at_exit=True
+        )
+        self._wants_graph = False  # the last choice was a graph (built beside, if need be)
 
     @classmethod
     def opened(cls, index: HnswIndex, vectors: VectorSource) -> VectorIndex:
@@ -103,8 +111,14 @@ class VectorIndex:
         ``kind="flat"`` or ``"hnsw"`` fixes the kind instead. It loads on first use (numpy and
         usearch are imported only then), and the choice is made again whenever the vectors
         change, and once exact searches have paid for a graph that was due (`EXACT_CEILING`).
+        A graph is never built here: one that is due and has no file to open (or only one too
+        far behind) is built beside the searches (`vrom.index.background`) from the exact
+        index's vectors, which answer meanwhile; the first search after it is done takes it.
         """
         generation = self._vectors.generation()
+        built = self._graph_build.take()
+        if built is not None and self._wants_graph:
+            self._index = built[0]  # the exact index goes (its file, a cache, is caught up later)
         paid = self._renting is not None and self._exact_seconds >= self._renting
         if self._index is None or generation != self._chosen_at or paid:
             # heavy imports: only vector search needs them, and usearch only the graph
@@ -112,25 +126,79 @@ class VectorIndex:
 
             due = self._uses_hnsw()
             self._renting = None
-            if due and self._graph_paid_for():
-                from vrom.index.hnsw import EXPANSION_SEARCH, HnswIndex
+            self._wants_graph = due and self._graph_paid_for()
+            if self._wants_graph:
+                from vrom.index.hnsw import HnswIndex
 
                 if not isinstance(self._index, HnswIndex):
-                    self.close()
-                    self._index = HnswIndex(
-                        self._vectors,
-                        self._metric,
-                        cache=self._cache,
-                        expansion_search=self._ef_search or EXPANSION_SEARCH,
-                    )
+                    graph = self._saved_graph()
+                    if graph is None:
+                        self._build_beside()
+                    else:
+                        self.close()
+                        self._index = graph
             else:
                 if due:  # a graph is due but not paid for: exact, timed, until it is
                     self._renting = self._build_seconds()
                 if not isinstance(self._index, ExactIndex):
                     self.close()
-                    self._index = ExactIndex(self._vectors, self._metric, cache=self._matrix_cache)
+                    self._index = self._exact()
             self._chosen_at = generation
+        assert self._index is not None
         return self._index
+
+    def wait_for_graph(self) -> ExactIndex | HnswIndex:
+        """Wait for a graph (or an exact index's matrix file) being built beside the searches,
+        if one is, and return the index searches use then (for tests and benches: searches
+        never wait)."""
+        from vrom.index.exact import ExactIndex
+
+        index = self.current  # chooses the index, starting a build that is due
+        if isinstance(index, ExactIndex):
+            index.wait_for_file()
+        self._graph_build.wait()
+        return self.current
+
+    def _exact(self) -> ExactIndex:
+        from vrom.index.exact import ExactIndex
+
+        return ExactIndex(self._vectors, self._metric, cache=self._matrix_cache, writes_beside=True)
+
+    def _saved_graph(self) -> HnswIndex | None:
+        """Return the graph saved beside the store if it catches up without a build, else None."""
+        from vrom.index.hnsw import EXPANSION_SEARCH, GraphBehind, HnswIndex
+
+        graph = HnswIndex(
+            self._vectors,
+            self._metric,
+            cache=self._cache,
+            expansion_search=self._ef_search or EXPANSION_SEARCH,
+            rebuilds=False,
+        )
+        try:
+            graph.refresh()
+        except GraphBehind:
+            return None
+        return graph
+
+    def _build_beside(self) -> None:
+        """Search exactly, and have a graph built from the exact index's vectors meanwhile."""
+        from vrom.index.exact import ExactIndex
+        from vrom.index.hnsw import EXPANSION_SEARCH, HnswIndex
+
+        if not isinstance(self._index, ExactIndex):
+            self.close()
+            self._index = self._exact()
+        if self._graph_build.running:
+            return
+        rows, change_number = self._index.rows_now()
+        vectors, identity, metric = self._vectors, self._vectors.identity(), self._metric
+        cache, search = self._cache, self._ef_search or EXPANSION_SEARCH
+        self._graph_build.start(
+            lambda: HnswIndex.built(
+                vectors, rows, change_number, identity, metric, cache=cache, expansion_search=search
+            )
+        )
 
     def _graph_paid_for(self) -> bool:
         """True when an ``auto`` index due for a graph may use one now (see `EXACT_CEILING`):
@@ -187,7 +255,7 @@ class VectorIndex:
 
         found = current_count(self._vectors, self._matrix_cache)
         if found is None:
-            from vrom.index.hnsw import cached_vector_count  # usearch: only when needed
+            from vrom.index.graph_file import cached_vector_count
 
             found = cached_vector_count(self._vectors, self._cache)
         count = self._vectors.count() if found is None else found
@@ -209,7 +277,8 @@ class VectorIndex:
     def settings(self) -> dict[str, Any]:
         """Return how this index is configured: the choice (``auto``, ``flat``, ``hnsw``), the
         metric, the HNSW threshold and search width, and the graph's build parameters."""
-        from vrom.index.hnsw import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH, GRAPH_DTYPE
+        from vrom.index.graph_file import CONNECTIVITY, GRAPH_DTYPE
+        from vrom.index.hnsw import EXPANSION_ADD, EXPANSION_SEARCH
 
         if self._native is not None:
             engine = self._native.search_engine()
@@ -234,8 +303,8 @@ class VectorIndex:
 
     def graph(self) -> dict[str, Any]:
         """Return what the graph file cached beside the store is (see
-        `vrom.index.hnsw.graph_facts`); nothing is loaded."""
-        from vrom.index.hnsw import graph_facts
+        `vrom.index.graph_file.graph_facts`); nothing is loaded."""
+        from vrom.index.graph_file import graph_facts
 
         return graph_facts(self._vectors, self._cache, self._metric)
 
@@ -256,19 +325,30 @@ class VectorIndex:
                 exact=not self._uses_hnsw(),
                 metric=self._metric,
             )
-        index = self.current
-        if self._renting is None:
-            return index.search(vector, k, allowed, ef_search)
-        started = time.perf_counter()
+        from vrom.index.hnsw import GraphBehind
+
         try:
-            return index.search(vector, k, allowed, ef_search)
-        finally:
-            self._exact_seconds += time.perf_counter() - started
+            index = self.current
+            if self._renting is None:
+                return index.search(vector, k, allowed, ef_search)
+            started = time.thread_time()  # what a search costs, not its wait for a core
+            try:
+                return index.search(vector, k, allowed, ef_search)
+            finally:
+                self._exact_seconds += time.thread_time() - started
+        except GraphBehind:  # too far behind to catch up: exact, and a graph built beside
+            self._build_beside()
+            return self.current.search(vector, k, allowed, ef_search)
 
     def refresh(self) -> None:
         """Catch up with vectors another process wrote (a database's own index always has)."""
         if self._native is None:
-            self.current.refresh()
+            from vrom.index.hnsw import GraphBehind
+
+            try:
+                self.current.refresh()
+            except GraphBehind:
+                self._build_beside()
 
     def close(self) -> None:
         """Let the index go, saving an HNSW graph's unsaved changes."""

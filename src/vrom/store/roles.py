@@ -135,6 +135,12 @@ class KeywordPostingsSource(Protocol):
         """Return the whole keyword index, read in the caller's snapshot."""
         ...
 
+    def keyword_postings_apart(self) -> KeywordPostings | None:
+        """Return the whole keyword index read on a connection of its own, safe to call from
+        another thread while the store is used; None when the store has no second
+        connection (one in memory)."""
+        ...
+
     def keyword_tokens(self, text: str) -> tuple[str, ...]:
         """Return the index tokens ``text`` becomes as a quoted query string, in order."""
         ...

@@ -52,6 +52,7 @@ class Database:
         self._depth = 0
         self._closed = False
         self._key = _checked_key(key)
+        self._read_only = read_only
         self.driver = _driver(self._key is not None)
         if self._path is None:
             self._connect(None, require_schema=False)
@@ -289,6 +290,15 @@ class Database:
             yield
         finally:
             self.conn.execute("COMMIT")
+
+    def reader(self) -> Database | None:
+        """Return a connection of its own to this store's file, for reading it from another
+        thread (a background build): its transactions are its own, so it never reads inside
+        this connection's, nor ends one. None in memory (there is no file to open again)."""
+        self.check_open()
+        if self._path is None:
+            return None
+        return Database(self._path, create=False, key=self._key, read_only=self._read_only)
 
     def check_open(self) -> None:
         """Raise `StorageError` if the store was closed."""

@@ -541,6 +541,11 @@ class SQLiteDocuments:
         with self._db.guard("reading the keyword index"), self._db.read_snapshot():
             return sqlite_keyword.postings(self._db)
 
+    def keyword_postings_apart(self) -> KeywordPostings | None:
+        """Return the whole keyword index read on a connection of its own, safe to call from
+        another thread while this store is used (None in memory: the store has no other)."""
+        return sqlite_keyword.postings_apart(self._db)
+
     def keyword_tokens(self, text: str) -> tuple[str, ...]:
         """Return the index tokens ``text`` becomes as a quoted query string, in order."""
         if self._tokenizer is None:

@@ -158,6 +158,19 @@ def postings(db: Database) -> KeywordPostings:
     )
 
 
+def postings_apart(db: Database) -> KeywordPostings | None:
+    """Return the keyword index's postings read on a second connection to ``db``'s file (safe
+    in another thread while ``db`` is used), or None for a store in memory (it has none)."""
+    reader = db.reader()
+    if reader is None:
+        return None
+    try:
+        with reader.guard("reading the keyword index"), reader.read_snapshot():
+            return postings(reader)
+    finally:
+        reader.close()
+
+
 def _averages(db: Database) -> tuple[int, int]:
     """Return (rows, tokens) from FTS5's averages record: its row count, then one token total
     per column, as SQLite varints."""
