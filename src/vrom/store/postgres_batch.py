@@ -20,7 +20,7 @@ from vrom.store.postgres_copy import copy_rows
 from vrom.store.postgres_database import Connection, PgDatabase
 from vrom.store.postgres_query import CONFIG, field_rows, fold
 from vrom.store.postgres_vectors import PgChunkVectors
-from vrom.store.records import DocumentWrite
+from vrom.store.records import ChunkRecord, DocumentRecord, DocumentWrite
 from vrom.store.storable import check_document
 
 _DOCUMENT_COLUMNS = (
@@ -187,6 +187,36 @@ def _write_rows(
     )
 
 
+def chunk_rows(
+    document_id: int, ids: Sequence[int], chunks: Sequence[ChunkRecord], document: DocumentRecord
+) -> list[tuple[Any, ...]]:
+    """Return the rows `PgDocuments.put` and `put_many` insert for a document's chunks, in the
+    chunks table's order: id, document, position, heading path, text ("" where the document's
+    whole text holds it), offsets, prev/next ids, content hash, then the folded title, heading
+    path and text the search vector is computed from."""
+    whole, title = document.text, fold(document.title)
+    return [
+        (
+            chunk_id,
+            document_id,
+            chunk.position,
+            chunk.heading_path,
+            ""
+            if whole is not None and whole[chunk.char_start : chunk.char_end] == chunk.text
+            else chunk.text,
+            chunk.char_start,
+            chunk.char_end,
+            ids[i - 1] if i > 0 else None,
+            ids[i + 1] if i < len(ids) - 1 else None,
+            chunk.content_hash,
+            title,
+            fold(chunk.heading_path),
+            fold(chunk.text),
+        )
+        for i, (chunk_id, chunk) in enumerate(zip(ids, chunks, strict=True))
+    ]
+
+
 def _write_chunks(
     conn: Connection, writes: Sequence[DocumentWrite], ids: Sequence[int]
 ) -> list[list[int]]:
@@ -195,24 +225,7 @@ def _write_chunks(
     chunk_ids = [[next(drawn) for _ in w.chunks] for w in writes]
     columns: list[list[Any]] = [[] for _ in range(13)]
     for write, document_id, own in zip(writes, ids, chunk_ids, strict=True):
-        whole, title = write.document.text, fold(write.document.title)
-        for i, (chunk_id, chunk) in enumerate(zip(own, write.chunks, strict=True)):
-            sliced = whole is not None and whole[chunk.char_start : chunk.char_end] == chunk.text
-            values = (
-                chunk_id,
-                document_id,
-                chunk.position,
-                chunk.heading_path,
-                "" if sliced else chunk.text,
-                chunk.char_start,
-                chunk.char_end,
-                own[i - 1] if i > 0 else None,
-                own[i + 1] if i < len(own) - 1 else None,
-                chunk.content_hash,
-                title,
-                fold(chunk.heading_path),
-                fold(chunk.text),
-            )
+        for values in chunk_rows(document_id, own, write.chunks, write.document):
             for column, value in zip(columns, values, strict=True):
                 column.append(value)
     if columns[0]:

@@ -14,12 +14,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from vrom.store.postgres_batch import put_many
+from vrom.store.postgres_batch import chunk_rows, put_many
 from vrom.store.postgres_database import Connection, PgDatabase
 from vrom.store.postgres_query import (
     escape_like,
     field_rows,
-    fold,
     text_search,
     weighted_vector_sql,
     where_sql,
@@ -168,33 +167,12 @@ class PgDocuments:
                     "SELECT nextval('chunks_id_seq') FROM generate_series(1, %s)", (len(chunks),)
                 )
             ]
-            title = fold(document.title)
             with conn.cursor() as cursor:
                 cursor.executemany(
                     "INSERT INTO chunks(id, document_id, position, heading_path, text, char_start,"
                     " char_end, prev_id, next_id, content_hash, search)"
                     f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {weighted_vector_sql(3)})",
-                    [
-                        (
-                            chunk_id,
-                            document_id,
-                            chunk.position,
-                            chunk.heading_path,
-                            ""
-                            if whole is not None
-                            and whole[chunk.char_start : chunk.char_end] == chunk.text
-                            else chunk.text,
-                            chunk.char_start,
-                            chunk.char_end,
-                            ids[i - 1] if i > 0 else None,
-                            ids[i + 1] if i < len(ids) - 1 else None,
-                            chunk.content_hash,
-                            title,
-                            fold(chunk.heading_path),
-                            fold(chunk.text),
-                        )
-                        for i, (chunk_id, chunk) in enumerate(zip(ids, chunks, strict=True))
-                    ],
+                    chunk_rows(document_id, ids, chunks, document),
                 )
                 cursor.executemany(
                     "INSERT INTO links(document_id, kind, target, target_key, heading, alias,"
