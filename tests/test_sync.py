@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_models import QueriesOnly
 from postgres_server import BACKENDS
 
 from vrom import (
     Embedder,
-    Fingerprint,
     ModelError,
     NotFoundError,
     StorageError,
@@ -164,21 +164,6 @@ def test_a_synced_store_is_searched_by_meaning_with_the_vectors_it_was_given(
     """The copy answers a vector search as the original does, though no model embedded it:
     the embedder given refuses to embed anything but the query."""
     indexed.sync_to(**at(shared("team")))
-
-    class QueriesOnly(Embedder):
-        """The fake model, for queries only: embedding a note's chunk fails the test."""
-
-        def __init__(self) -> None:
-            self._inner = Embedder.fake(16)
-
-        @property
-        def fingerprint(self) -> Fingerprint:
-            return self._inner.fingerprint
-
-        def _embed(self, texts: Sequence[str], kind: str) -> Any:
-            assert kind == "query", f"re-embedded {len(texts)} texts"
-            return self._inner.embed_documents(texts)  # the fake embeds both kinds alike
-
     elsewhere = write_notes(tmp_path / "machine-b" / "notes", NOTES)
     with Vault.open(elsewhere, **at(shared("team")), embedder=QueriesOnly()) as copy:
         ours = indexed.search("switch alerts", k=3, mode="vector")

@@ -13,17 +13,18 @@ import json
 import shutil
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from fake_models import QueriesOnly
 from postgres_server import BACKENDS
 from vrom_cli import run_vrom
 
-from vrom import Collection, Embedder, Fingerprint, Vault
+from vrom import Collection, Embedder, Vault
 from vrom.ingest.embedding import EMBEDDING_RECIPE, RECIPE_META_KEY
 from vrom.store import Store, open_store
 from vrom.store.postgres_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
@@ -327,21 +328,6 @@ def test_the_cli_syncs_both_ways_and_each_side_takes_new_vectors(tmp_path: Path)
     assert top(b, query="otter kelp") == "Journal.md"
     assert vrom(b, "--vault", str(root), "sync", "--to", shared)["vectors"] == 1
     assert top(a, "--db", shared, query="otter kelp") == "Journal.md"
-
-
-class QueriesOnly(Embedder):
-    """The fake model for queries only: embedding anything else fails the test."""
-
-    def __init__(self) -> None:
-        self._inner = Embedder.fake(16)
-
-    @property
-    def fingerprint(self) -> Fingerprint:
-        return self._inner.fingerprint
-
-    def _embed(self, texts: Sequence[str], kind: str) -> Any:
-        assert kind == "query", f"embedded {len(texts)} texts again"
-        return self._inner.embed_documents(texts)  # the fake embeds both kinds alike
 
 
 def test_sync_copies_the_memory_recipe_so_a_copy_keeps_its_memory_vectors(
