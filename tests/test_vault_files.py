@@ -383,9 +383,9 @@ def test_issue26_item7_a_folder_swapped_for_a_symlink_mid_write_gets_no_note_out
     assert _stray_temporaries(vault.root) == []
 
 
-def test_issue26_item7_a_delete_through_a_swapped_folder_takes_nothing_from_outside(
-    vault: Vault, outside: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _swap_after_confine(vault: Vault, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every write tool find ``Projects`` swapped for a symlink to ``outside`` right after
+    its path was confined: the race a write must lose safely, made certain."""
     import vrom._vault_files as vault_files
 
     real_confine = vault_files.confine
@@ -396,6 +396,12 @@ def test_issue26_item7_a_delete_through_a_swapped_folder_takes_nothing_from_outs
         return confined
 
     monkeypatch.setattr(vault_files, "confine", confine_then_swap)
+
+
+def test_issue26_item7_a_delete_through_a_swapped_folder_takes_nothing_from_outside(
+    vault: Vault, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _swap_after_confine(vault, outside, monkeypatch)
     for permanent in (False, True):
         with pytest.raises(ValidationError) as caught:
             vault.delete_note("Projects/Atlas.md", permanent=permanent)
@@ -411,16 +417,7 @@ def test_issue26_item7_a_delete_through_a_swapped_folder_takes_nothing_from_outs
 def test_a_folder_that_is_a_symlink_when_the_write_opens_it_is_refused(
     vault: Vault, outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import vrom._vault_files as vault_files
-
-    real_confine = vault_files.confine
-
-    def confine_then_swap(root: Path, path: str, purpose: str) -> object:
-        confined = real_confine(root, path, purpose)  # type: ignore[arg-type]
-        _swap_for_symlink(vault.root / "Projects", outside)
-        return confined
-
-    monkeypatch.setattr(vault_files, "confine", confine_then_swap)
+    _swap_after_confine(vault, outside, monkeypatch)
     calls = [
         lambda: vault.write_note("Projects/New.md", "# New\n"),
         lambda: vault.write_note("Projects/Atlas.md", "more", mode="append"),
