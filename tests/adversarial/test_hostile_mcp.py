@@ -7,6 +7,9 @@ Issue 15, item 1: a note with ``x: .inf`` written by ``vault_write`` made every 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -210,18 +213,11 @@ def test_issue26_item10_a_300_character_path_is_a_one_line_tool_error(
     run(root, session)
 
 
-def test_issue26_item9_a_deeply_nested_stdio_message_gets_an_error_and_the_server_stays_up(
-    write_vault: Callable[[dict[str, str | bytes]], Path],
-) -> None:
-    """Issue 26, item 9: one 2 KB line nested 1,000 levels deep killed `vrom mcp` over stdio
-    (RecursionError finding the request's id); each is answered by its id, or ignored when it
-    has none, and the server goes on answering."""
-    import json
-    import subprocess
-    import sys
-
-    root = write_vault(GOOD_NOTES)
-    nested = {depth: "[" * depth + "]" * depth for depth in (1_000, 100_000)}
+def _stdio_session(
+    root: Path, lines: list[str], tail: str = ""
+) -> tuple[subprocess.CompletedProcess[str], dict[Any, Any]]:
+    """Run `vrom mcp` over stdio on ``root`` for one session: initialize, then ``lines`` (and
+    ``tail``, unterminated); return the finished process and its replies by id."""
     init = {
         "jsonrpc": "2.0",
         "id": 0,
@@ -229,26 +225,38 @@ def test_issue26_item9_a_deeply_nested_stdio_message_gets_an_error_and_the_serve
         "params": {
             "protocolVersion": "2025-06-18",
             "capabilities": {},
-            "clientInfo": {"name": "deep", "version": "1"},
+            "clientInfo": {"name": "hostile", "version": "1"},
         },
     }
-    lines = [
-        json.dumps(init),
-        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
-        '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":' + nested[1_000] + "}}",
-        '{"jsonrpc":"2.0","method":"notifications/x","params":{"x":' + nested[1_000] + "}}",
-        '{"jsonrpc":"2.0","params":{"x":' + nested[100_000] + '},"id":"two","method":"ping"}',
-        nested[100_000],
-        '{"jsonrpc":"2.0","id":3,"method":"ping"}',
-    ]
+    sent = [json.dumps(init), '{"jsonrpc":"2.0","method":"notifications/initialized"}', *lines]
     done = subprocess.run(
         [sys.executable, "-m", "vrom", "mcp", "--vault", str(root), "--no-watch"],
-        input="".join(line + "\n" for line in lines),
+        input="".join(line + "\n" for line in sent) + tail,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
+    return done, {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
+
+
+def test_issue26_item9_a_deeply_nested_stdio_message_gets_an_error_and_the_server_stays_up(
+    write_vault: Callable[[dict[str, str | bytes]], Path],
+) -> None:
+    """Issue 26, item 9: one 2 KB line nested 1,000 levels deep killed `vrom mcp` over stdio
+    (RecursionError finding the request's id); each is answered by its id, or ignored when it
+    has none, and the server goes on answering."""
+    root = write_vault(GOOD_NOTES)
+    nested = {depth: "[" * depth + "]" * depth for depth in (1_000, 100_000)}
+    done, replies = _stdio_session(
+        root,
+        [
+            '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":' + nested[1_000] + "}}",
+            '{"jsonrpc":"2.0","method":"notifications/x","params":{"x":' + nested[1_000] + "}}",
+            '{"jsonrpc":"2.0","params":{"x":' + nested[100_000] + '},"id":"two","method":"ping"}',
+            nested[100_000],
+            '{"jsonrpc":"2.0","id":3,"method":"ping"}',
+        ],
+    )
     assert set(replies) == {0, 1, "two", 3}, done.stderr
     for deep in (1, "two"):
         assert replies[deep]["error"]["code"] == -32700
@@ -262,38 +270,18 @@ def test_issue26_item9_a_stdio_line_past_the_size_bound_is_refused_unread(
 ) -> None:
     """The SDK read each stdio line whole, however long; a line past 16 MiB is skipped unread
     and answered by the id it starts with, and the next line is served."""
-    import json
-    import subprocess
-    import sys
-
     from vrom.server.base import MAX_MESSAGE_BYTES
 
     root = write_vault(GOOD_NOTES)
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "large", "version": "1"},
-        },
-    }
     huge = "a" * (MAX_MESSAGE_BYTES + 10)
-    lines = [
-        json.dumps(init),
-        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
-        '{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"' + huge + '"}}',
-        '{"jsonrpc":"2.0","id":6,"method":"ping"}',
-    ]
-    done = subprocess.run(
-        [sys.executable, "-m", "vrom", "mcp", "--vault", str(root), "--no-watch"],
-        input="".join(line + "\n" for line in lines) + huge,  # and one that never ends
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done, replies = _stdio_session(
+        root,
+        [
+            '{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"' + huge + '"}}',
+            '{"jsonrpc":"2.0","id":6,"method":"ping"}',
+        ],
+        tail=huge,  # and one that never ends
     )
-    replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
     assert set(replies) == {0, 5, 6, None}, done.stderr
     assert replies[5]["error"]["code"] == -32600
     assert "longer than the 16,777,216 bytes" in replies[5]["error"]["message"]
