@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from postgres_server import BACKENDS, StoreSpot, namespace_for, start_server
+from postgres_server import BACKENDS, Spot, StoreSpot, namespace_for, start_server
 from postgres_server import open_vault as open_postgres_vault
 
 from vrom import Vault
@@ -86,6 +87,22 @@ def store_spot(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpot:
 
 
 OpenBackendVault = Callable[..., Vault]
+
+
+@pytest.fixture(params=BACKENDS)
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], Spot]:
+    """Return where another store lives, by name: a SQLite file of its own per name, or a
+    namespace of its own per name (and test) in PostgreSQL (what a sync copies to and from)."""
+    run = uuid.uuid4().hex[:8]
+    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+    (tmp_path / "shared").mkdir()
+
+    def spot(name: str) -> Spot:
+        if url is None:
+            return Spot(f"sqlite:///{tmp_path / 'shared' / name}.db", None)
+        return Spot(url, f"{name}-{run}")
+
+    return spot
 
 
 @pytest.fixture

@@ -67,6 +67,22 @@ class StoreSpot:
         return open_store(self.location, namespace=self.namespace, **options)
 
 
+@dataclass(frozen=True)
+class Spot:
+    """Where another store lives (the ``shared`` fixture's): a SQLite file, or a namespace of
+    the session's PostgreSQL."""
+
+    location: str
+    namespace: str | None
+
+    def at(self) -> dict[str, Any]:
+        """Return the arguments naming it to `Vault.open`, `sync_to` and `sync_from`."""
+        return {"database_url": self.location, "namespace": self.namespace}
+
+    def open(self, create: bool = False) -> Store:
+        return open_store(self.location, namespace=self.namespace, create=create)
+
+
 def open_vault(root: Path, store: Store, embedder: Embedder | None = None, **options: Any) -> Vault:
     """Return the vault at ``root`` over an opened store (a PostgreSQL namespace included)."""
     corpus = Corpus(store, EmbedderBinding(embedder, "none"), **options)

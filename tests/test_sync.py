@@ -9,15 +9,13 @@ fixture): the engine speaks only the store roles, so every test runs on both.
 from __future__ import annotations
 
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_models import QueriesOnly
-from postgres_server import BACKENDS
+from postgres_server import Spot
 
 from vrom import (
     Embedder,
@@ -29,7 +27,7 @@ from vrom import (
 )
 from vrom.collection import Collection
 from vrom.ingest import sync as sync_engine
-from vrom.store import MemoryFilter, Store, open_store
+from vrom.store import MemoryFilter, Store
 
 NOTES = {
     "Projects/Atlas.md": "---\nstatus: active\ntags: [project]\n---\n# Atlas\n\n"
@@ -59,11 +57,6 @@ def write_notes(root: Path, notes: dict[str, str]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return root
-
-
-def at(spot: Spot) -> dict[str, Any]:
-    """Return the arguments naming a spot to `Vault.open`, `sync_to` and `sync_from`."""
-    return {"database_url": spot.location, "namespace": spot.namespace}
 
 
 def contents(store: Store) -> dict[str, Any]:
@@ -102,33 +95,6 @@ def contents(store: Store) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class Spot:
-    """Where another store lives: a SQLite file, or a namespace of the session's PostgreSQL."""
-
-    location: str
-    namespace: str | None
-
-    def open(self, create: bool = False) -> Store:
-        return open_store(self.location, namespace=self.namespace, create=create)
-
-
-@pytest.fixture(params=BACKENDS)
-def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], Spot]:
-    """Return where another store lives, by name: a SQLite file of its own per name, or a
-    namespace of its own per name (and test) in PostgreSQL."""
-    run = uuid.uuid4().hex[:8]
-    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    (tmp_path / "shared").mkdir()
-
-    def spot(name: str) -> Spot:
-        if url is None:
-            return Spot(f"sqlite:///{tmp_path / 'shared' / name}.db", None)
-        return Spot(url, f"{name}-{run}")
-
-    return spot
-
-
 @pytest.fixture
 def indexed(tmp_path: Path) -> Iterator[Vault]:
     """A vault indexed and embedded (fake model), with two memories, its store local."""
@@ -143,7 +109,7 @@ def indexed(tmp_path: Path) -> Iterator[Vault]:
 def test_sync_to_copies_notes_chunks_vectors_and_memories(
     indexed: Vault, shared: Callable[[str], Spot]
 ) -> None:
-    summary = indexed.sync_to(**at(shared("team")))
+    summary = indexed.sync_to(**shared("team").at())
     assert (summary.added, summary.changed, summary.removed, summary.unchanged) == (8, 0, 0, 0)
     assert summary.notes == 8 and summary.memories == 2 and summary.memory_vectors == 2
     counts = indexed.store.counts()
@@ -163,9 +129,9 @@ def test_a_synced_store_is_searched_by_meaning_with_the_vectors_it_was_given(
 ) -> None:
     """The copy answers a vector search as the original does, though no model embedded it:
     the embedder given refuses to embed anything but the query."""
-    indexed.sync_to(**at(shared("team")))
+    indexed.sync_to(**shared("team").at())
     elsewhere = write_notes(tmp_path / "machine-b" / "notes", NOTES)
-    with Vault.open(elsewhere, **at(shared("team")), embedder=QueriesOnly()) as copy:
+    with Vault.open(elsewhere, **shared("team").at(), embedder=QueriesOnly()) as copy:
         ours = indexed.search("switch alerts", k=3, mode="vector")
         theirs = copy.search("switch alerts", k=3, mode="vector")
     assert [(h.path, h.chunk_id is not None, h.score) for h in theirs] == [
@@ -176,13 +142,13 @@ def test_a_synced_store_is_searched_by_meaning_with_the_vectors_it_was_given(
 def test_a_second_sync_writes_only_what_changed(
     indexed: Vault, shared: Callable[[str], Spot]
 ) -> None:
-    indexed.sync_to(**at(shared("team")))
+    indexed.sync_to(**shared("team").at())
     root = indexed.root
     (root / "Projects" / "Beacon.md").write_text("# Beacon\n\nBeacon now also sends SMS.\n")
     (root / "Journal" / "2024-05-04.md").write_text("# Thursday\n\nNew rack arrived.\n")
     (root / "Reference" / "Glossary.md").unlink()
     indexed.index()
-    summary = indexed.sync_to(**at(shared("team")))
+    summary = indexed.sync_to(**shared("team").at())
     assert (summary.added, summary.changed, summary.removed, summary.unchanged) == (1, 1, 1, 6)
     assert (summary.vectors, summary.memories) == (2, 0)  # one chunk each; memories as they were
     target = shared("team").open()
@@ -190,7 +156,7 @@ def test_a_second_sync_writes_only_what_changed(
         assert contents(target) == contents(indexed.store)
     finally:
         target.close()
-    again = indexed.sync_to(**at(shared("team")))
+    again = indexed.sync_to(**shared("team").at())
     assert (again.added, again.changed, again.removed, again.unchanged, again.vectors) == (
         0,
         0,
@@ -208,10 +174,10 @@ def test_vectors_embedded_after_a_sync_follow_at_the_next(
     root = write_notes(tmp_path / "notes", NOTES)
     with Vault.open(root, embedder=Embedder.fake(16), local=True) as vault:
         vault.index(embed=False)
-        first = vault.sync_to(**at(shared("team")))
+        first = vault.sync_to(**shared("team").at())
         assert first.vectors == 0 and first.added == 8
         embedded = vault.embed()
-        second = vault.sync_to(**at(shared("team")))
+        second = vault.sync_to(**shared("team").at())
         assert (second.unchanged, second.vectors) == (8, embedded)
         target = shared("team").open()
         try:
@@ -223,11 +189,11 @@ def test_vectors_embedded_after_a_sync_follow_at_the_next(
 def test_sync_from_gives_a_new_machine_a_local_copy_that_indexes_as_unchanged(
     indexed: Vault, shared: Callable[[str], Spot], tmp_path: Path
 ) -> None:
-    indexed.sync_to(**at(shared("team")))
+    indexed.sync_to(**shared("team").at())
     here = tmp_path / "machine-b" / "notes"
     shutil.copytree(indexed.root, here)
     with Vault.open(here, tmp_path / "state-b", embedder=Embedder.fake(16), local=True) as copy:
-        summary = copy.sync_from(**at(shared("team")))
+        summary = copy.sync_from(**shared("team").at())
         assert (summary.added, summary.vectors, summary.memories) == (8, indexed.stats().vectors, 2)
         assert summary.target == copy.store.location
         assert copy.store.get_meta("vault_root") == str(here)  # this machine's folder
@@ -246,7 +212,7 @@ def test_an_interrupted_sync_run_again_ends_as_an_uninterrupted_one(
     stop_after: int,
 ) -> None:
     monkeypatch.setattr(sync_engine, "BATCH_NOTES", 3)  # several transactions for 8 notes
-    indexed.sync_to(**at(shared("whole")))
+    indexed.sync_to(**shared("whole").at())
 
     class Interrupted(Exception):
         pass
@@ -256,14 +222,14 @@ def test_an_interrupted_sync_run_again_ends_as_an_uninterrupted_one(
             raise Interrupted(path)
 
     with pytest.raises(Interrupted):
-        indexed.sync_to(**at(shared("halves")), progress=stop)
+        indexed.sync_to(**shared("halves").at(), progress=stop)
     target = shared("halves").open()
     try:
         committed = len(target.documents.states())
     finally:
         target.close()
     assert committed == stop_after // 3 * 3  # whole batches only: each is one transaction
-    resumed = indexed.sync_to(**at(shared("halves")))
+    resumed = indexed.sync_to(**shared("halves").at())
     assert (resumed.added, resumed.unchanged) == (8 - committed, committed)
     whole, halves = shared("whole").open(), shared("halves").open()
     try:
@@ -278,11 +244,11 @@ def test_stores_of_different_models_are_refused_before_anything_is_written(
     indexed: Vault, shared: Callable[[str], Spot], tmp_path: Path
 ) -> None:
     other = write_notes(tmp_path / "other" / "notes", {"x.md": "# X\n\nsomething else\n"})
-    with Vault.open(other, **at(shared("team")), embedder=Embedder.fake(8)) as vault:
+    with Vault.open(other, **shared("team").at(), embedder=Embedder.fake(8)) as vault:
         vault.index()
         before = contents(vault.store)
     with pytest.raises(ModelError) as refused:
-        indexed.sync_to(**at(shared("team")))
+        indexed.sync_to(**shared("team").at())
     message = str(refused.value)
     assert "fake-hashed-words (16 d)" in message and "fake-hashed-words (8 d)" in message
     assert "\n" not in message
@@ -302,7 +268,7 @@ def test_a_vault_and_a_collection_never_share_a_store(
     with Collection.open(name, embedder=None, storage=storage) as docs:
         docs.add([{"id": "leave", "text": "Annual leave is 25 days."}])
     with pytest.raises(StorageError, match=f"collection '{name}'"):
-        indexed.sync_to(**at(spot))
+        indexed.sync_to(**spot.at())
 
 
 def test_a_vault_never_syncs_onto_its_own_store(indexed: Vault) -> None:
@@ -317,25 +283,25 @@ def test_sync_from_a_store_without_a_vault_is_not_found(
 ) -> None:
     shared("empty").open(create=True).close()
     with pytest.raises(NotFoundError, match="holds no indexed vault"):
-        indexed.sync_from(**at(shared("empty")))
+        indexed.sync_from(**shared("empty").at())
     with pytest.raises(NotFoundError):
-        indexed.sync_from(**at(shared("missing")))
+        indexed.sync_from(**shared("missing").at())
 
 
 def test_memories_merge_the_newer_version_wins_and_none_is_removed(
     indexed: Vault, shared: Callable[[str], Spot], tmp_path: Path
 ) -> None:
-    indexed.sync_to(**at(shared("team")))
+    indexed.sync_to(**shared("team").at())
     rota = next(m for m in indexed.memories.list() if m.title == "Pager rota")
     basil = next(m for m in indexed.memories.list() if m.title == "Basil")
     here = write_notes(tmp_path / "machine-b" / "notes", NOTES)
-    with Vault.open(here, **at(shared("team")), embedder=Embedder.fake(16)) as remote:
+    with Vault.open(here, **shared("team").at(), embedder=Embedder.fake(16)) as remote:
         remote.memories.archive(basil.id)  # the shared copy moves on
         theirs = remote.memories.remember("Rack labels", "Label racks by floor.")
     indexed.memories.archive(rota.id)  # and so does the local one, another memory
-    summary = indexed.sync_to(**at(shared("team")))
+    summary = indexed.sync_to(**shared("team").at())
     assert summary.memories == 1  # the rota's archiving; the basil's newer archiving stays
-    with Vault.open(here, **at(shared("team")), embedder=Embedder.fake(16)) as remote:
+    with Vault.open(here, **shared("team").at(), embedder=Embedder.fake(16)) as remote:
         statuses = {m.title: m.status for m in remote.memories.list(status="any")}
     assert statuses == {"Pager rota": "archived", "Basil": "archived", "Rack labels": "active"}
     assert theirs.title == "Rack labels"

@@ -12,21 +12,19 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from fake_models import QueriesOnly
-from postgres_server import BACKENDS
+from postgres_server import Spot
 from vrom_cli import run_vrom
 
 from vrom import Collection, Embedder, Vault
 from vrom.ingest.embedding import EMBEDDING_RECIPE, RECIPE_META_KEY
-from vrom.store import Store, open_store
+from vrom.store import Store
 from vrom.store.postgres_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from vrom.store.schema import SCHEMA_VERSION
 
@@ -75,35 +73,6 @@ def chunks_of(vectors: dict[Place, bytes | None], *paths: str) -> int:
 def differing(ours: dict[Place, bytes | None], clean: dict[Place, bytes | None]) -> list[Place]:
     assert set(ours) == set(clean), "the stores hold other chunks"
     return sorted(place for place in clean if ours[place] != clean[place])
-
-
-@dataclass(frozen=True)
-class Spot:
-    """Where another store lives: a SQLite file, or a namespace of the session's PostgreSQL."""
-
-    location: str
-    namespace: str | None
-
-    def at(self) -> dict[str, Any]:
-        return {"database_url": self.location, "namespace": self.namespace}
-
-    def open(self) -> Store:
-        return open_store(self.location, namespace=self.namespace)
-
-
-@pytest.fixture(params=BACKENDS)
-def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[str], Spot]]:
-    """Return another store by name: a SQLite file, or a PostgreSQL namespace of its own."""
-    run = uuid.uuid4().hex[:8]
-    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    (tmp_path / "shared").mkdir()
-
-    def spot(name: str) -> Spot:
-        if url is None:
-            return Spot(f"sqlite:///{tmp_path / 'shared' / name}.db", None)
-        return Spot(url, f"{name}-{run}")
-
-    yield spot
 
 
 def test_sync_does_not_share_a_vector_between_notes_with_one_body(
