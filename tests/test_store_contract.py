@@ -16,6 +16,7 @@ from vrom.errors import ValidationError
 from vrom.store import (
     ChunkRecord,
     Condition,
+    DocumentWrite,
     KeywordQuery,
     LinkRecord,
     MemoryFilter,
@@ -348,6 +349,37 @@ def test_a_vector_is_reused_only_for_the_same_embedded_input(store: Store) -> No
     assert store.vectors.for_inputs(["in-W-H-plain"]) == {}
     again = store.documents.put(note_record("e.md"), _chunks("plain", title="W"), [], [])
     assert store.vectors.of([c.chunk_id for c in store.documents.chunks_of(again)]) == {}
+    assert store.integrity_problems() == []
+
+
+def test_a_batch_reuses_vectors_by_embedded_input(store: Store) -> None:
+    """`put_many` gives each chunk the vector stored for its own input (its rewritten note's,
+    or any other chunk's), and none to a chunk of another input (another title)."""
+    a = store.documents.put(note_record("a.md"), _chunks("alpha"), [], [])
+    b = store.documents.put(note_record("b.md"), _chunks("beta"), [], [])
+    vectors = {"alpha": _unit(1, 0, 0), "beta": _unit(0, 1, 0)}
+    for doc, text in ((a, "alpha"), (b, "beta")):
+        (chunk,) = store.documents.chunks_of(doc)
+        store.vectors.put([(chunk.chunk_id, vectors[text])], [f"in-T-H-{text}"])
+    ids = store.documents.put_many(
+        [
+            DocumentWrite(note_record("a.md"), _chunks("alpha", "beta"), [], [], a),
+            DocumentWrite(note_record("c.md"), _chunks("beta", title="U"), [], [], None),
+            DocumentWrite(note_record("d.md"), _chunks("beta", "delta"), [], [], None),
+        ]
+    )
+    got = {
+        (path, c.text): store.vectors.of([c.chunk_id]).get(c.chunk_id)
+        for path, doc in zip(("a.md", "c.md", "d.md"), ids, strict=True)
+        for c in store.documents.chunks_of(doc)
+    }
+    assert got == {
+        ("a.md", "alpha"): vectors["alpha"],
+        ("a.md", "beta"): vectors["beta"],
+        ("c.md", "beta"): None,
+        ("d.md", "beta"): vectors["beta"],
+        ("d.md", "delta"): None,
+    }
     assert store.integrity_problems() == []
 
 

@@ -70,19 +70,24 @@ def put_many(
             delete_children(conn, held)
             conn.execute("DELETE FROM documents WHERE id = %s", (held,))
         replaced = [document_id for document_id in claimed if document_id is not None]
-        reusable = {document_id: vectors.by_input_of(conn, document_id) for document_id in replaced}
+        reusable: dict[str, bytes] = {}  # by input: any replaced note's vector of it serves
+        for document_id in replaced:
+            reusable.update(vectors.by_input_of(conn, document_id))
         for document_id in replaced:
             delete_children(conn, document_id)
         fresh = iter(_next_ids(conn, "documents_id_seq", claimed.count(None)))
         ids = [next(fresh) if document_id is None else document_id for document_id in claimed]
         _write_rows(conn, writes, ids, set(replaced))
         chunk_ids = _write_chunks(conn, writes, ids)
-        for write, document_id, new_ids in zip(writes, ids, chunk_ids, strict=True):
-            vectors.reuse(
-                conn,
-                [(i, c.input_hash) for i, c in zip(new_ids, write.chunks, strict=True)],
-                reusable.get(document_id, {}),
-            )
+        vectors.reuse(
+            conn,
+            [
+                (i, c.input_hash)
+                for write, new_ids in zip(writes, chunk_ids, strict=True)
+                for i, c in zip(new_ids, write.chunks, strict=True)
+            ],
+            reusable,
+        )
         return ids
 
 

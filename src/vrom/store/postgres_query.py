@@ -13,6 +13,7 @@ extension a server may lack).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 import unicodedata
@@ -45,9 +46,17 @@ def without_marks(text: str) -> str:
     text = text.replace("\x00", " ")
     if text.isascii():
         return text
-    return "".join(_plain(c) if ord(c) < 0x3000 else c for c in text)
+    return _MARKED.sub(_plain_match, text)
 
 
+_MARKED = re.compile("[\u0080-\u2fff]")  # below CJK: the characters that may carry a mark
+
+
+def _plain_match(match: re.Match[str]) -> str:
+    return _plain(match.group())
+
+
+@functools.lru_cache(maxsize=4096)
 def _plain(char: str) -> str:
     decomposed = unicodedata.normalize("NFD", char)
     if len(decomposed) == 1:

@@ -187,11 +187,11 @@ class _PgVectorTable:
             )
         )
         first = latest - len(keys) + 1
-        with conn.cursor() as cursor:
-            cursor.executemany(
-                f"INSERT INTO {t.changes}(seq, key) VALUES (%s, %s)",
-                [(first + i, key) for i, key in enumerate(keys)],
-            )
+        conn.execute(
+            f"INSERT INTO {t.changes}(seq, key)"
+            " SELECT %s + n - 1, k FROM unnest(%s::bigint[]) WITH ORDINALITY AS u(k, n)",
+            (first, list(keys)),
+        )
         self.bump_generation(conn)
         # past as many changes as there are vectors, a rebuild costs what a replay does
         keep = max(VECTOR_CHANGES_KEPT, int(self._db.scalar(conn, t.largest_owner_sql) or 0))
@@ -463,30 +463,32 @@ class PgChunkVectors(_PgVectorTable):
         self, conn: Connection, new_chunks: Sequence[tuple[int, str | None]], own: dict[str, bytes]
     ) -> None:
         """Give new chunks (id, embedded-input hash or None) the vector stored for the same
-        input: in ``own`` (the document's, read before its rewrite), else any chunk's."""
-        any_vectors = self._db.scalar(conn, "SELECT EXISTS (SELECT 1 FROM vectors)")
-        if not any_vectors and not own:
+        input: in ``own`` (the rewritten documents', read before their rewrite), else any
+        chunk's (one query for all)."""
+        wanted = {h for _, h in new_chunks if h is not None}
+        if not wanted:
+            return
+        lacking = [h for h in wanted if h not in own]
+        found = dict(own)
+        if lacking:
+            rows = conn.execute(
+                "SELECT DISTINCT ON (input_hash) input_hash, data FROM vectors"
+                " WHERE input_hash = ANY(%s) ORDER BY input_hash, chunk_id",
+                (lacking,),
+            )
+            found.update((str(row[0]), bytes(row[1])) for row in rows)
+        rows_in = [(key, found[h], h) for key, h in new_chunks if h is not None and h in found]
+        if not rows_in:
             return
         encoding = self._db.meta_value(conn, VECTOR_ENCODING_META_KEY) or "float32"
-        rows: list[tuple[int, bytes, str]] = []
-        for chunk_id, wanted in new_chunks:
-            data = None if wanted is None else own.get(wanted)
-            if data is None and wanted is not None and any_vectors:
-                found = self._db.scalar(
-                    conn, "SELECT data FROM vectors WHERE input_hash = %s LIMIT 1", (wanted,)
-                )
-                data = None if found is None else bytes(found)
-            if data is not None and wanted is not None:
-                rows.append((chunk_id, data, wanted))
-        if rows:
-            self.fit(conn, len(floats(rows[0][1], encoding)))
-            with conn.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO vectors(chunk_id, data, embedding, input_hash)"
-                    " VALUES (%s, %s, %s, %s)",
-                    [(key, data, floats(data, encoding), wanted) for key, data, wanted in rows],
-                )
-            self.log(conn, [key for key, _, _ in rows])
+        self.fit(conn, len(floats(rows_in[0][1], encoding)))
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO vectors(chunk_id, data, embedding, input_hash)"
+                " VALUES (%s, %s, %s, %s)",
+                [(key, data, floats(data, encoding), wanted) for key, data, wanted in rows_in],
+            )
+        self.log(conn, [key for key, _, _ in rows_in])
 
     def delete_of(self, conn: Connection, document_id: int) -> None:
         """Remove a document's chunk vectors (inside the writer's transaction)."""
