@@ -287,7 +287,10 @@ def test_another_schema_version_is_refused(postgres_url: str, namespace: str) ->
             "SELECT id FROM vrom.namespaces WHERE name = %s", (namespace,)
         ).fetchone()  # type: ignore[misc]
         conn.execute(f"UPDATE vrom_ns_{number}.meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(StorageError, match=r"schema version 99, newer than this vrom understands \(2\): upgrade vrom"):
+    with pytest.raises(
+        StorageError,
+        match=r"schema version 99, newer than this vrom understands \(2\): upgrade vrom",
+    ):
         open_store(postgres_url, namespace=namespace)
 
 
