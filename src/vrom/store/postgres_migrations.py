@@ -35,14 +35,18 @@ def _exact_numbers(conn: Connection) -> None:
         "SELECT id, frontmatter FROM documents d"
         " WHERE EXISTS (SELECT 1 FROM fields f WHERE f.document_id = d.id AND f.kind = 'number')"
     ).fetchall()
+    rows = [
+        (document_id, *row)
+        for document_id, frontmatter in documents
+        for row in field_rows(json.loads(frontmatter))
+    ]
+    conn.execute("DELETE FROM fields WHERE document_id = ANY(%s)", ([d for d, _ in documents],))
     with conn.cursor() as cursor:
-        for document_id, frontmatter in documents:
-            cursor.execute("DELETE FROM fields WHERE document_id = %s", (document_id,))
-            cursor.executemany(
-                "INSERT INTO fields(document_id, key, kind, text_value, number_value, instant)"
-                " VALUES (%s, %s, %s, %s, %s, %s)",
-                [(document_id, *row) for row in field_rows(json.loads(frontmatter))],
-            )
+        cursor.executemany(
+            "INSERT INTO fields(document_id, key, kind, text_value, number_value, instant)"
+            " VALUES (%s, %s, %s, %s, %s, %s)",
+            rows,
+        )
 
 
 MIGRATIONS: tuple[Migration, ...] = checked(
