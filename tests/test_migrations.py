@@ -6,8 +6,8 @@ tests/test_postgres_store.py).
 The old stores are fixtures written by the vrom that shipped them
 (tests/fixtures/make_old_stores.py: ``git archive REV src``, then ``pg_dump`` or ``iterdump``).
 PostgreSQL's schema 1 shipped twice: 0fed84a, the first, kept metadata numbers as ``double
-precision``; 1385164, the last before schema 2, as ``numeric``. SQLite's oldest store today's
-vrom upgrades is 676b3c9's schema 1.
+precision``; 1385164, the last before schema 2, as ``numeric``. So did SQLite's: 1e81c1b's had
+no ``documents.chunk_strategy``, 676b3c9's is what `m001_notes` makes.
 """
 
 from __future__ import annotations
@@ -227,8 +227,7 @@ def sqlite_schema(path: Path) -> list[tuple[str, str, str, str | None]]:
 def test_a_sqlite_store_upgraded_from_schema_1_has_the_schema_of_a_new_one(
     tmp_path: Path,
 ) -> None:
-    """A store the vrom of 676b3c9 wrote (schema 1, the oldest one today's vrom upgrades),
-    upgraded through every named migration, has the sqlite_master of a store created today,
+    """A store the vrom of 676b3c9 wrote (schema 1 as `m001_notes` makes it), upgraded through every named migration, has the sqlite_master of a store created today,
     and its notes are found and it stays sound as it grows."""
     old = tmp_path / "old.db"
     raw = sqlite3.connect(old)
@@ -245,6 +244,35 @@ def test_a_sqlite_store_upgraded_from_schema_1_has_the_schema_of_a_new_one(
         assert vault.search("seals haul", k=1)[0].path == "seals.md"
         assert vault.store.integrity_problems() == []
     assert sqlite_schema(old) == sqlite_schema(tmp_path / "new.db")
+
+
+def test_a_sqlite_store_of_the_first_schema_1_is_upgraded(tmp_path: Path) -> None:
+    """The first vrom (1e81c1b) wrote a schema 1 without ``documents.chunk_strategy``; it opens
+    at schema 9 with its notes found, and its next index chunks them again (their strategy is
+    unknown); every table, index, trigger and view but that one table's text is a new store's."""
+    old = tmp_path / "old.db"
+    raw = sqlite3.connect(old)
+    raw.executescript((FIXTURES / "sqlite_schema1_1e81c1b.sql").read_text(encoding="utf-8"))
+    raw.close()
+    root = write_notes(tmp_path / "vault")
+    with open_vault(root, open_store(old)) as vault:
+        assert vault.store.get_meta("schema_version") == "9"
+        assert {h.path for h in vault.search("kelp", k=10, mode="keyword")} == set(NOTES)
+        assert vault.index().changed == len(NOTES)
+        assert vault.index().unchanged == len(NOTES)
+        assert vault.store.integrity_problems() == []
+    fresh = sqlite_schema(open_closed(tmp_path / "new.db"))
+    upgraded = sqlite_schema(old)
+    assert [r for r in upgraded if r[1] != "documents"] == [r for r in fresh if r[1] != "documents"]
+    assert columns(old, "documents") == columns(tmp_path / "new.db", "documents")
+
+
+def columns(path: Path, table: str) -> set[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    finally:
+        conn.close()
 
 
 def open_closed(path: Path) -> Path:

@@ -7,9 +7,21 @@ the ones a store lacks in one transaction together with the ``schema_version`` u
 
 from __future__ import annotations
 
+import sqlite3
+
 from vrom.store.migration import Migration, checked
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+
+def _chunk_strategy_column(conn: sqlite3.Connection) -> None:
+    """Give the notes of a store made by the first vrom (whose schema 1 had no
+    ``documents.chunk_strategy``) an empty strategy, which no chunker has: the next index
+    chunks them again and records the strategy, as for a store of another strategy."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
+    if "chunk_strategy" not in columns:
+        conn.execute("ALTER TABLE documents ADD COLUMN chunk_strategy TEXT NOT NULL DEFAULT ''")
+
 
 MIGRATIONS: tuple[Migration, ...] = checked(
     # 1: notes, chunks, links, tags, keyword index
@@ -74,7 +86,8 @@ MIGRATIONS: tuple[Migration, ...] = checked(
     );
     """,
     ),
-    # 2: one embedding per chunk (float32 bytes); meta holds the embedder's fingerprint
+    # 2: one embedding per chunk (float32 bytes); meta holds the embedder's fingerprint (and
+    # the first stores' notes get the chunk strategy column 1 has had since)
     Migration(
         "m002_vectors",
         """
@@ -83,6 +96,7 @@ MIGRATIONS: tuple[Migration, ...] = checked(
         data     BLOB NOT NULL
     );
     """,
+        then=_chunk_strategy_column,
     ),
     # 3: a log of the chunks whose vector was added, replaced or removed, so an in-memory or
     # cached vector index catches up with a few changes instead of being rebuilt. Triggers keep
