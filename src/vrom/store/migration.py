@@ -2,11 +2,12 @@
 
 A store's schema is the list of its backend's migrations applied in order: ``m001_...`` builds
 version 1 from nothing, ``m00N_...`` brings version N-1 to N. A new store runs them all, an
-older one the ones it lacks, so a store upgraded from any version has the schema of one created
-today. Each backend's runner applies the missing migrations in one transaction under the
-store's write lock, together with the ``schema_version`` it records in ``meta``: a crash leaves
-the old version or the new, and a second process opening the store meanwhile waits, then finds
-it upgraded. A store of a newer schema than this vrom knows is refused (`newer_schema`).
+older one the ones it lacks, so a store upgraded from any version has the tables, columns and
+indexes of one created today. Each backend's runner applies the missing migrations in one
+transaction under the store's write lock, together with the ``schema_version`` it records in
+``meta``: a crash leaves the old version or the new, and a second process opening the store
+meanwhile waits, then finds it upgraded. A store of a newer schema than this vrom knows is
+refused (`newer_schema`).
 
 To add a migration: append ``Migration("m010_what_it_adds", script)`` to the backend's list
 (`vrom.store.schema.MIGRATIONS`, `vrom.store.postgres_migrations.MIGRATIONS`) and never edit

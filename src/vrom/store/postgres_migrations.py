@@ -210,8 +210,8 @@ def outdated(conn: Connection, location: str) -> bool:
     return bool(pending(MIGRATIONS, stored_version(conn), location))
 
 
-def migrate(conn: Connection, location: str) -> int:
-    """Apply the migrations the namespace lacks and record its version; return that version.
+def migrate(conn: Connection, location: str) -> None:
+    """Apply the migrations the namespace lacks and record its version.
 
     Call it inside a transaction holding the namespace's write lock, with the namespace first
     on the search path; a namespace of a newer schema is refused.
@@ -226,4 +226,3 @@ def migrate(conn: Connection, location: str) -> int:
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (str(migration.version),),
         )
-    return SCHEMA_VERSION

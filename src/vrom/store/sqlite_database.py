@@ -2,9 +2,9 @@
 
 `Database` is what every role of `SQLiteStore` works through: a connection opened in WAL mode
 with a busy timeout (readers and one writer at once; a second writer waits), the store's
-``meta`` table, named schema migrations (`vrom.store.schema`), and re-entrant transactions. A new file is built
-under a temporary name and appears at its path only once its schema is committed, so no process
-ever sees a half-made store.
+``meta`` table, named schema migrations (`vrom.store.schema`), and re-entrant transactions. A
+new file is built under a temporary name and appears at its path only once its schema is
+committed, so no process ever sees a half-made store.
 """
 
 from __future__ import annotations
