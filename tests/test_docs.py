@@ -210,3 +210,53 @@ def test_issue27_item6_the_readme_states_the_mcp_reply_bounds_the_server_keeps()
     for name in ("REPLY_CHARS", "BODY_CHARS", "PAGE_ITEMS", "MAX_PAGE_ITEMS", "CONTEXT_TOKENS"):
         value = getattr(bounds, name)
         assert f"{value:,}" in text, f"the README's reply size does not say {name} = {value:,}"
+
+
+CONFIGURATION = REPO / "docs" / "configuration.md"
+
+
+def _variables_table() -> str:
+    """Return the table of docs/configuration.md as `vrom.settings.VARIABLES` makes it."""
+    from vrom.settings import VARIABLES
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = ["| Variable | Default (unset) | What it does |", "| --- | --- | --- |"]
+    rows += [f"| `{v.name}` | {cell(v.default)} | {cell(v.meaning)} |" for v in VARIABLES]
+    return "\n".join(rows)
+
+
+def test_settings_once_the_configuration_page_lists_every_variable_with_its_default() -> None:
+    """Issue 28 item 6: docs/configuration.md's table is `VARIABLES`, which names every
+    `Settings` field once, and every ``VROM_*`` name the source spells is among them."""
+    import dataclasses
+
+    from vrom.settings import DEFAULT_EMBEDDER_SPEC, VARIABLES, Settings
+
+    page = CONFIGURATION.read_text(encoding="utf-8")
+    match = re.search(r"<!-- variables:[^>]*-->\n(.*?)\n<!-- /variables -->", page, re.DOTALL)
+    assert match, "docs/configuration.md has no <!-- variables --> table"
+    expected = _variables_table()
+    assert match.group(1) == expected, f"regenerate the table of {CONFIGURATION}:\n{expected}"
+    fields = [field.name for field in dataclasses.fields(Settings)]
+    assert sorted(v.field for v in VARIABLES) == sorted(fields), "one variable per field"
+    assert DEFAULT_EMBEDDER_SPEC in next(v.default for v in VARIABLES if v.field == "embedder")
+    spelled = set()
+    for path in (REPO / "src" / "vrom").rglob("*.py"):
+        spelled |= set(re.findall(r"\bVROM_[A-Z_]+[A-Z]\b", path.read_text(encoding="utf-8")))
+    assert spelled <= {v.name for v in VARIABLES}, "a variable the page does not list"
+
+
+def test_the_configuration_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = CONFIGURATION.read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", page, re.DOTALL)
+    assert code, "docs/configuration.md has a Python example"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "notes").mkdir()
+    state = tmp_path / "state"
+    monkeypatch.setenv("VROM_STATE_DIR", str(tmp_path / "not-this-one"))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(code.group(1).replace("/tmp/vrom-state", str(state)), {})
+    assert printed.getvalue().startswith(str(state))

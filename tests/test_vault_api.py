@@ -159,7 +159,10 @@ def test_vault_root_names_the_vault_as_vrom_vault_does(
     with Vault.open_default(cwd=elsewhere) as found:
         assert found.root == vault.root
     monkeypatch.setenv("VROM_VAULT", f"{vault.root}/Projects/..")  # the same folder
-    assert Settings.from_environment().vault_variable() == ("VROM_VAULT", f"{vault.root}/Projects/..")
+    assert Settings.from_environment().vault_variable() == (
+        "VROM_VAULT",
+        f"{vault.root}/Projects/..",
+    )
     monkeypatch.setenv("VROM_VAULT", str(elsewhere))
     with pytest.raises(ValidationError, match=r"\$VROM_VAULT .* and \$VAULT_ROOT .* different"):
         Vault.open_default(cwd=vault.root)

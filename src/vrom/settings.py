@@ -62,8 +62,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         VAULT_ROOT_ENV,
         "vault_root",
-        "as for VROM_VAULT",
-        "The same as VROM_VAULT, by the name MCP client configs often give it; set both, they"
+        "as for `VROM_VAULT`",
+        "The same as `VROM_VAULT`, by the name MCP client configs often give it; set both, they"
         " must name the same folder; set but empty, it is refused.",
     ),
     Variable(
@@ -82,7 +82,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         EMBEDDER_ENV,
         "embedder",
-        DEFAULT_EMBEDDER_SPEC,
+        f"`{DEFAULT_EMBEDDER_SPEC}`: the built-in all-MiniLM-L6-v2 model",
         "The embedder spec `auto` stands for (`--embedder`, `embedder=`): `default`, `none`,"
         " `fake[:DIMS[:MS]]`, `onnx:DIR` or `openai:MODEL[@URL]`.",
     ),
@@ -95,7 +95,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         REGISTRY_URL_ENV,
         "registry_url",
-        "no registry: only packs already cached can be mounted",
+        "none: a command that needs a registry says to set it",
         "The knowledge-pack registry (a `registry.json` URL, a `file://` URL or a folder path;"
         " `--registry`, `registry_url=`).",
     ),
@@ -177,8 +177,9 @@ class Settings:
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Return the settings ``environ`` (by default the process's environment) holds now."""
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {v.field: env.get(v.name) or None for v in VARIABLES}
-        values["vault_root"] = env.get(VAULT_ROOT_ENV)  # set but empty is refused, not unset
+        raw = {v.field: env.get(v.name) for v in VARIABLES}  # each read once
+        values: dict[str, Any] = {field: value or None for field, value in raw.items()}
+        values["vault_root"] = raw["vault_root"]  # set but empty is refused, not unset
         values["trusted_keys"] = tuple(key_list(values["trusted_keys"] or ""))
         return cls(**values)
 

@@ -149,7 +149,10 @@ class Embedder(abc.ABC):
         """
         from vrom.embed.remote import OpenAIEmbedder
 
-        return OpenAIEmbedder(model, base_url, **_with_api_key(options))
+        if options.get("api_key") is None:
+            variable = options.get("api_key_env", OPENAI_API_KEY_ENV)
+            options = {**options, "api_key": settings.api_key(variable)}
+        return OpenAIEmbedder(model, base_url, **options)
 
     @staticmethod
     def fake(dims: int = 64, delay_per_text: float = 0.0) -> Embedder:
@@ -289,16 +292,6 @@ class EmbedderBinding:
         if self._owned and self._embedder is not None:
             self._embedder.close()
         self._embedder, self._owned, self._resolved = None, False, False
-
-
-def _with_api_key(options: dict[str, Any]) -> dict[str, Any]:
-    """Return an OpenAI embedder's options with ``api_key`` from the environment when not given.
-
-    The key comes from ``$OPENAI_API_KEY``, or the variable ``options["api_key_env"]`` names.
-    """
-    if options.get("api_key") is not None:
-        return options
-    return {**options, "api_key": settings.api_key(options.get("api_key_env", OPENAI_API_KEY_ENV))}
 
 
 def _checked(texts: Sequence[str]) -> Sequence[str]:

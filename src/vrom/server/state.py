@@ -1,7 +1,7 @@
 """Which vault the server serves, opened once, and the lock its one store connection needs.
 
 The vault is chosen in this order: ``--vault``; the client's MCP roots (the first ``file://``
-root that is a folder); ``$VAULT_ROOT`` or ``$VROM_VAULT`` (`vrom.settings.vault_variable`);
+root that is a folder); ``$VAULT_ROOT`` or ``$VROM_VAULT`` (`vrom.settings.Settings.vault_variable`);
 the current directory. With ``--vault`` it is opened and indexed at start; otherwise on the
 first tool call, when the client can be asked for its roots, and the server says on stderr
 which it chose and why.
