@@ -180,8 +180,9 @@ def evaluate(
         notes = _plan_notes(dataset, wanted, model)
         if model is None:
             wanted = [m for m in wanted if m == "keyword"]
-        run = _run if target == "collection" else _run_memories
-        return run(dataset, wanted, k, model, progress, notes)
+        if target == "collection":
+            return _run(dataset, wanted, k, model, progress, notes, config)
+        return _run_memories(dataset, wanted, k, model, progress, notes)
     finally:
         if owned is not None:
             owned.close()
@@ -229,11 +230,12 @@ def _run(
     model: Embedder | None,
     progress: Progress | None,
     notes: list[str],
+    settings: Settings,
 ) -> Evaluation:
     timed = None if model is None else TimedEmbedder(model)
     with (
         tempfile.TemporaryDirectory(prefix="vrom-eval-", ignore_cleanup_errors=True) as work,
-        Collection.open("beir", embedder=timed, storage=work) as collection,
+        Collection.open("beir", embedder=timed, storage=work, settings=settings) as collection,
     ):
         seconds = None if timed is None else (lambda: timed.document_seconds)
         index = add_corpus(collection, dataset.folder, progress, seconds)
