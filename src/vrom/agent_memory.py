@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from vrom import settings
 from vrom.corpus import Corpus
 from vrom.embed import Embedder, EmbedderBinding, Fingerprint
 from vrom.embed.default import DEFAULT_MODEL_ID
@@ -50,6 +49,7 @@ from vrom.search.context import (
 )
 from vrom.search.query import check_query
 from vrom.search.vector import VectorIndex, check_mode
+from vrom.settings import Settings
 from vrom.store import open_store
 
 logger = logging.getLogger("vrom.agent_memory")
@@ -96,6 +96,7 @@ class AgentMemory:
         http_client: Any = None,
         trusted_keys: Sequence[str | PublicKey] | None = None,
         cache_quota: int | str | None = None,
+        settings: Settings | None = None,
     ) -> None:
         """``log_level``: ``debug``, ``info``, ``warning`` (or ``warn``), ``error``,
         ``critical`` or ``silent``, set on the ``vrom`` logger (for the whole process, as logging levels are);
@@ -109,7 +110,8 @@ class AgentMemory:
         (a number, or a size such as ``"2GiB"``); None reads ``$VROM_CACHE_QUOTA``, and none at
         all is 10 GiB (``"unlimited"``: the disk is the limit). A pull evicts the least recently used packs
         (never the mounted one) to make room, and a pack that cannot fit is refused before it
-        is downloaded."""
+        is downloaded. ``settings``: what the environment configures
+        (`vrom.settings.Settings`), resolved from it now when not given; the arguments beat it."""
         level = LOG_LEVELS.get(log_level.lower()) if isinstance(log_level, str) else None
         if level is None:
             raise ValidationError(
@@ -117,13 +119,14 @@ class AgentMemory:
             )
         logging.getLogger("vrom").setLevel(level)
         self._silent = level > logging.CRITICAL
-        # the facade reads the environment; VromCache, the engine, takes both as given
-        self._registry_url = registry_url if registry_url is not None else settings.registry_url()
-        self._cache_dir = cache_dir if cache_dir else settings.cache_dir()
+        # the facade resolves the settings; VromCache, the engine, takes them as given
+        config = Settings.from_environment() if settings is None else settings
+        self._registry_url = registry_url if registry_url is not None else config.registry_url
+        self._cache_dir = cache_dir if cache_dir else config.cache_dir
         self._http_client = http_client
-        keys = trusted_keys if trusted_keys is not None else settings.trusted_keys()
+        keys = trusted_keys if trusted_keys is not None else config.trusted_keys
         self._trusted_keys = load_trusted_keys(keys)
-        self._cache_quota = cache_quota if cache_quota is not None else settings.cache_quota()
+        self._cache_quota = cache_quota if cache_quota is not None else config.cache_quota
         parse_quota(self._cache_quota)  # a bad quota is refused here, not at the first pull
         self._extra_embedder = embedder
         self._cache: VromCache | None = None

@@ -27,7 +27,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from vrom import settings
 from vrom._async import in_thread
 from vrom.corpus import Corpus
 from vrom.documents import (
@@ -58,6 +57,7 @@ from vrom.results import Hit, changed_hit
 from vrom.search.keyword import check_k
 from vrom.search.query import check_query, parse_metadata_where
 from vrom.search.vector import INDEX_KINDS, check_ef_search, check_mode
+from vrom.settings import STORAGE_KEY_ENV, Settings
 from vrom.store import (
     ChunkRecord,
     DocumentRecord,
@@ -80,7 +80,7 @@ __all__ = [  # the limits and Document live in vrom.documents; they are named he
     "Document",
     "storage_path",
 ]
-KEY_ENV = settings.STORAGE_KEY_ENV
+KEY_ENV = STORAGE_KEY_ENV
 """The environment variable an encrypted collection's key is read from when none is given."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -114,6 +114,7 @@ class Collection:
         key: str | None = None,
         chunk_chars: int = 1000,
         chunk_overlap: int = 150,
+        settings: Settings | None = None,
     ) -> Collection:
         """Return the collection ``name``: empty when new, else what was added before.
 
@@ -129,7 +130,8 @@ class Collection:
         sets the HNSW search breadth (default 128). ``key`` encrypts the file with SQLCipher
         (``pip install 'vrom[encrypted]'``); without it, ``$VROM_STORAGE_KEY`` is used if set.
         The key is never stored anywhere. An encrypted collection's HNSW graph is kept in
-        memory only (a graph file would hold the vectors unencrypted).
+        memory only (a graph file would hold the vectors unencrypted). ``settings``: what the
+        environment configures (`vrom.settings.Settings`), resolved from it now when not given.
         """
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValidationError(
@@ -146,6 +148,7 @@ class Collection:
             strategy = ChunkStrategy(target_chars=chunk_chars, overlap_chars=chunk_overlap)
         except ValueError as exc:
             raise ValidationError(str(exc)) from exc
+        config = Settings.from_environment() if settings is None else settings
         location: Location
         if is_server_url(storage):  # a database: the collection is the namespace `name`
             if key is not None:
@@ -159,8 +162,8 @@ class Collection:
                 if key is not None:
                     raise ValidationError("a key encrypts a file: give storage a path as well")
             elif key is None:
-                key = settings.storage_key()
-        binding = EmbedderBinding(embedder, settings.embedder_spec())
+                key = config.storage_key
+        binding = EmbedderBinding(embedder, config.embedder_spec, api_key=config.openai_api_key)
         resolved = binding.get()
         try:
             store = open_store(location, key=key, namespace=namespace)

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from vrom import settings, state
+from vrom import state
 from vrom._vault_files import VaultFiles
 from vrom._vault_format import VaultFormat
 from vrom._vault_notes import VaultNotes
@@ -59,9 +59,9 @@ from vrom.results import (
 )
 from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
 from vrom.search.vector import HNSW_THRESHOLD
+from vrom.settings import VAULT_ENV, Settings
 from vrom.store import Location, is_server_url, mask_url, open_store
 
-VAULT_ENV = settings.VAULT_ENV
 __all__ = ["AUTO", "VAULT_ENV", "EmbedderChoice", "Vault"]
 
 
@@ -113,6 +113,7 @@ class Vault:
         database_url: Location = None,
         namespace: str | None = None,
         local: bool = False,
+        settings: Settings | None = None,
     ) -> Vault:
         """Return the vault at ``path``, with its store in the state directory or a database.
 
@@ -134,6 +135,8 @@ class Vault:
         search uses the HNSW index instead of exact search) configure vector search;
         ``vector_encoding`` stores vectors as ``float32`` (the default for a new store) or ``int8``
         with a per-vector scale (a quarter of the space); None keeps what the store has.
+        ``settings``: what the environment configures (`vrom.settings.Settings`), resolved
+        from it now when not given; the arguments beat it.
         """
         if not os.fspath(path):  # Path("") would be the current folder
             raise ValidationError("the vault path is empty: give a folder ('.' for this one)")
@@ -156,8 +159,9 @@ class Vault:
         if metric not in METRICS:
             raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
         namespace = state.checked_namespace(namespace) or state.default_namespace(root)
-        base = state.state_dir(state_dir)
-        location = state.store_location(database_url, local)
+        config = Settings.from_environment() if settings is None else settings
+        base = state.state_dir(state_dir, config)
+        location = state.store_location(database_url, local, config)
         if location is None:
             path_of_store = state.store_path(root, base)
             if not create and not path_of_store.exists():
@@ -169,7 +173,7 @@ class Vault:
             store = state.open_vault_store(location, namespace, root, create=create)
         corpus = Corpus(
             store,
-            EmbedderBinding(embedder, settings.embedder_spec()),
+            EmbedderBinding(embedder, config.embedder_spec, api_key=config.openai_api_key),
             metric=metric,
             hnsw_threshold=hnsw_threshold,
             encoding=vector_encoding,
@@ -183,6 +187,7 @@ class Vault:
         *,
         embedder: EmbedderChoice = AUTO,
         vector_encoding: str | None = None,
+        settings: Settings | None = None,
     ) -> Vault:
         """Return the vault whose store file is ``db_path`` (the store must exist).
 
@@ -205,11 +210,9 @@ class Vault:
             target_chars=recorded.get("target_chars", ChunkStrategy.target_chars),
             overlap_chars=recorded.get("overlap_chars", ChunkStrategy.overlap_chars),
         )
-        corpus = Corpus(
-            store,
-            EmbedderBinding(embedder, settings.embedder_spec()),
-            encoding=vector_encoding,
-        )
+        config = Settings.from_environment() if settings is None else settings
+        binding = EmbedderBinding(embedder, config.embedder_spec, api_key=config.openai_api_key)
+        corpus = Corpus(store, binding, encoding=vector_encoding)
         return cls(Path(root), corpus, IndexOptions(strategy=strategy))
 
     @classmethod
@@ -223,16 +226,19 @@ class Vault:
         database_url: Location = None,
         namespace: str | None = None,
         local: bool = False,
+        settings: Settings | None = None,
     ) -> Vault:
         """Return the vault to use when none is named.
 
-        In order: ``VROM_VAULT`` or ``VAULT_ROOT`` (see `vrom.settings.vault_variable`); the
+        In order: ``VROM_VAULT`` or ``VAULT_ROOT`` (see `vrom.settings.Settings.vault_variable`); the
         nearest indexed vault at or above the current directory; the vault indexed last. With
         its store in a database (``database_url`` or ``$VROM_DATABASE_URL``; see `open`),
         after ``VROM_VAULT``: the vault indexed last on this machine, else the current
         directory (a database is not searched for the folders it holds).
         """
+        config = Settings.from_environment() if settings is None else settings
         options: dict[str, Any] = {
+            "settings": config,
             "create": False,
             "embedder": embedder,
             "vector_encoding": vector_encoding,
@@ -240,16 +246,16 @@ class Vault:
             "namespace": namespace,
             "local": local,
         }
-        named = settings.vault_variable()
+        named = config.vault_variable()
         if named is not None:
             variable, folder = named
             try:
                 return cls.open(folder, state_dir, **options)
             except NotFoundError as exc:  # say where the path came from: no --vault was given
                 raise NotFoundError(f"${variable}: {exc}") from exc
-        base = state.state_dir(state_dir)
+        base = state.state_dir(state_dir, config)
         start = Path(cwd) if cwd is not None else Path.cwd()
-        if state.store_location(database_url, local) is not None:
+        if state.store_location(database_url, local, config) is not None:
             return cls.open(
                 state.last_vault(base, stored_here=False) or start, state_dir, **options
             )
