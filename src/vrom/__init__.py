@@ -29,10 +29,16 @@ from vrom.errors import (
     ValidationError,
     VromError,
 )
-from vrom.memories import Memory, MemoryHit
+from vrom.memories import Memories, Memory, MemoryHit, MemoryStats
+from vrom.packs.cache_folders import StorageEstimate
+from vrom.packs.manifest import RegistryEntry
 from vrom.results import (
     BackendInfo,
     Context,
+    DeleteResult,
+    ExportSummary,
+    FolderListing,
+    FormatReport,
     Hit,
     IndexSummary,
     IndexWarning,
@@ -41,10 +47,15 @@ from vrom.results import (
     Note,
     NoteRef,
     Related,
+    SearchReport,
     SearchResult,
     SharedTags,
     SimilarNote,
+    SyncSummary,
+    TagCount,
     VaultStats,
+    VectorInfo,
+    WriteResult,
     to_jsonable,
 )
 from vrom.search.context import format_context
@@ -59,35 +70,49 @@ __all__ = [
     "BackendInfo",
     "Collection",
     "Context",
+    "DeleteResult",
     "Document",
     "Embedder",
+    "ExportSummary",
     "Fingerprint",
+    "FolderListing",
+    "FormatReport",
     "Hit",
     "IndexSummary",
     "IndexWarning",
     "Link",
+    "Memories",
     "Memory",
     "MemoryHit",
+    "MemoryStats",
     "ModelError",
     "MountStatus",
+    "Neighbor",
     "NotFoundError",
     "Note",
     "NoteRef",
     "PackError",
+    "RegistryEntry",
     "Related",
+    "SearchReport",
     "SearchResult",
     "SearchTool",
     "SharedTags",
     "SimilarNote",
     "StorageError",
+    "StorageEstimate",
+    "SyncSummary",
+    "TagCount",
     "ToolResult",
     "UnverifiedPackWarning",
     "ValidationError",
     "Vault",
     "VaultStats",
     "VectorDB",
-    "VromCache",
+    "VectorDBStats",
+    "VectorInfo",
     "VromError",
+    "WriteResult",
     "__version__",
     "format_context",
     "to_jsonable",
@@ -95,22 +120,18 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """Return AgentMemory, VromCache, UnverifiedPackWarning or VectorDB, imported on first use:
-    `import vrom` loads no numpy."""
+    """Return AgentMemory, UnverifiedPackWarning or VectorDB (with its Neighbor and
+    VectorDBStats), imported on first use: `import vrom` loads no numpy."""
     if name == "AgentMemory":
         from vrom.agent_memory import AgentMemory
 
         return AgentMemory
-    if name == "VromCache":
-        from vrom.packs.cache import VromCache
-
-        return VromCache
     if name == "UnverifiedPackWarning":
         from vrom.packs.signing import UnverifiedPackWarning
 
         return UnverifiedPackWarning
-    if name == "VectorDB":
-        from vrom.vectordb import VectorDB
+    if name in ("VectorDB", "Neighbor", "VectorDBStats"):
+        from vrom import vectordb
 
-        return VectorDB
+        return getattr(vectordb, name)
     raise AttributeError(f"module 'vrom' has no attribute {name!r}")

@@ -66,7 +66,8 @@ LOG_LEVELS = {
     "critical": logging.CRITICAL,
     "silent": logging.CRITICAL + 10,  # above every level: nothing is logged
 }
-"""The ``log_level`` names `AgentMemory` takes, and the level each sets on the ``vrom`` logger."""
+"""The ``log_level`` names `AgentMemory` takes, and the level each sets on the ``vrom`` logger
+when one is given (none given: the application's logging configuration is left as it is)."""
 
 OPEN_FILES_CAN_BE_DELETED = os.name == "posix"
 """Whether a mounted pack's files can be deleted while its store and graph are open (POSIX
@@ -90,16 +91,17 @@ class AgentMemory:
         self,
         registry_url: str | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
-        log_level: str = "warning",
+        log_level: str | None = None,
         *,
         embedder: Embedder | None = None,
         http_client: Any = None,
         trusted_keys: Sequence[str | PublicKey] | None = None,
         cache_quota: int | str | None = None,
     ) -> None:
-        """``log_level``: ``debug``, ``info``, ``warning`` (or ``warn``), ``error``,
-        ``critical`` or ``silent``, set on the ``vrom`` logger (for the whole process, as logging levels are);
-        ``silent`` also hides the warnings vrom raises during this object's calls (an unsigned
+        """``log_level``: None (the default) leaves logging as the application configured it;
+        ``debug``, ``info``, ``warning`` (or ``warn``), ``error``, ``critical`` or ``silent``
+        is set on the ``vrom`` logger, as the seed's SDK does (for the whole process, as logging
+        levels are: only when asked for); ``silent`` also hides the warnings vrom raises during this object's calls (an unsigned
         pack, a stale registry), so nothing is written at all. ``embedder``: a model to use for
         packs built with it (besides the ones vrom ships: the default model and the fake one).
         ``http_client``: an ``httpx.Client`` for the registry and downloads (proxies, auth).
@@ -110,13 +112,15 @@ class AgentMemory:
         all is 10 GiB (``"unlimited"``: the disk is the limit). A pull evicts the least recently used packs
         (never the mounted one) to make room, and a pack that cannot fit is refused before it
         is downloaded."""
-        level = LOG_LEVELS.get(log_level.lower()) if isinstance(log_level, str) else None
-        if level is None:
-            raise ValidationError(
-                f"log_level must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}"
-            )
-        logging.getLogger("vrom").setLevel(level)
-        self._silent = level > logging.CRITICAL
+        self._silent = False
+        if log_level is not None:
+            level = LOG_LEVELS.get(log_level.lower()) if isinstance(log_level, str) else None
+            if level is None:
+                raise ValidationError(
+                    f"log_level must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}"
+                )
+            logging.getLogger("vrom").setLevel(level)  # asked for by name: the seed's contract
+            self._silent = level > logging.CRITICAL
         # the facade reads the environment; VromCache, the engine, takes both as given
         self._registry_url = registry_url if registry_url is not None else settings.registry_url()
         self._cache_dir = cache_dir if cache_dir else settings.cache_dir()
