@@ -30,6 +30,7 @@ LAYERS = {
     "_vault_notes": FACADES,
     "_vault_format": FACADES,
     "_vault_sync": FACADES,
+    "_vault_writes": FACADES,
     "_background_embedding": FACADES,
     "collection": FACADES,
     "documents": FACADES,

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from vrom import Collection, Embedder, Vault
-
 from vrom.ingest import embedding
 from vrom.ingest.embedding import collection_chunk_text, memory_text, note_chunk_text
 
