@@ -223,7 +223,9 @@ def test_a_document_added_before_texts_were_kept_hits_with_its_chunk(tmp_path: P
         docs.add([{"id": "keep", "text": "Llamas hum. " * 10}])
         # written the way a store before schema 8 was: no whole text, each chunk with its own
         capybara = Document("cap", text)
-        docs._store.documents.put(_record(capybara, None), document_chunks(capybara, docs._strategy), [], [])
+        docs._store.documents.put(
+            _record(capybara, None), document_chunks(capybara, docs._strategy), [], []
+        )
         docs._corpus.embed_missing()
         hit = docs.search("capybaras calm", k=1, mode="keyword")[0]
         assert hit.id == "cap" and hit.text == hit.chunk_text == text[hit.char_start : hit.char_end]
