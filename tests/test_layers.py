@@ -35,6 +35,7 @@ LAYERS = {
     "collection": FACADES,
     "documents": FACADES,
     "agent_memory": FACADES,
+    "_pack_models": FACADES,
     "memories": FACADES,
     "pack_builder": FACADES,
     "evaluation": FACADES,
