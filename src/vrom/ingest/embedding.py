@@ -4,6 +4,10 @@ A store remembers the fingerprint of the embedder that wrote its chunk vectors, 
 of the one that wrote its memory vectors. Using it with a different embedder is refused, with a
 message naming both models, while vectors of the other exist; only an explicit rebuild drops
 them (to be embedded again). Nothing is ever deleted silently.
+
+Every vector is made by `embed_missing` (a vault's chunks, a collection's documents and the
+turns after a changed one, memories), from the text of one recipe per kind: `note_chunk_text`,
+`collection_chunk_text` (both `context_text`) and `memory_text`.
 """
 
 from __future__ import annotations
