@@ -18,6 +18,8 @@ Or keep documents for an agent in a collection::
     docs.search("how many days off", k=3)
 """
 
+from typing import TYPE_CHECKING
+
 from vrom.collection import AsyncCollection, Collection
 from vrom.documents import Document
 from vrom.embed import Embedder, Fingerprint
@@ -30,8 +32,6 @@ from vrom.errors import (
     VromError,
 )
 from vrom.memories import Memories, Memory, MemoryHit, MemoryStats
-from vrom.packs.cache_folders import StorageEstimate
-from vrom.packs.manifest import RegistryEntry
 from vrom.results import (
     BackendInfo,
     Context,
@@ -61,6 +61,13 @@ from vrom.results import (
 from vrom.search.context import format_context
 from vrom.tools import SearchTool, ToolResult
 from vrom.vault import Vault
+
+if TYPE_CHECKING:  # imported on first use (`__getattr__`); named here for type checkers
+    from vrom.agent_memory import AgentMemory
+    from vrom.packs.cache_folders import StorageEstimate
+    from vrom.packs.manifest import RegistryEntry
+    from vrom.packs.signing import UnverifiedPackWarning
+    from vrom.vectordb import Neighbor, VectorDB, VectorDBStats
 
 __version__ = "0.1.0"
 
@@ -120,8 +127,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """Return AgentMemory, UnverifiedPackWarning or VectorDB (with its Neighbor and
-    VectorDBStats), imported on first use: `import vrom` loads no numpy."""
+    """Return AgentMemory (with the packs' RegistryEntry and StorageEstimate),
+    UnverifiedPackWarning or VectorDB (with its Neighbor and VectorDBStats), imported on
+    first use: `import vrom` loads no numpy and no pack machinery."""
     if name == "AgentMemory":
         from vrom.agent_memory import AgentMemory
 
@@ -130,6 +138,14 @@ def __getattr__(name: str) -> object:
         from vrom.packs.signing import UnverifiedPackWarning
 
         return UnverifiedPackWarning
+    if name == "RegistryEntry":
+        from vrom.packs.manifest import RegistryEntry
+
+        return RegistryEntry
+    if name == "StorageEstimate":
+        from vrom.packs.cache_folders import StorageEstimate
+
+        return StorageEstimate
     if name in ("VectorDB", "Neighbor", "VectorDBStats"):
         from vrom import vectordb
 
