@@ -161,3 +161,30 @@ def test_only_the_settings_module_reads_the_environment() -> None:
             ):
                 readers.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
     assert readers == []
+
+
+SHARED_SQL = ("sql_dialect.py", "sql_documents.py", "sql_memories.py")
+"""The store's roles written once over a dialect (`vrom.store.sql_dialect`)."""
+
+
+def test_the_store_written_once_names_no_driver_nor_backend() -> None:
+    offenders = []
+    for name in SHARED_SQL:
+        path = SOURCE / "store" / name
+        if not path.exists():
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            for imported in names:
+                if imported.split(".")[0] in ("sqlite3", "psycopg", "psycopg_pool") or (
+                    imported.startswith(("vrom.store.sqlite", "vrom.store.postgres"))
+                ):
+                    offenders.append(f"{name}: {imported}")
+    assert offenders == []
