@@ -163,16 +163,15 @@ def test_only_the_settings_module_reads_the_environment() -> None:
     assert readers == []
 
 
-SHARED_SQL = ("sql_dialect.py", "sql_documents.py", "sql_memories.py")
+SHARED_SQL = sorted((SOURCE / "store").glob("sql_*.py"))
 """The store's roles written once over a dialect (`vrom.store.sql_dialect`)."""
 
 
 def test_the_store_written_once_names_no_driver_nor_backend() -> None:
+    assert len(SHARED_SQL) >= 5, SHARED_SQL
     offenders = []
-    for name in SHARED_SQL:
-        path = SOURCE / "store" / name
-        if not path.exists():
-            continue
+    for path in SHARED_SQL:
+        name = path.name
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             names = (
@@ -188,3 +187,10 @@ def test_the_store_written_once_names_no_driver_nor_backend() -> None:
                 ):
                     offenders.append(f"{name}: {imported}")
     assert offenders == []
+
+
+def test_the_store_roles_carry_no_facade_words() -> None:
+    from vrom.store import DocumentStore, MemoryStore
+
+    facade_words = ("links_of", "links_to_keys", "turns_before", "turns_after", "has_shared_source")
+    assert [w for w in facade_words if hasattr(DocumentStore, w) or hasattr(MemoryStore, w)] == []

@@ -449,7 +449,12 @@ class Collection:
                 turns.append(document_turns(self._store, doc.metadata, document_id, texts))
                 continue
             if source not in added:
-                added[source] = self._store.documents.turns_before(source, None, TURNS_BEFORE)
+                added[source] = [
+                    text
+                    for _, text in self._store.documents.field_texts(
+                        "source", source, limit=TURNS_BEFORE
+                    )
+                ]
             turns.append(added[source][-TURNS_BEFORE:] if is_turn(texts) else [])
             added[source].append(doc.text)  # a turn of the next, long or not
         return turns
@@ -493,7 +498,9 @@ class Collection:
         followers = dict.fromkeys(
             document_id
             for source, place in moved
-            for document_id in self._store.documents.turns_after(source, place, TURNS_BEFORE)
+            for document_id, _ in self._store.documents.field_texts(
+                "source", source, after=place, limit=TURNS_BEFORE
+            )
         )
         made: list[tuple[int, str]] = []  # each turn's chunk and what it is embedded as now
         for document_id in followers:

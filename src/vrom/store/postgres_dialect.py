@@ -24,8 +24,8 @@ class PgDialect(Dialect):
     def sql(self, text: str) -> str:
         return pyformat(text)
 
-    def json_text(self, column: str, key: str) -> str:
-        return f"jsonb_typeof({column}::jsonb -> '{key}') = 'string'"
+    def json_text(self, column: str, key: str) -> tuple[str, str]:
+        return f"jsonb_typeof({column}::jsonb -> ?) = 'string'", key
 
     def text_list(self, expr: str) -> str:
         return f"json_agg({expr})::text"

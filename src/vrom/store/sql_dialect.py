@@ -34,6 +34,11 @@ def pyformat(sql: str) -> str:
     return _PERCENT.sub("%%", sql).replace("?", "%s")
 
 
+def escape_like(text: str) -> str:
+    """Return ``text`` with LIKE's wildcards escaped (for ``LIKE ... ESCAPE '\\'``)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 class Statements:
     """The statements of one block, on the connection it runs on (a DB-API connection)."""
 
@@ -98,9 +103,10 @@ class Dialect:
         """Return a statement written with ``?`` placeholders in the driver's style."""
         return text
 
-    def json_text(self, column: str, key: str) -> str:
-        """Return a test that member ``key`` of the JSON object text ``column`` is a string."""
-        return f"json_type({column}, '$.{key}') = 'text'"
+    def json_text(self, column: str, key: str) -> tuple[str, str]:
+        """Return a test that member ``key`` of the JSON object text ``column`` is a string
+        (with one ``?``), and its parameter."""
+        return f"json_type({column}, ?) = 'text'", '$."' + key.replace('"', '\\"') + '"'
 
     def text_list(self, expr: str) -> str:
         """Return an aggregate of ``expr`` as the text of a JSON array."""

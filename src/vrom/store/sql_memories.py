@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vrom.store.records import (
     KeywordQuery,
@@ -25,6 +25,9 @@ from vrom.store.rows import MEMORY_COLUMNS, memory_filter_sql, memory_from_row
 from vrom.store.sql_dialect import AFTER_EVERY_KEY, Dialect, Statements
 from vrom.store.storable import check_memory
 
+if TYPE_CHECKING:
+    from vrom.store.roles import MemoryVectors
+
 _WRITE_COLUMNS = (
     "created_unix, updated_unix, project, type, title, content, tags, related, source, status,"
     " superseded_by"
@@ -32,10 +35,16 @@ _WRITE_COLUMNS = (
 
 
 class SqlMemories:
-    """The memories of one store, over its dialect; a backend adds its keyword index."""
+    """Agent memories: rows, their keyword index, and their vectors (``vectors``): the memories
+    role of a store, over its dialect; a backend adds its keyword index."""
 
     def __init__(self, dialect: Dialect) -> None:
         self._sql = dialect
+
+    @property
+    def vectors(self) -> MemoryVectors:
+        """The memories' vectors."""
+        raise NotImplementedError
 
     # -- what a backend adds ---------------------------------------------------------------
 
@@ -129,7 +138,8 @@ class SqlMemories:
             return {row[0]: memory_from_row(row[1:]) for row in rows}
 
     def newest_key(self) -> int:
-        """Return the largest integer key (0 without memories)."""
+        """Return the largest integer key (0 without memories): keys only grow, and memories
+        are never deleted, so it moves exactly when a memory is added."""
         with self._sql.reading("reading memories") as run:
             return int(run.scalar("SELECT coalesce(max(key), 0) FROM memories") or 0)
 
