@@ -25,6 +25,7 @@ from typing import Any
 from vrom.store.fts_text import segment, segment_query_term
 from vrom.store.postgres_schema import TEXT_SEARCH_CONFIG
 from vrom.store.records import Condition, KeywordQuery, Scalar, Where
+from vrom.store.sql_dialect import escape_like
 
 CONFIG = f"'{TEXT_SEARCH_CONFIG}'::regconfig"
 RANK_WEIGHTS = "'{0.1, 0.25, 0.5, 1.0}'::float4[]"
@@ -146,11 +147,6 @@ def text_search(query: KeywordQuery, table: str) -> TextSearch:
         match = f"({match}) && !!({' || '.join(sql for sql, _ in negatives)})"
         match_params += [p for _, params in negatives for p in params]
     return TextSearch(terms, [p for _, params in positives for p in params], match, match_params)
-
-
-def escape_like(text: str) -> str:
-    """Return ``text`` with LIKE's wildcards escaped (for ``LIKE ... ESCAPE '\\'``)."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 # -- metadata fields -------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 
 from vrom.store.fts_text import segment_query_term
 from vrom.store.records import Condition, KeywordQuery, Scalar, Where
+from vrom.store.sql_dialect import escape_like
 
 
 def _quote(text: str) -> str:
@@ -30,10 +31,6 @@ def match_expression(query: KeywordQuery) -> str:
         negatives = " OR ".join(phrase(x, False) for x in query.excluded)
         expression = f"({expression}) NOT ({negatives})"
     return expression
-
-
-def escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def where_sql(where: Where | None) -> tuple[str, list[Any]]:
