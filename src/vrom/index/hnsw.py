@@ -35,9 +35,7 @@ import numpy.typing as npt
 from usearch.compiled import (
     Index,
     MetricKind,
-    MetricSignature,
     ScalarKind,
-    index_dense_metadata_from_buffer,
 )
 
 from vrom.errors import StorageError, ValidationError
@@ -55,13 +53,11 @@ from vrom.index.graph_file import (
     sidecar_path,
 )
 from vrom.index.scoring import nearest_rows
+from vrom.index.usearch_graph import EXPANSION_ADD as EXPANSION_ADD  # the builders' name
+from vrom.index.usearch_graph import EXPANSION_SEARCH as EXPANSION_SEARCH
+from vrom.index.usearch_graph import Graph, add_rows, new_index, restore, unique_keys
 from vrom.store import Sidecar, Store, VectorChanges, VectorSource
 
-EXPANSION_ADD = 128
-EXPANSION_SEARCH = 128
-"""The default search breadth. On real all-MiniLM-L6-v2 vectors (bench/vector_engines.py) 64
-gave recall@10 0.987 at 5k vectors, 0.980 at 10k and 0.972 at 20k against exact; 128 gives
-0.998, 0.993 and 0.988 for 1.4-1.6x the time (0.15-0.33 ms)."""
 _GRAPH_SCALAR = ScalarKind.F16
 _BUILD_PART = 1_024
 """A graph built beside searches adds this many vectors at a time (~0.1 s), checking between
@@ -87,17 +83,6 @@ _USEARCH_METRICS = {"cosine": MetricKind.IP, "dot": MetricKind.IP, "euclidean": 
 class GraphBehind(StorageError):
     """Raised by a graph that may not rebuild itself (``HnswIndex(rebuilds=False)``) when only a
     build would bring it up to the store: the caller searches exactly and builds one beside."""
-
-
-class _Graph:
-    """A usearch index and, when it views the cache file, the mapping of that file."""
-
-    def __init__(self, index: Index, mapping: mmap.mmap | None = None) -> None:
-        self.index: Index | None = index
-        self.mapping = mapping
-
-    def __del__(self) -> None:
-        self.index = None  # gone before the mapping it reads from is unmapped
 
 
 class HnswIndex:
@@ -129,7 +114,7 @@ class HnswIndex:
         self._generation = -1
         self._change_number: int | None = None  # the store change the graph reflects
         self._unsaved = 0  # changes replayed into the graph since it was last saved
-        self._graph: _Graph | None = None
+        self._graph: Graph | None = None
         self._swept = False  # the stale temporaries beside the cache file were removed
         self._rebuilds = rebuilds
 
@@ -155,19 +140,19 @@ class HnswIndex:
         start = 0
         for block in blocks:
             if graph is None:
-                graph = _new_index(block.shape[1], _USEARCH_METRICS[metric], _GRAPH_SCALAR)
+                graph = new_index(block.shape[1], _USEARCH_METRICS[metric], _GRAPH_SCALAR)
                 graph.expansion_search = index._expansion_search
             for at in range(0, len(block), _BUILD_PART):
                 if exiting():  # usearch's threads must be done before the process exits
                     raise BuildStopped
                 part = block[at : at + _BUILD_PART]
                 keys = ids[start : start + len(part)].astype(np.uint64)
-                _add(graph, keys, np.ascontiguousarray(part, dtype=np.float32))
+                add_rows(graph, keys, np.ascontiguousarray(part, dtype=np.float32))
                 start += len(part)
         index._change_number = change_number
         index.build_count = 1
         if graph is not None:
-            index._graph = _Graph(graph)
+            index._graph = Graph(graph)
             index._save(graph, identity)
         return index
 
@@ -206,7 +191,7 @@ class HnswIndex:
         buffer = memoryview(mapping)
         problem: Exception | None = None
         try:
-            graph = _restore(buffer, view=True)
+            graph = restore(buffer, view=True)
         except (RuntimeError, ValueError) as exc:  # usearch's words for a corrupt file
             graph, problem = None, exc
         finally:
@@ -222,7 +207,7 @@ class HnswIndex:
             raise StorageError(
                 f"the vector index {path} holds {found} vectors but its store {expected}"
             )
-        index._graph = _Graph(graph, mapping)
+        index._graph = Graph(graph, mapping)
         index._generation = vectors.generation()
         index._change_number = vectors.change_number()
         return index
@@ -283,7 +268,7 @@ class HnswIndex:
                 keys = np.sort(index.get_keys_in_slice())
                 return self._exact(index, query, keys, k)  # and reaches a node no link leads to
             return self._approximate(index, query, k, ef)
-        keys = _unique(np.asarray(allowed, dtype=np.uint64))  # a list, or ids numpy reads as is
+        keys = unique_keys(np.asarray(allowed, dtype=np.uint64))  # a list, or ids numpy reads as is
         keys = keys[index.contains_many(keys)] if len(keys) else keys
         if not len(keys):
             return []
@@ -340,16 +325,16 @@ class HnswIndex:
         self._replay(graph, changes)
         return True
 
-    def _replay(self, graph: _Graph, changes: VectorChanges) -> None:
+    def _replay(self, graph: Graph, changes: VectorChanges) -> None:
         """Remove each changed chunk from the graph and add back its current vector."""
         if changes.keys:
             index: Index | None = graph.index
             assert index is not None
             if graph.mapping is not None:  # a memory-mapped graph is read-only: copy it first
                 # (usearch crashes the process when a viewed graph is written to)
-                index = _restore(memoryview(graph.mapping), view=False)
+                index = restore(memoryview(graph.mapping), view=False)
                 assert index is not None
-                graph = self._graph = _Graph(index)
+                graph = self._graph = Graph(index)
             keys = np.asarray(changes.keys, dtype=np.uint64)
             present = keys[index.contains_many(keys)]
             if len(present):
@@ -363,7 +348,7 @@ class HnswIndex:
                         f"the store's vectors have {matrix.shape[1]} dimensions, the index "
                         f"{index.ndim}: rebuild the index"
                     )
-                _add(index, added, matrix)
+                add_rows(index, added, matrix)
             self._unsaved += len(changes.keys)
         self._change_number = changes.latest
         saved = graph.index
@@ -398,7 +383,7 @@ class HnswIndex:
             return False
         buffer = memoryview(mapping)
         try:
-            index = _restore(buffer, view=True)
+            index = restore(buffer, view=True)
         except (RuntimeError, ValueError):  # usearch's words for a corrupt file
             index = None
         finally:
@@ -407,7 +392,7 @@ class HnswIndex:
             del index
             mapping.close()
             return False
-        self._graph = _Graph(index, mapping)
+        self._graph = Graph(index, mapping)
         self._unsaved = 0
         self._replay(self._graph, changes)
         return True
@@ -425,11 +410,11 @@ class HnswIndex:
         ids = np.fromiter((row[0] for row in rows), dtype=np.uint64, count=len(rows))
         matrix = decode([row[1] for row in rows], self._vectors.encoding())
         del rows
-        index = _new_index(matrix.shape[1], _USEARCH_METRICS[self._metric], _GRAPH_SCALAR)
+        index = new_index(matrix.shape[1], _USEARCH_METRICS[self._metric], _GRAPH_SCALAR)
         index.expansion_search = self._expansion_search
-        _add(index, ids, matrix)
+        add_rows(index, ids, matrix)
         self.build_count += 1
-        self._graph = _Graph(index)  # the old view goes first: some systems can't replace it
+        self._graph = Graph(index)  # the old view goes first: some systems can't replace it
         self._save(index)
 
     def _save(self, index: Index, store: str | None = None) -> None:
@@ -473,40 +458,6 @@ class HnswIndex:
                 Path(leftover).unlink(missing_ok=True)
 
 
-def _new_index(ndim: int, metric: MetricKind, scalar: ScalarKind) -> Index:
-    """Return an empty graph (a graph read from a file takes its own parameters from it)."""
-    return Index(
-        ndim=ndim,
-        dtype=scalar,
-        connectivity=CONNECTIVITY,
-        expansion_add=EXPANSION_ADD,
-        expansion_search=EXPANSION_SEARCH,
-        metric_kind=metric,
-        metric_signature=MetricSignature.ArrayArraySize,
-    )
-
-
-def _restore(buffer: memoryview, *, view: bool) -> Index | None:
-    """Return the graph saved in ``buffer``: viewed in place or loaded (copied); None if empty.
-
-    Raises `RuntimeError` or `ValueError` for bytes that are not a graph.
-    """
-    meta = index_dense_metadata_from_buffer(buffer)
-    if not meta:
-        return None
-    index = _new_index(meta["dimensions"], meta["kind_metric"], meta["kind_scalar"])
-    if view:
-        index.view_index_from_buffer(buffer, None)
-    else:
-        index.load_index_from_buffer(buffer, None)
-    return index
-
-
-def _add(index: Index, keys: npt.NDArray[np.uint64], matrix: npt.NDArray[np.float32]) -> None:
-    """Add rows to the graph on every thread."""
-    index.add_many(keys, matrix, copy=True, threads=0, progress=None, dtype=ScalarKind.Unknown)
-
-
 def _prefers_exact(rows: int, total: int, k: int) -> bool:
     """True when scanning ``rows`` allowed vectors is about as fast as oversampling the graph.
 
@@ -516,12 +467,6 @@ def _prefers_exact(rows: int, total: int, k: int) -> bool:
     ``rows² ≈ 2·OVERSAMPLE·k·total``. Exact also means recall 1.0, so ties go to it.
     """
     return rows <= EXACT_FILTER_ROWS or rows * rows <= EXACT_FILTER_COST * OVERSAMPLE * k * total
-
-
-def _unique(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """Return the distinct keys, sorted (several times faster than `np.unique` on numpy 2)."""
-    keys = np.sort(keys)
-    return keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
 
 
 def _check_ef(ef: int) -> int:
