@@ -7,7 +7,7 @@ import functools
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -58,6 +58,7 @@ from vrom.results import (
     changed_hit,
 )
 from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
+from vrom.search.query import parse_where
 from vrom.search.vector import HNSW_THRESHOLD
 from vrom.store import Location, is_server_url, mask_url, open_store
 
@@ -430,6 +431,8 @@ class Vault:
         where: Mapping[str, Any] | None = None,
         mode: str | None = None,
         *,
+        path: str | None = None,
+        tags: str | Sequence[str] | None = None,
         expand_context: bool = False,
         context_window: int = 1,
         ef_search: int | None = None,
@@ -451,11 +454,13 @@ class Vault:
         similarity, human relevance and text quality: the VaultLayer hybrid-search contract); by
         default hybrid when the store holds vectors of the configured embedder, else keyword.
 
-        ``where`` filters notes inside every retriever: ``{"path": "folder/", "tags":
-        ["project"], "status": "done"}`` (path prefix, required tags, frontmatter values). See
+        ``where`` filters notes by frontmatter inside every retriever, in the one filter grammar
+        (docs/filters.md: ``{"status": "done", "year": {"$gte": 2024}}``); ``path`` keeps
+        notes under a folder or path prefix, ``tags`` notes holding every tag given. See
         `vrom.search.query` for the keyword query syntax.
         """
-        hits = self.corpus.search(query, k, where, mode, per_document=per_note, ef_search=ef_search)
+        notes = parse_where(where, path=path, tags=tags)
+        hits = self.corpus.search(query, k, notes, mode, per_document=per_note, ef_search=ef_search)
         return self._finished(hits, expand_context, context_window)
 
     def search_report(
@@ -465,6 +470,8 @@ class Vault:
         where: Mapping[str, Any] | None = None,
         mode: str | None = None,
         *,
+        path: str | None = None,
+        tags: str | Sequence[str] | None = None,
         expand_context: bool = False,
         context_window: int = 1,
         ef_search: int | None = None,
@@ -474,10 +481,12 @@ class Vault:
 
         Where `search` refuses a mode by meaning that cannot run (no embedder, no vector
         yet), this searches by keyword and says why; it also counts the chunks with vectors.
-        ``per_note`` as for `search` (the CLI and MCP pass it unless asked for chunks).
+        ``per_note``, ``where``, ``path`` and ``tags`` as for `search` (the CLI and MCP pass
+        ``per_note`` unless asked for chunks).
         """
+        notes = parse_where(where, path=path, tags=tags)
         report = self.corpus.search_report(
-            query, k, where, mode, per_document=per_note, ef_search=ef_search
+            query, k, notes, mode, per_document=per_note, ef_search=ef_search
         )
         hits = self._finished(list(report.results), expand_context, context_window)
         return dataclasses.replace(report, results=hits)
@@ -499,6 +508,8 @@ class Vault:
         where: Mapping[str, Any] | None = None,
         *,
         mode: str | None = None,
+        path: str | None = None,
+        tags: str | Sequence[str] | None = None,
         expand_context: bool = False,
         context_window: int = 1,
         include_sources: bool = True,
@@ -516,7 +527,14 @@ class Vault:
                 f"max_tokens must be an integer of at least 50, not {shown(max_tokens)}"
             )
         hits = self.search(
-            query, k, where, mode=mode, expand_context=expand_context, context_window=context_window
+            query,
+            k,
+            where,
+            mode=mode,
+            path=path,
+            tags=tags,
+            expand_context=expand_context,
+            context_window=context_window,
         )
         context = format_context(
             hits, max_tokens, include_sources, query, relative_cutoff=relative_cutoff

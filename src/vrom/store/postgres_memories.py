@@ -13,8 +13,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from vrom.store.filter_sql import memory_filter_sql
 from vrom.store.postgres_database import PgDatabase
 from vrom.store.postgres_query import (
+    DIALECT,
     fold,
     text_search,
     weighted_vector_sql,
@@ -27,13 +29,13 @@ from vrom.store.records import (
     MemoryKeywordRow,
     MemoryRecord,
 )
-from vrom.store.rows import MEMORY_COLUMNS, memory_filter_sql, memory_from_row
+from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.storable import check_memory
 
 
 def _filter_sql(where: MemoryFilter) -> tuple[str, list[Any]]:
     """Return `` AND ...`` clauses on memory ``m`` for a filter, and their parameters."""
-    return memory_filter_sql(where, "%s")
+    return memory_filter_sql(where, DIALECT)
 
 
 class PgMemories:

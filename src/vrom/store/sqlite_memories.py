@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from vrom.store.filter_sql import memory_filter_sql
 from vrom.store.fts_text import segment
 from vrom.store.records import (
     KeywordQuery,
@@ -21,9 +22,9 @@ from vrom.store.records import (
     MemoryKeywordRow,
     MemoryRecord,
 )
-from vrom.store.rows import MEMORY_COLUMNS, memory_filter_sql, memory_from_row
+from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.sqlite_database import Database
-from vrom.store.sqlite_query import match_expression
+from vrom.store.sqlite_query import DIALECT, match_expression
 from vrom.store.sqlite_vectors import SQLiteMemoryVectors
 from vrom.store.storable import check_memory
 
@@ -33,7 +34,7 @@ MEMORY_BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0)
 
 def _filter_sql(where: MemoryFilter) -> tuple[str, list[Any]]:
     """Return `` AND ...`` clauses on memory ``m`` for a filter, and their parameters."""
-    return memory_filter_sql(where, "?")
+    return memory_filter_sql(where, DIALECT)
 
 
 def _index_text(memory: MemoryRecord) -> tuple[str, str, str, str]:
