@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -293,29 +293,36 @@ def matches(where: Filter | None, metadata: Mapping[str, Any]) -> bool:
     every store's SQL gives a filter (a list field passes a test when any item does)."""
     if where is None:
         return True
-    values: dict[str, list[Scalar]] = {}
+    values: dict[str, list[Scalar | Instant]] = {}
     for key, value in field_values(metadata):
         values.setdefault(key, []).append(value)
-    return _holds(where, values)
+    return holds(where, values)
 
 
-def _holds(where: Filter, values: Mapping[str, list[Scalar]]) -> bool:
+def holds(where: Filter, values: Mapping[str, Sequence[Scalar | Instant]]) -> bool:
+    """Return whether ``where`` holds over a record's fields given as key -> the values it
+    holds (one for a scalar field, the items of a list; an `Instant` is a date field's)."""
     if isinstance(where, AllOf):
-        return all(_holds(part, values) for part in where.parts)
+        return all(holds(part, values) for part in where.parts)
     if isinstance(where, AnyOf):
-        return any(_holds(part, values) for part in where.parts)
-    items = values.get(where.field, [])
+        return any(holds(part, values) for part in where.parts)
+    items = values.get(where.field, ())
     op, value = where.op, where.value
     if op in COMPARISONS:
         if isinstance(value, Instant):
-            instants = [instant_of(i) for i in items if isinstance(i, str)]
+            instants = [
+                i.unix if isinstance(i, Instant) else instant_of(i)
+                for i in items
+                if isinstance(i, (str, Instant))
+            ]
             return any(_compares(op, i, value.unix) for i in instants if i is not None)
-        numbers = [i for i in items if kind_of(i) == "number"]
+        numbers = [i for i in items if not isinstance(i, Instant) and kind_of(i) == "number"]
         return any(_compares(op, i, value) for i in numbers)  # type: ignore[arg-type]
     wanted = value if isinstance(value, tuple) else (value,)
     held = any(
         kind_of(i) == kind_of(w) and i == w
         for i in items
+        if not isinstance(i, Instant)
         for w in wanted
         if not isinstance(w, Instant)
     )

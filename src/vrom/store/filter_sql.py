@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vrom.filters import COMPARISONS, AllOf, AnyOf, Condition, Filter, Instant, Scalar, kind_of
-from vrom.store.records import MEMORY_FIELDS, MemoryFilter, Where
+from vrom.store.records import MEMORY_FIELDS, MemoryFilter, MemoryRecord, Where
 
 _OPERATORS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _NOTHING = "(1 = 0)"
@@ -141,6 +141,21 @@ _MEMORY_COLUMNS = {
     "updated": "m.updated_unix",
 }
 assert set(_MEMORY_COLUMNS) == set(MEMORY_FIELDS)
+
+
+def memory_values(memory: MemoryRecord) -> dict[str, list[Scalar | Instant]]:
+    """Return a memory's fields as `vrom.filters.holds` reads them: what the SQL above tests
+    in its columns (a missing project or source is no value)."""
+    values: dict[str, list[Scalar | Instant]] = {
+        "type": [memory.type],
+        "status": [memory.status],
+        "tags": list(memory.tags),
+        "created": [Instant(memory.created_unix)],
+        "updated": [Instant(memory.updated_unix)],
+    }
+    for key, value in (("project", memory.project), ("source", memory.source)):
+        values[key] = [] if value is None else [value]
+    return values
 
 
 def _memory_test(condition: Condition, dialect: Dialect) -> tuple[str, list[Any]]:

@@ -179,7 +179,11 @@ def field_rows(frontmatter: Mapping[str, Any]) -> Iterator[tuple[str, str, str |
 
 
 def _in_list(column: str, values: Sequence[Any], kind: str) -> tuple[str, list[Any]]:
-    return f"{column} = ANY(%s{'' if kind == 'text' else '::numeric[]'})", [list(values)]
+    if kind == "text":
+        return f"{column} = ANY(%s)", [list(values)]
+    # one type for the whole array: psycopg dumps no list of ints and Decimals mixed
+    numbers = [Decimal(v) if isinstance(v, int) else v for v in values]
+    return f"{column} = ANY(%s::numeric[])", [numbers]
 
 
 DIALECT = Dialect(

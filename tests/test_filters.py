@@ -1,0 +1,240 @@
+"""The one filter grammar (`vrom.filters`): what it refuses, and that both backends' SQL means
+what the reference evaluator means, on the same hypothesis-generated filters over the same
+documents and memories (fields of mixed kinds, missing fields, lists, nested members, dates)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from postgres_server import StoreSpot
+from store_records import note_record
+
+from vrom.errors import ValidationError
+from vrom.filters import MAX_DEPTH, MAX_VALUES, holds, matches, parse_filter
+from vrom.store import MEMORY_FIELDS, ChunkRecord, MemoryFilter, MemoryRecord, Store, Where
+from vrom.store.filter_sql import memory_values
+
+TEXTS = ["a", "A", "b", "é", "", " 2024-01-01", "2024-01-01", "2024-02-30", "2024", "x y"]
+TEXTS += ["2024-01-01T10:00:00+02:00", "2023-12-31T23:59:59Z", "2024-06-01 12:00"]
+NUMBERS: list[Any] = [0, 1, -1, 1.0, 1.5, 2, 10, -0.25, 2**53, 2**53 + 1, 1e20]
+SCALARS: list[Any] = TEXTS + NUMBERS + [True, False]
+DATES = ["2024-01-01", "2023-06-01T00:00:00Z", "2024-01-01T09:00:00+01:00", "2025-01-01"]
+FIELDS = ["s", "n", "b", "l", "d", "m.x", "tags", "path", "absent"]
+
+
+def _frontmatter(rng: random.Random) -> dict[str, Any]:
+    """A document's frontmatter: each field missing, a scalar of any kind, or a list."""
+    data: dict[str, Any] = {}
+    for key in ("s", "n", "b", "l", "d", "tags", "path"):
+        shape = rng.random()
+        if shape < 0.2:
+            continue
+        if shape < 0.7:
+            data[key] = rng.choice(SCALARS)
+        else:
+            data[key] = rng.sample(SCALARS, rng.randint(0, 3))
+    if rng.random() < 0.6:
+        data["m"] = {"x": rng.choice(SCALARS), "y": rng.sample(SCALARS, 2)}
+    elif rng.random() < 0.5:
+        data["m"] = [{"x": rng.choice(SCALARS)}, {"x": rng.choice(SCALARS)}]
+    return data
+
+
+DOCUMENTS = {f"n{i:02}.md": _frontmatter(random.Random(i)) for i in range(40)}
+DOCUMENTS["empty.md"] = {}
+
+
+def _leaf(field: st.SearchStrategy[str], scalar: st.SearchStrategy[Any]) -> Any:
+    comparand = st.one_of(st.sampled_from([n for n in NUMBERS]), st.sampled_from(DATES))
+    operator = st.one_of(
+        st.tuples(st.sampled_from(["$eq", "$ne", "$contains"]), scalar),
+        st.tuples(st.sampled_from(["$in", "$nin"]), st.lists(scalar, min_size=1, max_size=4)),
+        st.tuples(st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), comparand),
+    )
+    return st.one_of(
+        st.builds(lambda f, v: {f: v}, field, scalar),
+        st.builds(lambda f, o: {f: {o[0]: o[1]}}, field, operator),
+    )
+
+
+def _tree(leaf: Any) -> Any:
+    return st.recursive(
+        leaf,
+        lambda inner: st.one_of(
+            st.builds(lambda parts: {"$and": parts}, st.lists(inner, min_size=1, max_size=3)),
+            st.builds(lambda parts: {"$or": parts}, st.lists(inner, min_size=1, max_size=3)),
+            st.builds(lambda a, b: {**a, **b}, inner, inner),
+        ),
+        max_leaves=6,
+    )
+
+
+DOCUMENT_FILTERS = _tree(_leaf(st.sampled_from(FIELDS), st.sampled_from(SCALARS)))
+
+
+@pytest.fixture
+def filled(store_spot: StoreSpot) -> Iterator[tuple[Store, dict[int, str]]]:
+    store = store_spot.open()
+    owners: dict[int, str] = {}
+    with store.transaction():
+        for path, frontmatter in DOCUMENTS.items():
+            chunk = ChunkRecord(0, "", path, 0, len(path), "c-" + path)
+            record = dataclasses.replace(note_record(path), frontmatter=frontmatter)
+            store.documents.put(record, [chunk], [], [])
+    for chunk in store.documents.get_chunks(list(range(1, 10_000))):
+        owners[chunk.chunk_id] = chunk.path
+    assert sorted(owners.values()) == sorted(DOCUMENTS)
+    yield store, owners
+    store.close()
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(where=DOCUMENT_FILTERS)
+def test_filters_mean_on_every_backend_what_the_reference_evaluator_means(
+    filled: tuple[Store, dict[int, str]], where: dict[str, Any]
+) -> None:
+    store, owners = filled
+    tree = parse_filter(where)
+    assert tree is not None
+    found = {owners[i] for i in store.documents.chunk_ids_matching(Where(conditions=(tree,)))}
+    expected = {path for path, data in DOCUMENTS.items() if matches(tree, data)}
+    assert found == expected, where
+
+
+MEMORY_TEXTS = ["p1", "P1", "fact", "decision", "active", "archived", "web", "a", "b", "é"]
+
+
+def _memories() -> list[MemoryRecord]:
+    rng = random.Random(28)
+    base = 1704067200.0  # 2024-01-01T00:00:00Z
+    records = []
+    for i in range(30):
+        created = base + rng.choice([-86400.0, -1.0, 0.0, 1.0, 3600.0, 86400.0 * 200])
+        records.append(
+            MemoryRecord(
+                id=f"m{i:02}",
+                created_unix=created,
+                updated_unix=created + rng.choice([0.0, 86400.0 * 400]),
+                project=rng.choice([None, "p1", "P1", "p2"]),
+                type=rng.choice(["fact", "decision"]),
+                title=f"memory {i}",
+                content=f"content {i}",
+                tags=tuple(rng.sample(["a", "b", "é"], rng.randint(0, 2))),
+                source=rng.choice([None, "web"]),
+                status=rng.choice(["active", "archived"]),
+            )
+        )
+    return records
+
+
+MEMORIES = _memories()
+_MEMORY_SCALARS = st.sampled_from([*MEMORY_TEXTS, 1, True])
+_TEXT_FIELDS = st.sampled_from([k for k, kind in MEMORY_FIELDS.items() if kind != "date"])
+_DATE_LEAF = st.builds(
+    lambda f, op, d: {f: {op: d}},
+    st.sampled_from(["created", "updated"]),
+    st.sampled_from(["$gt", "$gte", "$lt", "$lte"]),
+    st.sampled_from([*DATES, "2023-12-31T23:59:59Z", "2024-01-01T00:00:01Z"]),
+)
+
+
+def _memory_leaf() -> Any:
+    operator = st.one_of(
+        st.tuples(st.sampled_from(["$eq", "$ne", "$contains"]), _MEMORY_SCALARS),
+        st.tuples(st.sampled_from(["$in", "$nin"]), st.lists(_MEMORY_SCALARS, min_size=1)),
+    )
+    return st.one_of(
+        st.builds(lambda f, v: {f: v}, _TEXT_FIELDS, _MEMORY_SCALARS),
+        st.builds(lambda f, o: {f: {o[0]: o[1]}}, _TEXT_FIELDS, operator),
+        _DATE_LEAF,
+    )
+
+
+@pytest.fixture
+def remembered(store_spot: StoreSpot) -> Iterator[Store]:
+    store = store_spot.open()
+    for memory in MEMORIES:
+        store.memories.put(memory)
+    yield store
+    store.close()
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(where=_tree(_memory_leaf()))
+def test_memory_filters_mean_on_every_backend_what_the_reference_evaluator_means(
+    remembered: Store, where: dict[str, Any]
+) -> None:
+    tree = parse_filter(where, fields=MEMORY_FIELDS)
+    assert tree is not None
+    found = {m.id for m in remembered.memories.list(MemoryFilter(tree), 1000)}
+    expected = {m.id for m in MEMORIES if holds(tree, memory_values(m))}
+    assert found == expected, where
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ({"n": {"$regex": "x"}}, "unknown operator '$regex' for 'n'"),
+        ({"$not": [{"n": 1}]}, "unknown operator '$not'"),
+        ({"n": {"$gt": "soon"}}, "$gt for 'n' takes a number or an ISO 8601 date"),
+        ({"n": {"$gt": True}}, "$gt for 'n' takes a number"),
+        ({"n": {"$in": []}}, "$in for 'n' needs at least one value"),
+        ({"n": {"$in": "a"}}, "$in for 'n' takes a list of scalars"),
+        ({"n": {"$nin": [[1]]}}, "$nin for 'n' takes a list of scalars"),
+        ({"n": {"$in": list(range(MAX_VALUES + 1))}}, "$in for 'n' holds 1,001 values"),
+        ({"n": {"$eq": [1]}}, "$eq for 'n' takes a string, number or boolean, not list"),
+        ({"n": {"$contains": None}}, "$contains for 'n' takes a string, number or boolean"),
+        ({"n": None}, "value for 'n' must be a string, number, boolean or an object"),
+        ({"n": {}}, "value for 'n' must be"),
+        ({"n": 2**64}, "the value for 'n' is 18446744073709551616, beyond the 64-bit"),
+        ({"n": float("nan")}, "the value for 'n' must be a finite number"),
+        ({"n": "\ud800"}, "the value for 'n' is not valid text"),
+        ({"$and": []}, "$and takes a non-empty list of filter objects"),
+        ({"$or": {"n": 1}}, "$or takes a non-empty list of filter objects"),
+        ({"$and": [{}]}, "an empty object inside $and/$or tests nothing"),
+        ({"$and": ["n"]}, "where must be an object of field to value, not str"),
+        ({"": 1}, "field name '' is not valid"),
+        ({"a\x00": 1}, "field name"),
+        ("n=1", "where must be an object of field to value, not str"),
+    ],
+)
+def test_a_bad_filter_is_one_validation_error_naming_its_key(where: Any, message: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        parse_filter(where)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_filters_nest_only_so_deep() -> None:
+    where: dict[str, Any] = {"n": 1}
+    for _ in range(MAX_DEPTH):
+        where = {"$or": [where]}
+    assert parse_filter(where) is not None
+    with pytest.raises(ValidationError, match="nest deeper than 8 levels"):
+        parse_filter({"$and": [where]})
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ({"title": "x"}, "unknown field 'title': filter on project, type, status"),
+        ({"created": "2024-01-01"}, "'created' is a date: compare it with $gt"),
+        ({"created": {"$gt": 5}}, "$gt for 'created' takes an ISO 8601 date, not 5"),
+        ({"project": {"$gt": "2024-01-01"}}, "$gt does not apply to 'project' (a text)"),
+        ({"tags": {"$lt": 3}}, "$lt does not apply to 'tags' (a list)"),
+    ],
+)
+def test_a_bad_memory_filter_names_the_field(where: Any, message: str) -> None:
+    with pytest.raises(
+        ValidationError, match=message.replace("$", r"\$").replace("(", r"\(").replace(")", r"\)")
+    ):
+        parse_filter(where, fields=MEMORY_FIELDS)
