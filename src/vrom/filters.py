@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vrom.dates import parse_instant
-from vrom.errors import ValidationError, shown
+from vrom.errors import ValidationError, check_unicode, shown
 
 Scalar = str | int | float | bool
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -44,7 +44,6 @@ MAX_CONDITIONS = 200
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$contains")
 COMPARISONS = ("gt", "gte", "lt", "lte")
 _FIELD_NAME = re.compile(r"^[^\x00-\x1f$][^\x00-\x1f]{0,127}$")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -222,17 +221,17 @@ def _is_scalar(value: Any) -> bool:
 
 
 def _field_name(key: object, what: str) -> str:
-    if not isinstance(key, str) or not _FIELD_NAME.match(key) or _LONE_SURROGATE.search(key):
+    if not isinstance(key, str) or not _FIELD_NAME.match(key):
         raise ValidationError(f"{what}: field name {shown(key)} is not valid")
-    return key
+    return check_unicode(key, f"{what}: field name {shown(key)}")
 
 
 def _checked_scalar(key: str, value: Scalar, what: str) -> Scalar:
     """Return a value a field can hold, or raise `ValidationError` naming ``key``."""
     if isinstance(value, str):
-        if _LONE_SURROGATE.search(value) or "\x00" in value:
-            raise ValidationError(f"{what}: the value for {shown(key)} is not valid text")
-        return value
+        if "\x00" in value:
+            raise ValidationError(f"{what}: the value for {shown(key)} holds a NUL character")
+        return check_unicode(value, f"{what}: the value for {shown(key)}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValidationError(f"{what}: the value for {shown(key)} must be a finite number")
     if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:  # (a bool is in range)

@@ -29,7 +29,7 @@ from typing import Any
 from vrom.corpus import Corpus
 from vrom.dates import parse_span
 from vrom.embed import Embedder, EmbedderBinding
-from vrom.errors import NotFoundError, ValidationError, shown
+from vrom.errors import NotFoundError, ValidationError, check_unicode, shown
 from vrom.filters import Condition, Instant, all_of, parse_filter
 from vrom.ingest.embedding import (
     MEMORY_FINGERPRINT_META_KEY,
@@ -40,7 +40,7 @@ from vrom.ingest.embedding import (
 )
 from vrom.search.fusion import MAX_K
 from vrom.search.keyword import check_k
-from vrom.search.query import check_query, check_unicode
+from vrom.search.query import check_query
 from vrom.store import MEMORY_FIELDS, MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
 
 MEMORY_TYPES = ("note", "decision", "fact", "preference", "todo", "observation")

@@ -18,14 +18,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vrom.errors import ValidationError, shown
+from vrom.errors import ValidationError, check_unicode, shown
 from vrom.filters import MAX_VALUES, parse_filter
 from vrom.store import KeywordQuery, Where
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 _WORD = re.compile(r"\w", re.UNICODE)
 _TERM_SPLIT = re.compile(r"[^\w*]+", re.UNICODE)
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # the classic English stop list of Lucene's StandardAnalyzer (bm25s's "en" list too)
 _ENGLISH_STOP_LIST = (
     "a an and are as at be but by for if in into is it no not of on or such that the their"
@@ -50,22 +49,6 @@ def check_query(query: object) -> str:
     if not query.strip():
         raise ValidationError("query is blank: say what to search for")
     return check_unicode(query, "query")
-
-
-def check_unicode(text: str, what: str) -> str:
-    """Return ``text`` if it is valid Unicode, else raise `ValidationError` naming ``what``.
-
-    A lone surrogate (``\\udcff``) is what Python makes of bytes that are not UTF-8 in a
-    command-line argument or a file name; it cannot be stored, matched or embedded, so it is
-    refused where it comes in rather than failing deep inside SQLite or a tokenizer.
-    """
-    found = _LONE_SURROGATE.search(text)
-    if found is not None:
-        raise ValidationError(
-            f"{what} is not valid Unicode: it holds a lone surrogate ({found.group()!a} at"
-            f" character {found.start()}), as bytes that are not UTF-8 become; pass UTF-8 text"
-        )
-    return text
 
 
 def parse_query(text: str) -> KeywordQuery:
@@ -124,20 +107,20 @@ def parse_where(
     path_prefix: str | None = None
     if path is not None:
         if not isinstance(path, str) or not path.strip().strip("/"):
-            raise ValidationError("path must be a non-empty folder or path prefix")
-        check_unicode(path, "path")
+            raise ValidationError("'path' must be a non-empty folder or path prefix")
+        check_unicode(path, "'path'")
         path_prefix = path.strip().removeprefix("./").lstrip("/")
     wanted: list[str] = []
     if tags is not None:
         values = [tags] if isinstance(tags, str) else tags
         if not isinstance(values, (list, tuple)):
-            raise ValidationError(f"tags must be a list of tags, not {type(tags).__name__}")
+            raise ValidationError(f"'tags' must be a list of tags, not {type(tags).__name__}")
         if len(values) > MAX_VALUES:
-            raise ValidationError(f"tags: more than {MAX_VALUES:,} tags")
+            raise ValidationError(f"'tags': more than {MAX_VALUES:,} tags")
         for tag in values:
             if not isinstance(tag, str) or not tag.strip("# "):
-                raise ValidationError(f"tags: tag {shown(tag)} must be a non-empty string")
-            check_unicode(tag, f"tags: tag {shown(tag)}")
+                raise ValidationError(f"'tags': tag {shown(tag)} must be a non-empty string")
+            check_unicode(tag, f"'tags': tag {shown(tag)}")
             wanted.append(tag.strip().lstrip("#").lower())
     fields = parse_filter(where)
     if fields is None and path_prefix is None and not wanted:
