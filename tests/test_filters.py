@@ -4,7 +4,9 @@ documents and memories (fields of mixed kinds, missing fields, lists, nested mem
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -239,3 +241,129 @@ def test_a_bad_memory_filter_names_the_field(where: Any, message: str) -> None:
         ValidationError, match=message.replace("$", r"\$").replace("(", r"\(").replace(")", r"\)")
     ):
         parse_filter(where, fields=MEMORY_FIELDS)
+
+
+# -- the faces -----------------------------------------------------------------------------
+
+FACE_NOTES = {
+    "a.md": "---\nyear: 2021\nstatus: done\npath: archive\ntags: [fm]\n---\n# A\nmaps #inline\n",
+    "b.md": "---\nyear: 2019\n---\n# B\nmaps of the hills\n",
+    "notes/c.md": "---\nyear: 2024\nreviewed: 2026-03-01\n---\n# C\nmaps of the city #inline\n",
+}
+
+
+def test_a_frontmatter_field_named_path_or_tags_is_filterable_like_any_other(
+    write_vault: Any, open_vault: Any
+) -> None:
+    vault = open_vault(write_vault(FACE_NOTES))
+    vault.index()
+
+    def paths(**filters: Any) -> list[str]:
+        return sorted(hit.path for hit in vault.search("maps", mode="keyword", **filters))
+
+    assert paths(where={"path": "archive"}) == ["a.md"]  # the frontmatter field, not a folder
+    assert paths(where={"tags": "fm"}) == ["a.md"]  # frontmatter only: no inline tag
+    assert paths(where={"tags": "inline"}) == []
+    assert paths(tags=["inline"]) == ["a.md", "notes/c.md"]  # the note's tags, inline too
+    assert paths(path="notes/") == ["notes/c.md"]
+    assert paths(path="notes/", where={"year": {"$gte": 2020}}, tags="inline") == ["notes/c.md"]
+    assert paths(where={"$or": [{"year": {"$lt": 2020}}, {"reviewed": {"$gt": "2026-01-01"}}]}) == [
+        "b.md",
+        "notes/c.md",
+    ]
+
+
+def test_memories_keyword_arguments_are_sugar_for_the_filter(tmp_path: Any) -> None:
+    from vrom.memories import Memories
+    from vrom.store import open_store
+
+    memories = Memories(open_store(str(tmp_path / "m.db")))
+    memories.remember("Chose SQLite", "we chose SQLite", type="decision", project="p1")
+    memories.remember("SQLite is fast", "SQLite is fast", type="fact", project="p2")
+    memories.remember(
+        "Old SQLite", "SQLite notes", type="fact", project="p1", timestamp="2020-05-01"
+    )
+
+    def titles(**options: Any) -> list[str]:
+        return sorted(hit.memory.title for hit in memories.recall("sqlite", k=10, **options))
+
+    assert titles(project="p1") == titles(where={"project": "p1"}) == ["Chose SQLite", "Old SQLite"]
+    assert titles(until="2020") == titles(where={"created": {"$lte": "2020-12-31T23:59:59Z"}})
+    assert titles(type="fact", where={"project": {"$ne": "p2"}}) == ["Old SQLite"]
+    assert [m.title for m in memories.list(where={"type": {"$in": ["decision"]}})] == [
+        "Chose SQLite"
+    ]
+    with pytest.raises(ValidationError, match="unknown field 'title'"):
+        memories.recall("sqlite", where={"title": "x"})
+
+
+def test_cli_where_takes_a_json_filter_with_operators(write_vault: Any, tmp_path: Any) -> None:
+    from vrom_cli import run_vrom
+
+    root = write_vault(FACE_NOTES)
+    state = tmp_path / "cli-state"
+    assert run_vrom(state, "index", str(root), "--quiet").returncode == 0
+    done = run_vrom(
+        state,
+        "search",
+        "maps",
+        "--json",
+        "--vault",
+        str(root),
+        "--where",
+        '{"$or": [{"year": {"$lt": 2020}}, {"status": {"$in": ["done"]}}]}',
+        "--where",
+        "year=2019",
+    )
+    assert done.returncode == 0, done.stderr
+    assert [hit["path"] for hit in json.loads(done.stdout)["results"]] == ["b.md"]
+    bad = run_vrom(
+        state, "search", "maps", "--vault", str(root), "--where", '{"year": {"$near": 1}}'
+    )
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == (
+        "vrom: error: where: unknown operator '$near' for 'year': use one of $eq, $ne, $gt, $gte,"
+        " $lt, $lte, $in, $nin, $contains"
+    )
+
+
+def test_mcp_tools_take_the_filter_object_with_operators(write_vault: Any) -> None:
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from vrom.server.app import build_server
+    from vrom.server.state import ServerState
+
+    state = ServerState(write_vault(FACE_NOTES), embedder="fake:16", watch=False)
+    state.open_explicit()
+
+    async def main() -> None:
+        async with Client(build_server(state), mode="legacy") as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            for name in ("vault_search", "vault_recall"):
+                described = tools[name].input_schema["properties"]["where"]["description"]
+                assert "$gte" in described and "$or" in described, name
+            found = await client.call_tool(
+                "vault_search",
+                {"query": "maps", "where": {"year": {"$gte": 2020}}, "path": "notes/"},
+            )
+            assert not found.is_error, found.content[0].text
+            assert [h["path"] for h in found.structured_content["results"]] == ["notes/c.md"]
+            refused = await client.call_tool(
+                "vault_search", {"query": "maps", "where": {"year": {"$in": []}}}
+            )
+            assert refused.is_error
+            assert "$in for 'year' needs at least one value" in refused.content[0].text
+            await client.call_tool(
+                "vault_remember", {"title": "Chose SQLite", "content": "x", "type": "decision"}
+            )
+            recalled = await client.call_tool(
+                "vault_recall", {"query": "sqlite", "where": {"type": {"$nin": ["fact"]}}}
+            )
+            assert not recalled.is_error, recalled.content[0].text
+            assert "Chose SQLite" in json.dumps(recalled.structured_content)
+
+    try:
+        asyncio.run(main())
+    finally:
+        state.close()
