@@ -52,6 +52,14 @@ class Instant:
 
     unix: float
 
+    @classmethod
+    def of(cls, text: str) -> Instant:
+        """Return the instant an ISO 8601 date or datetime names (`ValidationError` if none)."""
+        unix = instant_of(text)
+        if unix is None:
+            raise ValidationError(f"{shown(text)} is not an ISO 8601 date or datetime")
+        return cls(unix)
+
 
 @dataclass(frozen=True)
 class Condition:
