@@ -367,3 +367,28 @@ def test_mcp_tools_take_the_filter_object_with_operators(write_vault: Any) -> No
         asyncio.run(main())
     finally:
         state.close()
+
+
+def _ids_passing(store_spot: StoreSpot, metadata: dict[str, Any], where: dict[str, Any]) -> bool:
+    """Return whether a document with ``metadata`` passes ``where`` in this backend's SQL."""
+    store = store_spot.open()
+    try:
+        record = dataclasses.replace(note_record("a.md"), frontmatter=metadata)
+        store.documents.put(record, [ChunkRecord(0, "", "a", 0, 1, "c-a")], [], [])
+        tree = parse_filter(where)
+        assert tree is not None
+        return bool(store.documents.chunk_ids_matching(Where(conditions=(tree,))))
+    finally:
+        store.close()
+
+
+def test_an_in_list_of_ints_and_floats_filters_on_every_backend(store_spot: StoreSpot) -> None:
+    # PostgreSQL refused it: psycopg dumps no list of ints and Decimals mixed
+    assert _ids_passing(store_spot, {"s": 1}, {"s": {"$in": [0, 1.0]}})
+
+
+def test_a_date_no_calendar_holds_is_no_date_on_any_backend(store_spot: StoreSpot) -> None:
+    # SQLite's julianday read 2024-02-30 as 2024-03-01; PostgreSQL's stored instant said no date
+    assert not _ids_passing(store_spot, {"d": "2024-02-30"}, {"d": {"$gte": "2024-03-01"}})
+    assert not matches(parse_filter({"d": {"$gte": "2024-03-01"}}), {"d": "2024-02-30"})
+    assert _ids_passing(store_spot, {"d": "2024-03-01"}, {"d": {"$gte": "2024-03-01"}})
