@@ -234,8 +234,8 @@ def test_a_document_added_before_texts_were_kept_hits_with_its_chunk(tmp_path: P
 def test_a_pack_store_before_schema_8_reads_its_chunk_texts(tmp_path: Path) -> None:
     path = tmp_path / "pack.db"
     raw = sqlite3.connect(path)
-    for script in MIGRATIONS[:6]:
-        raw.executescript(script)
+    for migration in MIGRATIONS[:6]:
+        raw.executescript(migration.script)
     raw.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '6')")
     raw.execute(
         "INSERT INTO documents(id, path, path_key, name_key, title, content_hash, mtime, size,"

@@ -136,8 +136,8 @@ def test_widening_grows_the_pool_only_while_it_must() -> None:
 
 def _version_5_store(path: Path) -> None:
     raw = sqlite3.connect(path)
-    for script in MIGRATIONS[:5]:
-        raw.executescript(script)
+    for migration in MIGRATIONS[:5]:
+        raw.executescript(migration.script)
     raw.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '5')")
     raw.execute(
         "INSERT INTO memories(id, created_unix, updated_unix, type, title, content)"

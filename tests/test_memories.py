@@ -483,8 +483,8 @@ def test_the_schema_refuses_inconsistent_rows(sqlite_store: SQLiteStore) -> None
 def test_a_version_4_store_gains_memories(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     raw = sqlite3.connect(path)
-    for script in MIGRATIONS[:4]:
-        raw.executescript(script)
+    for migration in MIGRATIONS[:4]:
+        raw.executescript(migration.script)
     raw.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '4')")
     raw.commit()
     raw.close()

@@ -227,8 +227,8 @@ def test_migration_7_adds_nested_fields_and_demotes_deprecated_notes(tmp_path: P
     for kind, store_meta in (("vault", [("vault_root", "/notes")]), ("collection", [])):
         path = tmp_path / f"{kind}.db"
         raw = sqlite3.connect(path)
-        for script in MIGRATIONS[:6]:
-            raw.executescript(script)
+        for migration in MIGRATIONS[:6]:
+            raw.executescript(migration.script)
         raw.executemany(
             "INSERT INTO meta(key, value) VALUES (?, ?)", [("schema_version", "6"), *store_meta]
         )

@@ -31,7 +31,7 @@ from postgres_server import (
 from vrom import Embedder, ModelError, StorageError, Vault, to_jsonable
 from vrom.errors import NotFoundError
 from vrom.store import ChunkRecord, DocumentRecord, mask_url, open_store
-from vrom.store.postgres_schema import SCHEMA_VERSION
+from vrom.store.postgres_migrations import SCHEMA_VERSION
 
 NOTES = {
     "Cats.md": "---\ntags: [pets]\nstatus: active\n---\n# Cats\n## Sleep\n"
@@ -286,7 +286,10 @@ def test_another_schema_version_is_refused(postgres_url: str, namespace: str) ->
             "SELECT id FROM vrom.namespaces WHERE name = %s", (namespace,)
         ).fetchone()  # type: ignore[misc]
         conn.execute(f"UPDATE vrom_ns_{number}.meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(StorageError, match=r"schema 99.*upgrade vrom"):
+    with pytest.raises(
+        StorageError,
+        match=r"schema version 99, newer than this vrom understands \(2\): upgrade vrom",
+    ):
         open_store(postgres_url, namespace=namespace)
 
 

@@ -266,8 +266,8 @@ def test_an_older_store_is_migrated_and_its_field_index_filled(tmp_path: Path) -
 
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    for script in MIGRATIONS[:2]:
-        for statement in _statements(script):
+    for migration in MIGRATIONS[:2]:
+        for statement in _statements(migration.script):
             conn.execute(statement)
     conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
     conn.execute(

@@ -25,7 +25,7 @@ from vrom_cli import run_vrom
 from vrom import Collection, Embedder, Vault
 from vrom.ingest.embedding import EMBEDDING_RECIPE, RECIPE_META_KEY
 from vrom.store import Store
-from vrom.store.postgres_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from vrom.store.postgres_migrations import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from vrom.store.schema import SCHEMA_VERSION
 
 BODY = "The quarterly backup rotation moves tapes offsite every Friday afternoon."

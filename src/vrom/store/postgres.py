@@ -21,12 +21,12 @@ from vrom.errors import StorageError
 from vrom.store.postgres_database import POOL_SIZE, PgDatabase
 from vrom.store.postgres_documents import PgDocuments
 from vrom.store.postgres_memories import PgMemories
+from vrom.store.postgres_migrations import SCHEMA_VERSION
 from vrom.store.postgres_query import RANK_NORMALIZATION
 from vrom.store.postgres_schema import (
     CONSISTENCY_CHECKS,
     HNSW_EF_CONSTRUCTION,
     HNSW_M,
-    SCHEMA_VERSION,
     TEXT_SEARCH_CONFIG,
 )
 from vrom.store.postgres_vectors import PgChunkVectors

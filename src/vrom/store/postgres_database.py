@@ -31,15 +31,13 @@ from pgvector.psycopg import register_vector
 from psycopg import errors, sql
 
 from vrom.errors import NotFoundError, StorageError, ValidationError
+from vrom.store.postgres_migrations import migrate, outdated, statements
 from vrom.store.postgres_schema import (
     BOOTSTRAP,
     LOCK_CLASS,
-    MIGRATIONS,
     NAMESPACE_SCHEMA_PREFIX,
     REGISTRY_LOCK,
     REGISTRY_SCHEMA,
-    SCHEMA_VERSION,
-    TABLES,
     TEXT_SEARCH,
 )
 from vrom.store.urls import credentials_problem, mask_url, scrub, server_of
@@ -109,8 +107,8 @@ class PgDatabase:
 
         The first open of a database installs what vrom needs there (the ``vector`` extension,
         a ``vrom`` schema with the namespace registry and a text-search configuration); the
-        first open of a namespace creates its tables. A namespace of another schema version is
-        refused.
+        first open of a namespace creates its tables; one of an older schema is upgraded
+        (`vrom.store.postgres_migrations`), one of a newer schema refused.
         """
         problem = credentials_problem(url)
         if problem is not None:
@@ -127,6 +125,7 @@ class PgDatabase:
         self._local = threading.local()
         with self._direct() as conn:
             self.namespace_id, self.schema, self.extension_schema = self._prepare(conn, create)
+            self._upgrade(conn)
             self.server_version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
             row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
             self.pgvector_version = str(row.fetchone()[0])  # type: ignore[index]
@@ -176,7 +175,7 @@ class PgDatabase:
                 raise NotFoundError(f"no vrom namespace {self.namespace!r} at {self.shown_url}")
             self._install_pgvector(conn)
             if not (registry and registry[0]):
-                for statement in _statements(BOOTSTRAP):
+                for statement in statements(BOOTSTRAP):
                     conn.execute(statement)
             has_config = conn.execute(
                 "SELECT count(*) FROM pg_ts_config c JOIN pg_namespace n"
@@ -184,7 +183,7 @@ class PgDatabase:
                 (REGISTRY_SCHEMA,),
             ).fetchone()
             if not (has_config and has_config[0]):
-                for statement in _statements(TEXT_SEARCH):
+                for statement in statements(TEXT_SEARCH):
                     conn.execute(statement)
             extension = conn.execute(
                 "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
@@ -205,38 +204,23 @@ class PgDatabase:
                 schema = f"{NAMESPACE_SCHEMA_PREFIX}{row[0]}"
                 conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
                 self._use_schema(conn, schema, extension_schema, local=True)
-                for statement in _statements(TABLES):
-                    conn.execute(statement)
+                migrate(conn, self.location)  # nobody sees the namespace before this commits
                 conn.execute(
-                    "INSERT INTO meta(key, value) VALUES ('schema_version', %s),"
-                    " ('created_unix', %s)",
-                    (str(SCHEMA_VERSION), repr(time.time())),
+                    "INSERT INTO meta(key, value) VALUES ('created_unix', %s)", (repr(time.time()),)
                 )
                 return int(row[0]), schema, extension_schema
-            schema = f"{NAMESPACE_SCHEMA_PREFIX}{row[0]}"
-            self._use_schema(conn, schema, extension_schema, local=True)
-            stored = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            version = int(stored[0]) if stored else 0
-            if 1 <= version < SCHEMA_VERSION:  # under the registry's lock: one migrates
-                for step in range(version + 1, SCHEMA_VERSION + 1):
-                    for statement in _statements(MIGRATIONS[step]):
-                        conn.execute(statement)
-                conn.execute(
-                    "UPDATE meta SET value = %s WHERE key = 'schema_version'",
-                    (str(SCHEMA_VERSION),),
-                )
-                version = SCHEMA_VERSION
-            if version != SCHEMA_VERSION:
-                newer = (
-                    "newer than this vrom understands: upgrade vrom"
-                    if version > SCHEMA_VERSION
-                    else "older than this vrom's: copy it out with the vrom that wrote it"
-                )
-                raise StorageError(
-                    f"store {self.location} has PostgreSQL store schema {version}, but this"
-                    f" vrom uses schema {SCHEMA_VERSION} ({newer})"
-                )
-            return int(row[0]), schema, extension_schema
+            return int(row[0]), f"{NAMESPACE_SCHEMA_PREFIX}{row[0]}", extension_schema
+
+    def _upgrade(self, conn: Connection) -> None:
+        """Apply the migrations the namespace lacks, holding its write lock (a writer of an
+        older vrom finishes first; a second process opening it meanwhile waits, then finds it
+        upgraded)."""
+        self._use_schema(conn, self.schema, self.extension_schema, local=False)
+        if not outdated(conn, self.location):
+            return
+        with conn.transaction():
+            self._lock(conn)
+            migrate(conn, self.location)
 
     def _install_pgvector(self, conn: Connection) -> None:
         """Create the ``vector`` extension if the database lacks it, or say how to."""
@@ -490,10 +474,3 @@ def _reason(text: str) -> str:
     if "server closed the connection" in lowered or "terminating connection" in lowered:
         return "the server closed the connection"
     return ""
-
-
-def _statements(script: str) -> Iterator[str]:
-    """Yield the statements of a script of plain DDL (no ``;`` inside a statement)."""
-    for statement in script.split(";"):
-        if statement.strip():
-            yield statement

@@ -1,16 +1,33 @@
-"""Numbered schema migrations of the SQLite store.
+"""The SQLite store's named schema migrations (`vrom.store.migration`), and its consistency checks.
 
-Migration N brings a store from version N-1 to N; each runs in one transaction together with the
-``schema_version`` update in ``meta``, so a crash leaves the store at N-1 or N, never between.
+``m00N_...`` brings a store from version N-1 to N; `vrom.store.sqlite_database.Database` runs
+the ones a store lacks in one transaction together with the ``schema_version`` update in
+``meta``, so a crash leaves the store at its old version or the new, never between.
 """
 
 from __future__ import annotations
 
+import sqlite3
+
+from vrom.store.migration import Migration, checked
+
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 
-MIGRATIONS: tuple[str, ...] = (
+
+def _chunk_strategy_column(conn: sqlite3.Connection) -> None:
+    """Give the notes of a store made by the first vrom (whose schema 1 had no
+    ``documents.chunk_strategy``) an empty strategy, which no chunker has: the next index
+    chunks them again and records the strategy, as for a store of another strategy."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
+    if "chunk_strategy" not in columns:
+        conn.execute("ALTER TABLE documents ADD COLUMN chunk_strategy TEXT NOT NULL DEFAULT ''")
+
+
+MIGRATIONS: tuple[Migration, ...] = checked(
     # 1: notes, chunks, links, tags, keyword index
-    f"""
+    Migration(
+        "m001_notes",
+        f"""
     CREATE TABLE IF NOT EXISTS meta (
         key   TEXT PRIMARY KEY,
         value TEXT NOT NULL
@@ -68,18 +85,26 @@ MIGRATIONS: tuple[str, ...] = (
         title, heading_path, body, tokenize = '{FTS_TOKENIZER}'
     );
     """,
-    # 2: one embedding per chunk (float32 bytes); meta holds the embedder's fingerprint
-    """
+    ),
+    # 2: one embedding per chunk (float32 bytes); meta holds the embedder's fingerprint (and
+    # the first stores' notes get the chunk strategy column 1 has had since)
+    Migration(
+        "m002_vectors",
+        """
     CREATE TABLE vectors (
         chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
         data     BLOB NOT NULL
     );
     """,
+        then=_chunk_strategy_column,
+    ),
     # 3: a log of the chunks whose vector was added, replaced or removed, so an in-memory or
     # cached vector index catches up with a few changes instead of being rebuilt. Triggers keep
     # it, so no write path can forget to; old entries are pruned (a reader that fell further
     # behind rebuilds).
-    """
+    Migration(
+        "m003_vector_changes",
+        """
     CREATE TABLE vector_changes (
         seq      INTEGER PRIMARY KEY AUTOINCREMENT,
         chunk_id INTEGER NOT NULL
@@ -91,11 +116,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER vectors_replaced AFTER UPDATE ON vectors
         BEGIN INSERT INTO vector_changes(chunk_id) VALUES (new.chunk_id); END;
     """,
+    ),
     # 4: the scalar values of each document's frontmatter/metadata (a list field's items one by
     # one), indexed, so a `where` filter is a few index lookups instead of parsing the JSON of
     # every document. ``kind`` keeps JSON's types apart (true is not 1, "5" is not 5). Triggers
     # keep it in step with ``documents.frontmatter``; existing stores are filled here.
-    """
+    Migration(
+        "m004_fields",
+        """
     CREATE TABLE fields (
         key         TEXT NOT NULL,
         kind        TEXT NOT NULL CHECK (kind IN ('text', 'number', 'bool')),
@@ -133,13 +161,16 @@ MIGRATIONS: tuple[str, ...] = (
         DELETE FROM fields WHERE document_id = old.id;
     END;
     """,
+    ),
     # 5: agent memories, searched like chunks: a keyword index over title, content and tags, and
     # one float32 vector each (the embedder's fingerprint is in meta under
     # ``memory_embedding_fingerprint``). The keyword index names its memory in an unindexed
     # column rather than by rowid, since VACUUM may renumber the rowids of a table whose key is
     # text. The store writes that index itself (CJK text is segmented first); a trigger removes
     # a memory's entry with it.
-    f"""
+    Migration(
+        "m005_memories",
+        f"""
     CREATE TABLE memories (
         id            TEXT PRIMARY KEY,
         created_unix  REAL NOT NULL,
@@ -171,12 +202,15 @@ MIGRATIONS: tuple[str, ...] = (
         data      BLOB NOT NULL
     );
     """,
+    ),
     # 6: memory vectors are searched by the same vector indexes as chunk vectors, which key
     # rows by integer and catch up by replaying a change log: each memory gets an integer
     # ``key`` (unique, never reused while the memory exists), its vector is stored under it,
     # and triggers log every change as for chunks. ``chunks.metadata`` goes: it was always
     # '{}' (a collection document's metadata lives on the document).
-    """
+    Migration(
+        "m006_memory_vector_keys",
+        """
     ALTER TABLE chunks DROP COLUMN metadata;
     ALTER TABLE memories ADD COLUMN key INTEGER;
     UPDATE memories SET key = rowid;
@@ -200,13 +234,16 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER memory_vectors_replaced AFTER UPDATE ON memory_vectors
         BEGIN INSERT INTO memory_vector_changes(key) VALUES (new.key); END;
     """,
+    ),
     # 7: a `where` reaches one level into frontmatter (OKF's ``generated.by``,
     # ``verified.at``, ``sources.resource``): the members of a mapping, and of the mappings in
     # a list, are fields named ``key.member`` (their list items one by one, as for a list
     # field). The triggers read the view by name, so they follow it. A vault note whose
     # ``status`` is deprecated or superseded gets the halved human-relevance score indexing now
     # gives it (`vrom.ingest.relevance`), so a store indexed before ranks it the same.
-    """
+    Migration(
+        "m007_nested_fields",
+        """
     DROP VIEW field_values;
     CREATE VIEW field_values AS
         SELECT document_id, key,
@@ -245,28 +282,35 @@ MIGRATIONS: tuple[str, ...] = (
         WHERE lower(trim(json_extract(frontmatter, '$.status'))) IN ('deprecated', 'superseded')
             AND EXISTS (SELECT 1 FROM meta WHERE key = 'vault_root');
     """,
+    ),
     # 8: the whole text of a document the store is the only copy of (a collection's; a vault's
     # notes live in their files), as it was added. Such a document's chunks keep no text of
     # their own (``chunks.text`` is ''): a chunk's text is the slice ``char_start:char_end`` of
     # its document's, so a long document is stored once instead of as overlapping chunks.
-    """
+    Migration(
+        "m008_document_texts",
+        """
     CREATE TABLE document_texts (
         document_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
         text        TEXT NOT NULL
     );
     """,
+    ),
     # 9: the hash of the text each vector was embedded from (its chunk's text with the title,
     # heading path, date and turns the recipe puts before it). A vector is reused for another
     # chunk, or copied by a sync, only for the same input: reused by the chunk's text alone,
     # a note with another's body, or renamed, kept a vector embedded with another title.
     # Vectors stored before have none (NULL) and serve their own chunk only.
-    """
+    Migration(
+        "m009_vector_input_hash",
+        """
     ALTER TABLE vectors ADD COLUMN input_hash TEXT;
     CREATE INDEX vectors_input_hash ON vectors(input_hash) WHERE input_hash IS NOT NULL;
     """,
+    ),
 )
 
-SCHEMA_VERSION = len(MIGRATIONS)
+SCHEMA_VERSION = MIGRATIONS[-1].version
 READABLE_SCHEMAS = range(5, SCHEMA_VERSION + 1)
 """Schemas a store opened read-only (a knowledge pack) may have: 6 only dropped what packs never
 read (an always-empty chunk column) and changed memory tables, which packs do not use; 7 only

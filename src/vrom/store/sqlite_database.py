@@ -2,9 +2,9 @@
 
 `Database` is what every role of `SQLiteStore` works through: a connection opened in WAL mode
 with a busy timeout (readers and one writer at once; a second writer waits), the store's
-``meta`` table, numbered schema migrations, and re-entrant transactions. A new file is built
-under a temporary name and appears at its path only once its schema is committed, so no process
-ever sees a half-made store.
+``meta`` table, named schema migrations (`vrom.store.schema`), and re-entrant transactions. A
+new file is built under a temporary name and appears at its path only once its schema is
+committed, so no process ever sees a half-made store.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from vrom.errors import NotFoundError, StorageError
-from vrom.store.schema import MIGRATIONS, READABLE_SCHEMAS, SCHEMA_VERSION
+from vrom.store.migration import pending
+from vrom.store.schema import MIGRATIONS, READABLE_SCHEMAS
 from vrom.store.sqlite_connect import _checked_key, _driver, _statements
 from vrom.store.sqlite_query import register_functions
 
@@ -215,20 +216,16 @@ class Database:
         return int(row[0]) if row else 0
 
     def _migrate(self) -> None:
-        version = self.stored_version()
-        if version > SCHEMA_VERSION:
-            raise StorageError(
-                f"store {self.location} has schema version {version}, newer than this vrom "
-                f"understands ({SCHEMA_VERSION}): upgrade vrom"
-            )
-        if version == SCHEMA_VERSION:
+        """Apply the migrations the store lacks (`vrom.store.migration`), under the write lock."""
+        if not pending(MIGRATIONS, self.stored_version(), self.location):
             return
-        with self.transaction():
-            version = self.stored_version()  # another process may have migrated meanwhile
-            for number in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _statements(MIGRATIONS[number - 1]):
+        with self.transaction():  # BEGIN IMMEDIATE: a second opener waits here, then reads
+            for migration in pending(MIGRATIONS, self.stored_version(), self.location):
+                for statement in _statements(migration.script):
                     self.conn.execute(statement)
-                self.put_meta("schema_version", str(number))
+                if migration.then is not None:
+                    migration.then(self.conn)
+                self.put_meta("schema_version", str(migration.version))
             if self.meta_value("created_unix") is None:
                 self.put_meta("created_unix", repr(time.time()))
 

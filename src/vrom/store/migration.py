@@ -1,0 +1,68 @@
+"""Named schema migrations, the same shape on both backends.
+
+A store's schema is the list of its backend's migrations applied in order: ``m001_...`` builds
+version 1 from nothing, ``m00N_...`` brings version N-1 to N. A new store runs them all, an
+older one the ones it lacks, so a store upgraded from any version has the tables, columns and
+indexes of one created today. Each backend's runner applies the missing migrations in one
+transaction under the store's write lock, together with the ``schema_version`` it records in
+``meta``: a crash leaves the old version or the new, and a second process opening the store
+meanwhile waits, then finds it upgraded. A store of a newer schema than this vrom knows is
+refused (`newer_schema`).
+
+To add a migration: append ``Migration("m010_what_it_adds", script)`` to the backend's list
+(`vrom.store.schema.MIGRATIONS`, `vrom.store.postgres_migrations.MIGRATIONS`) and never edit
+one that shipped: a store already past it would not run the change.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from vrom.errors import StorageError
+
+_NAME = re.compile(r"m(\d{3})_[a-z0-9_]+")
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step of a store's schema: its name (``m009_vector_input_hash``), the SQL script that
+    makes it, and what must be done in Python after the script, if anything (given the open
+    connection, inside the migration's transaction)."""
+
+    name: str
+    script: str
+    then: Callable[[Any], None] | None = None
+
+    @property
+    def version(self) -> int:
+        """The schema version this migration brings a store to (its name's number)."""
+        match = _NAME.fullmatch(self.name)
+        if match is None:
+            raise ValueError(f"a migration is named m<3 digits>_<words>, not {self.name!r}")
+        return int(match.group(1))
+
+
+def checked(*migrations: Migration) -> tuple[Migration, ...]:
+    """Return ``migrations`` if they are numbered 1, 2, 3... in order (else `ValueError`)."""
+    for position, migration in enumerate(migrations, start=1):
+        if migration.version != position:
+            raise ValueError(f"migration {migration.name} is listed at place {position}")
+    return tuple(migrations)
+
+
+def pending(migrations: Sequence[Migration], stored: int, location: str) -> Sequence[Migration]:
+    """Return the migrations a store at version ``stored`` lacks, in order; refuse a newer one."""
+    if stored > len(migrations):
+        raise newer_schema(location, stored, len(migrations))
+    return migrations[stored:]
+
+
+def newer_schema(location: str, stored: int, known: int) -> StorageError:
+    """Return the error that refuses a store written by a newer vrom."""
+    return StorageError(
+        f"store {location} has schema version {stored}, newer than this vrom understands"
+        f" ({known}): upgrade vrom"
+    )
