@@ -28,6 +28,7 @@ from vrom import (
     ValidationError,
 )
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
+from vrom.ingest.collection_write import document_chunks
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.pack_builder import build_pack, publish_pack
 from vrom.store import DocumentRecord, open_store, unstorable
@@ -146,7 +147,7 @@ def test_a_long_document_is_stored_once(tmp_path: Path) -> None:
     characters = sum(len(d.text) for d in documents)
     with Collection.open("long", embedder=None, storage=tmp_path / "new") as docs:
         docs.add(documents)
-        chunked = [docs._chunks(document) for document in documents]
+        chunked = [document_chunks(document, docs._strategy) for document in documents]
     path = tmp_path / "new" / "long.db"
     (chunk_chars,) = raw_rows(path, "SELECT coalesce(sum(length(text)), 0) FROM chunks")[0]
     (whole_chars,) = raw_rows(path, "SELECT sum(length(text)) FROM document_texts")[0]
@@ -222,7 +223,9 @@ def test_a_document_added_before_texts_were_kept_hits_with_its_chunk(tmp_path: P
         docs.add([{"id": "keep", "text": "Llamas hum. " * 10}])
         # written the way a store before schema 8 was: no whole text, each chunk with its own
         capybara = Document("cap", text)
-        docs._store.documents.put(_record(capybara, None), docs._chunks(capybara), [], [])
+        docs._store.documents.put(
+            _record(capybara, None), document_chunks(capybara, docs._strategy), [], []
+        )
         docs._corpus.embed_missing()
         hit = docs.search("capybaras calm", k=1, mode="keyword")[0]
         assert hit.id == "cap" and hit.text == hit.chunk_text == text[hit.char_start : hit.char_end]

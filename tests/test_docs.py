@@ -319,7 +319,7 @@ def test_issue27_item6_the_mcp_page_states_the_mcp_reply_bounds_the_server_keeps
         assert f"{value:,}" in text, f"docs/mcp.md's reply size does not say {name} = {value:,}"
 
 
-PAGES_OTHERS_WRITE = {"configuration.md", "filters.md"}  # issue 28 items 6 and 3
+PAGES_OTHERS_WRITE = {"filters.md"}  # issue 28 items 6 and 3
 
 
 def _anchors(text: str) -> set[str]:
@@ -450,3 +450,53 @@ def test_issue28_item8_every_command_of_the_cli_and_mcp_pages_runs(
     pytest.importorskip("mcp")  # vrom install refuses without the MCP SDK, as documented
     left_out = _runs_as_written(page, tmp_path)
     assert all(line.startswith(("vrom", "pip", "export")) for line in left_out), left_out
+
+
+CONFIGURATION = REPO / "docs" / "configuration.md"
+
+
+def _variables_table() -> str:
+    """Return the table of docs/configuration.md as `vrom.settings.VARIABLES` makes it."""
+    from vrom.settings import VARIABLES
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = ["| Variable | Default (unset) | What it does |", "| --- | --- | --- |"]
+    rows += [f"| `{v.name}` | {cell(v.default)} | {cell(v.meaning)} |" for v in VARIABLES]
+    return "\n".join(rows)
+
+
+def test_settings_once_the_configuration_page_lists_every_variable_with_its_default() -> None:
+    """Issue 28 item 6: docs/configuration.md's table is `VARIABLES`, which names every
+    `Settings` field once, and every ``VROM_*`` name the source spells is among them."""
+    import dataclasses
+
+    from vrom.settings import DEFAULT_EMBEDDER_SPEC, VARIABLES, Settings
+
+    page = CONFIGURATION.read_text(encoding="utf-8")
+    match = re.search(r"<!-- variables:[^>]*-->\n(.*?)\n<!-- /variables -->", page, re.DOTALL)
+    assert match, "docs/configuration.md has no <!-- variables --> table"
+    expected = _variables_table()
+    assert match.group(1) == expected, f"regenerate the table of {CONFIGURATION}:\n{expected}"
+    fields = [field.name for field in dataclasses.fields(Settings)]
+    assert sorted(v.field for v in VARIABLES) == sorted(fields), "one variable per field"
+    assert DEFAULT_EMBEDDER_SPEC in next(v.default for v in VARIABLES if v.field == "embedder")
+    spelled = set()
+    for path in (REPO / "src" / "vrom").rglob("*.py"):
+        spelled |= set(re.findall(r"\bVROM_[A-Z_]+[A-Z]\b", path.read_text(encoding="utf-8")))
+    assert spelled <= {v.name for v in VARIABLES}, "a variable the page does not list"
+
+
+def test_the_configuration_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = CONFIGURATION.read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", page, re.DOTALL)
+    assert code, "docs/configuration.md has a Python example"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "notes").mkdir()
+    state = tmp_path / "state"
+    monkeypatch.setenv("VROM_STATE_DIR", str(tmp_path / "not-this-one"))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(code.group(1).replace("/tmp/vrom-state", str(state)), {})
+    assert printed.getvalue().startswith(str(state))

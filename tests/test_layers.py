@@ -30,10 +30,12 @@ LAYERS = {
     "_vault_notes": FACADES,
     "_vault_format": FACADES,
     "_vault_sync": FACADES,
+    "_vault_writes": FACADES,
     "_background_embedding": FACADES,
     "collection": FACADES,
     "documents": FACADES,
     "agent_memory": FACADES,
+    "_pack_models": FACADES,
     "memories": FACADES,
     "pack_builder": FACADES,
     "evaluation": FACADES,
@@ -52,7 +54,7 @@ LAYERS = {
     "results": BASE,
     "_async": BASE,  # asyncio.to_thread, imported only when an async face runs a call
     # the one reader of the environment: a leaf, asked by faces, facades and the
-    # user-facing embedder constructors (an OpenAI key); test_only_the_settings_module...
+    # user-facing embedder constructors (an OpenAI key); test_settings_once_... checks it
     "settings": BASE,
     "dates": BASE,
     "filters": BASE,  # the one filter grammar: the stores compile it, every face parses it
@@ -147,18 +149,135 @@ def test_no_module_outside_the_store_names_a_backend_or_runs_sql() -> None:
     assert offenders == []
 
 
-def test_only_the_settings_module_reads_the_environment() -> None:
-    readers = []
-    for path in MODULES:
-        if path.name == "settings.py":
+ENVIRONMENT_NAMES = ("environ", "environb", "getenv", "getenvb", "putenv", "unsetenv")
+"""What of `os` reads (or writes) the environment."""
+PURE_SETTINGS_FUNCTIONS = ("key_list",)
+"""The functions of `vrom.settings` that read no environment (every other one does, as does
+`Settings.from_environment`)."""
+RESOLVING_CONSTRUCTORS = {
+    # Embedder.openai(model) and Embedder.from_spec("openai:...") are constructors user code
+    # calls itself, as it calls Vault.open: they look the API key up in the variable
+    # ``api_key_env=`` names. The embedder binding the facades make is handed the key.
+    ("embed/__init__.py", "openai"),
+    ("embed/__init__.py", "from_spec"),
+}
+
+
+def _environment_readers(path: Path, relative: str) -> list[str]:
+    """Return where ``path`` reads the environment itself (`os.environ`, `os.getenv`, ...)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in ENVIRONMENT_NAMES
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        ):
+            found.append(f"{relative}:{node.lineno}: os.{node.attr}")
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            named = [a.name for a in node.names if a.name in ENVIRONMENT_NAMES]
+            found += [f"{relative}:{node.lineno}: from os import {name}" for name in named]
+    return found
+
+
+def _resolver_calls(path: Path) -> list[tuple[int, str, ast.AST | None]]:
+    """Return each call in ``path`` that reads settings from the environment (a function of
+    `vrom.settings` but `PURE_SETTINGS_FUNCTIONS`, or `Settings.from_environment`): its line,
+    its name and the function it is made in (None: at import)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    modules, functions = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "vrom":
+            modules |= {a.asname or a.name for a in node.names if a.name == "settings"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "vrom.settings":
+            functions |= {
+                a.asname or a.name
+                for a in node.names
+                if a.name[0].islower() and a.name not in PURE_SETTINGS_FUNCTIONS
+            }
+    calls: list[tuple[int, str, ast.AST | None]] = []
+
+    def reads(called: ast.expr) -> str | None:
+        if isinstance(called, ast.Name) and called.id in functions:
+            return called.id
+        if not isinstance(called, ast.Attribute) or not isinstance(called.value, ast.Name):
+            return None
+        owner, name = called.value.id, called.attr
+        if owner in modules and name[0].islower() and name not in PURE_SETTINGS_FUNCTIONS:
+            return name
+        return name if (owner, name) == ("Settings", "from_environment") else None
+
+    def visit(node: ast.AST, function: ast.AST | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Call) and (name := reads(child.func)) is not None:
+                calls.append((child.lineno, name, function))
+            inner = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            visit(child, child if inner else function)
+
+    visit(tree, None)
+    return calls
+
+
+def _takes_settings(function: ast.AST | None) -> bool:
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    arguments = function.args
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    return any(a.arg == "settings" for a in every)
+
+
+def _settings_problems(path: Path, relative: str, layer: int | None) -> list[str]:
+    """Return where module ``path`` (``relative`` to src/vrom, in ``layer``) reads settings
+    from the environment where it may not: the faces anywhere; a facade only in a function
+    that takes ``settings=`` (resolving only when not given, so an argument beats the
+    environment); below the facades never."""
+    if relative == "settings.py":
+        return []
+    problems = _environment_readers(path, relative)
+    for line, name, function in _resolver_calls(path):
+        where = getattr(function, "name", "<module>")
+        if layer == FACES or (relative, where) in RESOLVING_CONSTRUCTORS:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Attribute)
-                and node.attr in ("environ", "getenv")
-                and isinstance(node.value, ast.Name)
-                and node.value.id == "os"
-            ):
-                readers.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
-    assert readers == []
+        if layer == FACADES and _takes_settings(function):
+            continue
+        problems.append(f"{relative}:{line}: {name}() in {where}")
+    return problems
+
+
+def test_settings_once_only_the_faces_resolve_them_and_no_engine_reads_the_environment() -> None:
+    """Issue 28 item 6: the environment is read by `vrom.settings` alone, asked by the faces
+    (CLI, MCP server, installers) and by the facades' ``open`` methods and constructors that
+    take ``settings=``; every module below them is handed what it needs."""
+    problems = []
+    for path in MODULES:
+        relative = str(path.relative_to(SOURCE))
+        problems += _settings_problems(path, relative, _layer(_module_name(path)))
+    assert problems == []
+
+
+def test_the_settings_check_catches_an_engine_that_reads_the_environment(tmp_path: Path) -> None:
+    engine = tmp_path / "engine.py"
+    engine.write_text(
+        "import os\nfrom os import getenv\nfrom vrom import settings\n"
+        "from vrom.settings import Settings\n"
+        "def k() -> str | None:\n    return os.environ.get('X') or settings.api_key()\n"
+        "def s(settings: object = None) -> object:\n    return Settings.from_environment()\n",
+        encoding="utf-8",
+    )
+    facade = tmp_path / "facade.py"
+    facade.write_text(
+        "from vrom.settings import Settings\n"
+        "def open(settings: object = None) -> object:\n    return Settings.from_environment()\n"
+        "def search() -> object:\n    return Settings.from_environment()\n",
+        encoding="utf-8",
+    )
+    found = [p.split(": ", 1)[1] for p in _settings_problems(engine, "search/x.py", ENGINES)]
+    assert found == [
+        "from os import getenv",
+        "os.environ",
+        "api_key() in k",
+        "from_environment() in s",
+    ]
+    found = [p.split(": ", 1)[1] for p in _settings_problems(facade, "x.py", FACADES)]
+    assert found == ["from_environment() in search"]
+    assert _settings_problems(facade, "cli/x.py", FACES) == []

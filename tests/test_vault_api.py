@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from vrom import NotFoundError, StorageError, ValidationError, Vault, settings, to_jsonable
+from vrom import NotFoundError, StorageError, ValidationError, Vault, to_jsonable
 from vrom.search.context import estimate_tokens
+from vrom.settings import Settings
 
 NOTES = {
     "Home.md": (
@@ -154,11 +155,14 @@ def test_vault_root_names_the_vault_as_vrom_vault_does(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.setenv("VAULT_ROOT", str(vault.root))
-    assert settings.vault_variable() == ("VAULT_ROOT", str(vault.root))
+    assert Settings.from_environment().vault_variable() == ("VAULT_ROOT", str(vault.root))
     with Vault.open_default(cwd=elsewhere) as found:
         assert found.root == vault.root
     monkeypatch.setenv("VROM_VAULT", f"{vault.root}/Projects/..")  # the same folder
-    assert settings.vault_variable() == ("VROM_VAULT", f"{vault.root}/Projects/..")
+    assert Settings.from_environment().vault_variable() == (
+        "VROM_VAULT",
+        f"{vault.root}/Projects/..",
+    )
     monkeypatch.setenv("VROM_VAULT", str(elsewhere))
     with pytest.raises(ValidationError, match=r"\$VROM_VAULT .* and \$VAULT_ROOT .* different"):
         Vault.open_default(cwd=vault.root)
@@ -171,4 +175,4 @@ def test_vault_root_names_the_vault_as_vrom_vault_does(
         with pytest.raises(ValidationError, match=r"\$VAULT_ROOT is set but empty"):
             Vault.open_default(cwd=vault.root)
     monkeypatch.delenv("VAULT_ROOT")
-    assert settings.vault_variable() is None
+    assert Settings.from_environment().vault_variable() is None

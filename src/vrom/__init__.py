@@ -18,6 +18,8 @@ Or keep documents for an agent in a collection::
     docs.search("how many days off", k=3)
 """
 
+from typing import TYPE_CHECKING
+
 from vrom.collection import AsyncCollection, Collection
 from vrom.documents import Document
 from vrom.embed import Embedder, Fingerprint
@@ -29,10 +31,14 @@ from vrom.errors import (
     ValidationError,
     VromError,
 )
-from vrom.memories import Memory, MemoryHit
+from vrom.memories import Memories, Memory, MemoryHit, MemoryStats
 from vrom.results import (
     BackendInfo,
     Context,
+    DeleteResult,
+    ExportSummary,
+    FolderListing,
+    FormatReport,
     Hit,
     IndexSummary,
     IndexWarning,
@@ -41,15 +47,27 @@ from vrom.results import (
     Note,
     NoteRef,
     Related,
+    SearchReport,
     SearchResult,
     SharedTags,
     SimilarNote,
+    SyncSummary,
+    TagCount,
     VaultStats,
+    VectorInfo,
+    WriteResult,
     to_jsonable,
 )
 from vrom.search.context import format_context
 from vrom.tools import SearchTool, ToolResult
 from vrom.vault import Vault
+
+if TYPE_CHECKING:  # imported on first use (`__getattr__`); named here for type checkers
+    from vrom.agent_memory import AgentMemory
+    from vrom.packs.cache_folders import StorageEstimate
+    from vrom.packs.manifest import RegistryEntry
+    from vrom.packs.signing import UnverifiedPackWarning
+    from vrom.vectordb import Neighbor, VectorDB, VectorDBStats
 
 __version__ = "0.1.0"
 
@@ -59,35 +77,49 @@ __all__ = [
     "BackendInfo",
     "Collection",
     "Context",
+    "DeleteResult",
     "Document",
     "Embedder",
+    "ExportSummary",
     "Fingerprint",
+    "FolderListing",
+    "FormatReport",
     "Hit",
     "IndexSummary",
     "IndexWarning",
     "Link",
+    "Memories",
     "Memory",
     "MemoryHit",
+    "MemoryStats",
     "ModelError",
     "MountStatus",
+    "Neighbor",
     "NotFoundError",
     "Note",
     "NoteRef",
     "PackError",
+    "RegistryEntry",
     "Related",
+    "SearchReport",
     "SearchResult",
     "SearchTool",
     "SharedTags",
     "SimilarNote",
     "StorageError",
+    "StorageEstimate",
+    "SyncSummary",
+    "TagCount",
     "ToolResult",
     "UnverifiedPackWarning",
     "ValidationError",
     "Vault",
     "VaultStats",
     "VectorDB",
-    "VromCache",
+    "VectorDBStats",
+    "VectorInfo",
     "VromError",
+    "WriteResult",
     "__version__",
     "format_context",
     "to_jsonable",
@@ -95,22 +127,27 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """Return AgentMemory, VromCache, UnverifiedPackWarning or VectorDB, imported on first use:
-    `import vrom` loads no numpy."""
+    """Return AgentMemory (with the packs' RegistryEntry and StorageEstimate),
+    UnverifiedPackWarning or VectorDB (with its Neighbor and VectorDBStats), imported on
+    first use: `import vrom` loads no numpy and no pack machinery."""
     if name == "AgentMemory":
         from vrom.agent_memory import AgentMemory
 
         return AgentMemory
-    if name == "VromCache":
-        from vrom.packs.cache import VromCache
-
-        return VromCache
     if name == "UnverifiedPackWarning":
         from vrom.packs.signing import UnverifiedPackWarning
 
         return UnverifiedPackWarning
-    if name == "VectorDB":
-        from vrom.vectordb import VectorDB
+    if name == "RegistryEntry":
+        from vrom.packs.manifest import RegistryEntry
 
-        return VectorDB
+        return RegistryEntry
+    if name == "StorageEstimate":
+        from vrom.packs.cache_folders import StorageEstimate
+
+        return StorageEstimate
+    if name in ("VectorDB", "Neighbor", "VectorDBStats"):
+        from vrom import vectordb
+
+        return getattr(vectordb, name)
     raise AttributeError(f"module 'vrom' has no attribute {name!r}")

@@ -19,6 +19,7 @@ from pathlib import Path
 from vrom.embed import Embedder
 from vrom.ingest.embed_job import ChunkRate, EmbeddingBusy, embedding_status
 from vrom.results import EmbeddingStatus, rough_duration
+from vrom.settings import Settings
 from vrom.vault import Vault
 
 BUSY_RETRY_S = 2.0  # how often a worker waiting for another process's run looks again
@@ -65,8 +66,10 @@ class BackgroundEmbedding:
         *,
         database_url: str | None = None,
         namespace: str | None = None,
+        settings: Settings | None = None,
     ) -> None:
         self._root = root
+        self._settings = settings  # the served vault's, resolved once: each pass opens with it
         self._state_dir = state_dir
         self._database_url = database_url  # the served vault's store, as it was opened
         self._namespace = namespace
@@ -150,6 +153,7 @@ class BackgroundEmbedding:
                 embedder=self._embedder,
                 database_url=self._database_url,
                 namespace=self._namespace,
+                settings=self._settings,
             ) as vault:
                 while True:
                     while not self._embed(vault):  # another process is embedding: wait for it

@@ -20,16 +20,15 @@ import contextlib
 import logging
 import os
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from vrom import settings
+from vrom._pack_models import ModelProgress, PackModels
 from vrom.corpus import Corpus
-from vrom.embed import Embedder, EmbedderBinding, Fingerprint
-from vrom.embed.default import DEFAULT_MODEL_ID
-from vrom.errors import ModelError, PackError, StorageError, ValidationError
+from vrom.embed import Embedder, EmbedderBinding
+from vrom.errors import PackError, StorageError, ValidationError
 from vrom.index.hnsw import HnswIndex
 from vrom.packs.cache import CachedPack, PullProgress, StorageEstimate, VromCache
 from vrom.packs.manifest import PackManifest, RegistryEntry
@@ -50,12 +49,10 @@ from vrom.search.context import (
 )
 from vrom.search.query import check_query
 from vrom.search.vector import VectorIndex, check_mode
+from vrom.settings import Settings
 from vrom.store import open_store
 
 logger = logging.getLogger("vrom.agent_memory")
-
-ModelProgress = Callable[[Mapping[str, Any]], None]
-"""Called with ``{"phase": "model", "model": id, "status": "loading" | "ready"}``."""
 
 LOG_LEVELS = {
     "debug": logging.DEBUG,
@@ -66,7 +63,8 @@ LOG_LEVELS = {
     "critical": logging.CRITICAL,
     "silent": logging.CRITICAL + 10,  # above every level: nothing is logged
 }
-"""The ``log_level`` names `AgentMemory` takes, and the level each sets on the ``vrom`` logger."""
+"""The ``log_level`` names `AgentMemory` takes, and the level each sets on the ``vrom`` logger
+when one is given (none given: the application's logging configuration is left as it is)."""
 
 OPEN_FILES_CAN_BE_DELETED = os.name == "posix"
 """Whether a mounted pack's files can be deleted while its store and graph are open (POSIX
@@ -83,23 +81,28 @@ class _Mounted:
         return self.pack.manifest
 
 
-class AgentMemory:
-    """Mount knowledge packs from a registry and search them; use as a context manager."""
+class AgentMemory(PackModels):
+    """Mount knowledge packs from a registry and search them; use as a context manager.
+
+    Its query models and their progress listeners are `vrom._pack_models.PackModels`.
+    """
 
     def __init__(
         self,
         registry_url: str | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
-        log_level: str = "warning",
+        log_level: str | None = None,
         *,
         embedder: Embedder | None = None,
         http_client: Any = None,
         trusted_keys: Sequence[str | PublicKey] | None = None,
         cache_quota: int | str | None = None,
+        settings: Settings | None = None,
     ) -> None:
-        """``log_level``: ``debug``, ``info``, ``warning`` (or ``warn``), ``error``,
-        ``critical`` or ``silent``, set on the ``vrom`` logger (for the whole process, as logging levels are);
-        ``silent`` also hides the warnings vrom raises during this object's calls (an unsigned
+        """``log_level``: None (the default) leaves logging as the application configured it;
+        ``debug``, ``info``, ``warning`` (or ``warn``), ``error``, ``critical`` or ``silent``
+        is set on the ``vrom`` logger, as the seed's SDK does (for the whole process, as logging
+        levels are: only when asked for); ``silent`` also hides the warnings vrom raises during this object's calls (an unsigned
         pack, a stale registry), so nothing is written at all. ``embedder``: a model to use for
         packs built with it (besides the ones vrom ships: the default model and the fake one).
         ``http_client``: an ``httpx.Client`` for the registry and downloads (proxies, auth).
@@ -109,21 +112,25 @@ class AgentMemory:
         (a number, or a size such as ``"2GiB"``); None reads ``$VROM_CACHE_QUOTA``, and none at
         all is 10 GiB (``"unlimited"``: the disk is the limit). A pull evicts the least recently used packs
         (never the mounted one) to make room, and a pack that cannot fit is refused before it
-        is downloaded."""
-        level = LOG_LEVELS.get(log_level.lower()) if isinstance(log_level, str) else None
-        if level is None:
-            raise ValidationError(
-                f"log_level must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}"
-            )
-        logging.getLogger("vrom").setLevel(level)
-        self._silent = level > logging.CRITICAL
-        # the facade reads the environment; VromCache, the engine, takes both as given
-        self._registry_url = registry_url if registry_url is not None else settings.registry_url()
-        self._cache_dir = cache_dir if cache_dir else settings.cache_dir()
+        is downloaded. ``settings``: what the environment configures
+        (`vrom.settings.Settings`), resolved from it now when not given; the arguments beat it."""
+        self._silent = False
+        if log_level is not None:
+            level = LOG_LEVELS.get(log_level.lower()) if isinstance(log_level, str) else None
+            if level is None:
+                raise ValidationError(
+                    f"log_level must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}"
+                )
+            logging.getLogger("vrom").setLevel(level)  # asked for by name: the seed's contract
+            self._silent = level > logging.CRITICAL
+        # the facade resolves the settings; VromCache, the engine, takes them as given
+        config = Settings.from_environment() if settings is None else settings
+        self._registry_url = registry_url if registry_url is not None else config.registry_url
+        self._cache_dir = cache_dir if cache_dir else config.cache_dir
         self._http_client = http_client
-        keys = trusted_keys if trusted_keys is not None else settings.trusted_keys()
+        keys = trusted_keys if trusted_keys is not None else config.trusted_keys
         self._trusted_keys = load_trusted_keys(keys)
-        self._cache_quota = cache_quota if cache_quota is not None else settings.cache_quota()
+        self._cache_quota = cache_quota if cache_quota is not None else config.cache_quota
         parse_quota(self._cache_quota)  # a bad quota is refused here, not at the first pull
         self._extra_embedder = embedder
         self._cache: VromCache | None = None
@@ -168,31 +175,6 @@ class AgentMemory:
         traceback: TracebackType | None,
     ) -> None:
         self.destroy()
-
-    def on_progress(self, listener: ModelProgress | None) -> Callable[[], bool]:
-        """Call ``listener`` when a model starts and finishes loading; return its remover.
-
-        Calling the returned function removes that listener (True if it was still there), as
-        `off_progress` does. ``None`` removes every listener. A listener added twice is called
-        twice, and each remover takes away one of them.
-        """
-        if listener is None:
-            self._listeners.clear()
-            return lambda: False
-        if not callable(listener):
-            raise ValidationError(
-                f"a progress listener must be callable or None, not {type(listener).__name__}"
-            )
-        self._listeners.append(listener)
-        return lambda: self.off_progress(listener)
-
-    def off_progress(self, listener: ModelProgress) -> bool:
-        """Stop calling ``listener``; return True if it was listening."""
-        for index, known in enumerate(self._listeners):
-            if known is listener:
-                del self._listeners[index]
-                return True
-        return False
 
     # -- mounting --------------------------------------------------------------------------
 
@@ -451,47 +433,6 @@ class AgentMemory:
             raise PackError("nothing is mounted: call mount(pack_id) first")
         return self._mounted
 
-    def _embedder_for(self, manifest: PackManifest) -> Embedder:
-        """Return the model the pack's queries need, reusing the loaded one when it matches."""
-        wanted = _fingerprint(manifest)
-        if self._embedder is not None and _same_model(self._embedder.fingerprint, wanted):
-            return self._embedder
-        for listener in tuple(self._listeners):  # a listener may remove itself
-            listener({"phase": "model", "model": wanted.model, "status": "loading"})
-        embedder = self._load_model(manifest, wanted)
-        if not _same_model(embedder.fingerprint, wanted):
-            raise ModelError(
-                f"pack {manifest.vrom_id} was embedded with {wanted.describe()} "
-                f"but the local model is {embedder.fingerprint.describe()}"
-            )
-        self._release_model()
-        self._embedder = embedder
-        self._owns_embedder = embedder is not self._extra_embedder
-        self.model_loads += 1
-        for listener in tuple(self._listeners):
-            listener({"phase": "model", "model": wanted.model, "status": "ready"})
-        return embedder
-
-    def _load_model(self, manifest: PackManifest, wanted: Fingerprint) -> Embedder:
-        if self._extra_embedder is not None and _same_model(
-            self._extra_embedder.fingerprint, wanted
-        ):
-            return self._extra_embedder
-        if wanted.model == DEFAULT_MODEL_ID:
-            return Embedder.default()
-        if wanted.model.startswith("fake"):
-            return Embedder.fake(wanted.dims)
-        raise ModelError(
-            f"pack {manifest.vrom_id} needs the embedding model {wanted.model} "
-            f"({wanted.dims} d), which is not available here: pass it as "
-            "AgentMemory(embedder=...)"
-        )
-
-    def _release_model(self) -> None:
-        if self._embedder is not None and self._owns_embedder:
-            self._embedder.close()
-        self._embedder, self._owns_embedder = None, False
-
 
 def search_result(hit: Hit, mode: str, best: float, url_base: object = None) -> SearchResult:
     """Return the seed's `SearchResult` view of a `Hit` from a pack.
@@ -543,20 +484,3 @@ def _similarity(result: SearchResult) -> float:
     if isinstance(score, (int, float)) and not isinstance(score, bool):
         return float(score)
     return 1.0 - result.distance
-
-
-def _fingerprint(manifest: PackManifest) -> Fingerprint:
-    spec = manifest.embedding_spec
-    stored = spec.get("fingerprint")
-    if isinstance(stored, Mapping):
-        try:
-            return Fingerprint(**stored)
-        except TypeError as exc:
-            raise PackError(f"pack {manifest.vrom_id}: its model fingerprint is malformed") from exc
-    return Fingerprint(manifest.model, "", manifest.dimensions, "", 0)
-
-
-def _same_model(have: Fingerprint, wanted: Fingerprint) -> bool:
-    if wanted.revision:  # a full fingerprint: the same model file, pooling and length
-        return have == wanted
-    return have.model == wanted.model and have.dims == wanted.dims

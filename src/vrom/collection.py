@@ -22,12 +22,11 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from vrom import settings
 from vrom._async import in_thread
 from vrom.corpus import Corpus
 from vrom.documents import (
@@ -39,32 +38,17 @@ from vrom.documents import (
 )
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import ModelError, StorageError, ValidationError, shown
-from vrom.ingest.chunk import ChunkStrategy, chunk_note
-from vrom.ingest.embedding import (
-    EMBEDDING_RECIPE,
-    TURNS_BEFORE,
-    bind_embedder,
-    check_recipe,
-    context_text,
-    document_turns,
-    embedding_text,
-    input_hash,
-    is_turn,
-    metadata_source,
-    stored_recipe,
-)
-from vrom.ingest.parse import ParsedNote, find_headings, mask_code
+from vrom.ingest.chunk import ChunkStrategy
+from vrom.ingest.collection_write import add_documents, remove_document
+from vrom.ingest.embedding import bind_embedder
 from vrom.results import Hit, changed_hit
 from vrom.search.keyword import check_k
 from vrom.search.query import check_query, parse_metadata_where
 from vrom.search.vector import INDEX_KINDS, check_ef_search, check_mode
+from vrom.settings import STORAGE_KEY_ENV, Settings
 from vrom.store import (
-    ChunkRecord,
-    DocumentRecord,
-    DocumentState,
     Location,
     Store,
-    StoredChunk,
     database_file,
     is_server_url,
     open_store,
@@ -80,7 +64,7 @@ __all__ = [  # the limits and Document live in vrom.documents; they are named he
     "Document",
     "storage_path",
 ]
-KEY_ENV = settings.STORAGE_KEY_ENV
+KEY_ENV = STORAGE_KEY_ENV
 """The environment variable an encrypted collection's key is read from when none is given."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -114,6 +98,7 @@ class Collection:
         key: str | None = None,
         chunk_chars: int = 1000,
         chunk_overlap: int = 150,
+        settings: Settings | None = None,
     ) -> Collection:
         """Return the collection ``name``: empty when new, else what was added before.
 
@@ -129,7 +114,8 @@ class Collection:
         sets the HNSW search breadth (default 128). ``key`` encrypts the file with SQLCipher
         (``pip install 'vrom[encrypted]'``); without it, ``$VROM_STORAGE_KEY`` is used if set.
         The key is never stored anywhere. An encrypted collection's HNSW graph is kept in
-        memory only (a graph file would hold the vectors unencrypted).
+        memory only (a graph file would hold the vectors unencrypted). ``settings``: what the
+        environment configures (`vrom.settings.Settings`), resolved from it now when not given.
         """
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValidationError(
@@ -146,6 +132,7 @@ class Collection:
             strategy = ChunkStrategy(target_chars=chunk_chars, overlap_chars=chunk_overlap)
         except ValueError as exc:
             raise ValidationError(str(exc)) from exc
+        config = Settings.from_environment() if settings is None else settings
         location: Location
         if is_server_url(storage):  # a database: the collection is the namespace `name`
             if key is not None:
@@ -159,8 +146,8 @@ class Collection:
                 if key is not None:
                     raise ValidationError("a key encrypts a file: give storage a path as well")
             elif key is None:
-                key = settings.storage_key()
-        binding = EmbedderBinding(embedder, settings.embedder_spec())
+                key = config.storage_key
+        binding = EmbedderBinding(embedder, config.embedder_spec, api_key=config.openai_api_key)
         resolved = binding.get()
         try:
             store = open_store(location, key=key, namespace=namespace)
@@ -219,21 +206,9 @@ class Collection:
         with self._lock:
             self._check_open()
             batch = validated_batch(documents)
-            prepared = [(doc, self._chunks(doc)) for doc in batch]
-            held = self._store.documents.states([doc.id for doc, _ in prepared])
-            vectors = self._vectors(prepared, held)
-            moved = self._moved_turns(prepared, held)
-            now = time.time()
-            with self._store.transaction():
-                rows: dict[int, tuple[bytes, str]] = {}  # chunk id: its vector, input hash
-                for place, (doc, chunks) in enumerate(prepared):
-                    document_id = self._store.documents.put(self._record(doc, now), chunks, [], [])
-                    if vectors:
-                        stored = self._store.documents.chunks_of(document_id)
-                        rows.update((c.chunk_id, vectors[place, c.position]) for c in stored)
-                rows.update(self._turns_after(moved))  # made with the turns just written
-                if rows:  # one write (and one change-log prune) for the batch, not per document
-                    self._put_vectors(rows)
+            add_documents(
+                self._store, self._embedder, batch, self._strategy, self._strategy_id, time.time()
+            )
             return self._store.documents.count()
 
     def remove(self, id: str) -> bool:
@@ -246,18 +221,7 @@ class Collection:
             self._check_open()
             if not isinstance(id, str):
                 raise ValidationError(f"id must be a string, not {type(id).__name__}")
-            with self._store.transaction():
-                state = self._store.documents.state(id)
-                if state is None:
-                    return False
-                stored = self._store.documents.get(state.document_id)
-                source = None if stored is None else metadata_source(stored.frontmatter)
-                self._store.documents.delete(state.document_id)
-                if source is not None:
-                    refreshed = self._turns_after([(source, state.document_id)])
-                    if refreshed:
-                        self._put_vectors(refreshed)
-            return True
+            return remove_document(self._store, self._embedder, id)
 
     def reembed(self) -> int:
         """Drop every vector and embed every chunk again; return how many were embedded.
@@ -371,178 +335,6 @@ class Collection:
             )
         return mode
 
-    def _chunks(self, doc: Document) -> list[ChunkRecord]:
-        note = ParsedNote(
-            text=doc.text,
-            title="",
-            frontmatter={},
-            body_start=0,
-            headings=find_headings(mask_code(doc.text), 0),
-            links=[],
-            tags=[],
-        )
-        return [
-            ChunkRecord(
-                position=span.position,
-                heading_path=span.heading_path,
-                text=span.text,
-                char_start=span.char_start,
-                char_end=span.char_end,
-                content_hash=span.content_hash,
-            )
-            for span in chunk_note(note, self._strategy)
-        ]
-
-    def _vectors(
-        self,
-        prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]],
-        held: Mapping[str, DocumentState],
-    ) -> dict[tuple[int, int], tuple[bytes, str]]:
-        """Return the encoded vector of each chunk and the hash of what it is embedded from
-        (`input_hash`), by (document's place in ``prepared``, chunk position), embedding
-        `context_text`. A chunk whose embedded text (its text and its context alike) a stored
-        vector was made from keeps that vector: a document added again, or another's copy;
-        a vector left stale (made from turns since changed) is made again."""
-        if self._embedder is None or not prepared:
-            return {}
-        from vrom.index.codec import encode  # numpy: loaded already by any embedder
-
-        turns = self._turns(prepared, held)
-        texts = {
-            (place, chunk.position): context_text(
-                chunk.text, "", chunk.heading_path, doc.metadata, turns[place]
-            )
-            for place, (doc, chunks) in enumerate(prepared)
-            for chunk in chunks
-        }
-        hashes = {key: input_hash(text) for key, text in texts.items()}
-        kept = self._store.vectors.for_inputs(list(hashes.values()))  # made from the same
-        vectors = {key: kept[h] for key, h in hashes.items() if h in kept}
-        missing = [key for key in texts if key not in vectors]
-        if missing:
-            check_recipe(self._store, turns=True)
-            unique = list(dict.fromkeys(texts[key] for key in missing))
-            matrix = self._embedder.embed_documents(unique)  # a failure is a ModelError
-            blobs = dict(zip(unique, encode(matrix, self._store.vectors.encoding()), strict=True))
-            vectors.update((key, blobs[texts[key]]) for key in missing)
-        return {key: (blob, hashes[key]) for key, blob in vectors.items()}
-
-    def _turns(
-        self,
-        prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]],
-        held: Mapping[str, DocumentState],
-    ) -> list[list[str]]:
-        """Return the turns each document is embedded with (`document_turns`), by place.
-
-        A document already ``held`` (by id) keeps its place in its conversation (its turns are
-        the ones stored before it); a new one follows the documents stored from its source and
-        the new ones before it in ``prepared``.
-        """
-        added: dict[str, list[str]] = {}  # source -> its new documents' texts, in order
-        turns = []
-        for doc, chunks in prepared:
-            state = held.get(doc.id)
-            source = metadata_source(doc.metadata)
-            texts = [chunk.text for chunk in chunks]
-            if state is not None or source is None:
-                document_id = None if state is None else state.document_id
-                turns.append(document_turns(self._store, doc.metadata, document_id, texts))
-                continue
-            if source not in added:
-                added[source] = self._store.documents.turns_before(source, None, TURNS_BEFORE)
-            turns.append(added[source][-TURNS_BEFORE:] if is_turn(texts) else [])
-            added[source].append(doc.text)  # a turn of the next, long or not
-        return turns
-
-    def _moved_turns(
-        self,
-        prepared: Sequence[tuple[Document, Sequence[ChunkRecord]]],
-        held: Mapping[str, DocumentState],
-    ) -> list[tuple[str, int]]:
-        """Return (source, document id) for each turn about to change in its conversation: a
-        document added again with another text or another source, at its place in its old
-        source and in its new one. The turns after it are embedded with it."""
-        if self._embedder is None:
-            return []
-        moved: list[tuple[str, int]] = []
-        for doc, _ in prepared:
-            state = held.get(doc.id)
-            stored = None if state is None else self._store.documents.get(state.document_id)
-            if state is None or stored is None:
-                continue
-            sources = dict.fromkeys(
-                [metadata_source(stored.frontmatter), metadata_source(doc.metadata)]
-            )
-            if len(sources) == 1 and stored.content_hash == _content_hash(doc.text):
-                continue
-            moved += [(source, state.document_id) for source in sources if source is not None]
-        return moved
-
-    def _turns_after(self, moved: Sequence[tuple[str, int]]) -> dict[int, tuple[bytes, str]]:
-        """Return the vectors (and their input hashes), by chunk id, of the turns that follow each (source, document
-        id) place in ``moved``, made again with the turns before them as the caller's open
-        transaction has just written them.
-
-        Called inside the change's transaction, so the change and these vectors commit
-        together: an embedding failure (a `ModelError`) rolls the change back, and a process
-        killed meanwhile leaves the store as it was before. A store of an older recipe gets
-        none (`reembed` makes every vector again).
-        """
-        if self._embedder is None or not moved or stored_recipe(self._store) != EMBEDDING_RECIPE:
-            return {}
-        followers = dict.fromkeys(
-            document_id
-            for source, place in moved
-            for document_id in self._store.documents.turns_after(source, place, TURNS_BEFORE)
-        )
-        made: list[tuple[int, str]] = []  # each turn's chunk and what it is embedded as now
-        for document_id in followers:
-            chunks, turns = self._chunks_and_turns(document_id)
-            if chunks and is_turn([chunk.text for chunk in chunks]):
-                made.append((chunks[0].chunk_id, embedding_text(chunks[0], turns)))
-        if not made:
-            return {}
-        from vrom.index.codec import encode  # numpy: loaded already by any embedder
-
-        matrix = self._embedder.embed_documents([text for _, text in made])
-        blobs = encode(matrix, self._store.vectors.encoding())
-        return {
-            chunk_id: (blob, input_hash(text))
-            for (chunk_id, text), blob in zip(made, blobs, strict=True)
-        }
-
-    def _put_vectors(self, rows: Mapping[int, tuple[bytes, str]]) -> None:
-        """Store vectors by chunk id, each with the hash of what it was embedded from."""
-        self._store.vectors.put(
-            [(chunk_id, blob) for chunk_id, (blob, _) in rows.items()],
-            [made_from for _, made_from in rows.values()],
-        )
-
-    def _chunks_and_turns(self, document_id: int) -> tuple[list[StoredChunk], list[str]]:
-        """Return a stored document's chunks and the turns they are embedded with now
-        (`document_turns`, read from the store)."""
-        chunks = self._store.documents.chunks_of(document_id)
-        if not chunks:
-            return [], []
-        texts = [chunk.text for chunk in chunks]
-        return chunks, document_turns(self._store, chunks[0].metadata, document_id, texts)
-
-    def _record(self, doc: Document, now: float) -> DocumentRecord:
-        text_bytes = doc.text.encode("utf-8")
-        return DocumentRecord(
-            path=doc.id,
-            path_key=doc.id,
-            name_key=doc.id,
-            title="",
-            frontmatter=dict(doc.metadata),
-            content_hash=_content_hash(doc.text),
-            mtime=now,
-            size=len(text_bytes),
-            human_relevance_score=0.5,  # neutral: the prior is a vault's, not a collection's
-            chunk_strategy=self._strategy_id,
-            text=doc.text,  # the store is its only copy: kept once, the chunks read from it
-        )
-
 
 class AsyncCollection:
     """A `Collection` for asyncio: each call runs in a worker thread, never blocking the loop.
@@ -629,11 +421,6 @@ def _whole_document(hit: Hit, text: str | None) -> Hit:
 
 
 # -- storage ---------------------------------------------------------------------------------
-
-
-def _content_hash(text: str) -> str:
-    """Return a document text's hash as the store records it."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def storage_path(name: str, storage: str | os.PathLike[str] | None) -> Path | None:

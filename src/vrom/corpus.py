@@ -35,7 +35,7 @@ from vrom.ingest.embedding import (
     EmbedProgress,
     bind_embedder,
     bind_memory_embedder,
-    embed_missing,
+    embed_missing_chunks,
     embed_missing_memories,
     stored_fingerprint,
 )
@@ -172,7 +172,7 @@ class Corpus:
                 if progress is not None:
                     progress(done, total)
 
-            done = embed_missing(self.store, embedder, report, stop=stop, turns=self._turns)
+            done = embed_missing_chunks(self.store, embedder, report, stop=stop, turns=self._turns)
             claim.report(counts.vectors + done, counts.chunks, done, final=True)
             return done
 

@@ -32,11 +32,12 @@ from vrom.embed import Embedder, EmbedderBinding
 from vrom.errors import NotFoundError, ValidationError, check_unicode, shown
 from vrom.filters import Condition, Instant, all_of, parse_filter
 from vrom.ingest.embedding import (
+    MEMORY_ENCODING,
     MEMORY_FINGERPRINT_META_KEY,
     bind_memory_embedder,
+    embed_missing,
     embed_missing_memories,
-    memory_text,
-    memory_turns,
+    memory_texts,
 )
 from vrom.search.fusion import MAX_K
 from vrom.search.keyword import check_k
@@ -161,14 +162,6 @@ def _new_id(now: float) -> str:
             counter = int.from_bytes(os.urandom(3), "big")  # leaves room to count up
         _last_id[:] = [milliseconds, counter]
     return f"mem_{milliseconds:012x}{counter:08x}"
-
-
-def _encode(embedder: Embedder, memory: MemoryRecord, store: Store) -> bytes:
-    """Return the float32 vector bytes of a memory about to be stored (`memory_text`)."""
-    from vrom.index.codec import encode  # numpy: loaded already by any embedder
-
-    text = memory_text(memory, memory_turns(store, memory))
-    return encode(embedder.embed_documents([text]), "float32")[0]
 
 
 def _text(name: str, value: object, limit: int, *, one_line: bool = False) -> str:
@@ -354,13 +347,17 @@ class Memories:
             source=_optional_text("source", source, MAX_SOURCE_CHARS),
         )
         embedder = self.embedder
-        blob = None if embedder is None else _encode(embedder, record, self._store)
+        made = (
+            {}
+            if embedder is None
+            else embed_missing(embedder, memory_texts(self._store, [record]), MEMORY_ENCODING)
+        )
         with self._store.transaction():
             if embedder is not None:
                 bind_memory_embedder(self._store, embedder)  # refuses another model's vectors
             self._store.memories.put(record)
-            if blob is not None:
-                self._store.memories.vectors.put([(record.id, blob)])
+            if made:
+                self._store.memories.vectors.put([(record.id, made[record.id][0])])
         return _memory(record)
 
     def archive(

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from vrom import __version__, settings
-from vrom.embed import Embedder
+from vrom import __version__
+from vrom.embed import Embedder, resolve_embedder
 from vrom.errors import VromError
 from vrom.ingest.embedding import stored_fingerprint
 from vrom.install.client_configs import (
@@ -32,7 +32,7 @@ from vrom.install.client_configs import (
 )
 from vrom.install.server_entry import entry_command, resolve_vault
 from vrom.results import vector_coverage
-from vrom.settings import EMBEDDER_ENV
+from vrom.settings import EMBEDDER_ENV, Settings
 from vrom.vault import AUTO, Vault
 
 OK, FAIL, WARN, SKIP = "ok", "fail", "warn", "skip"
@@ -100,12 +100,14 @@ def _first_title(vault: Vault) -> str | None:
 
 
 def _vault_checks(
-    vault: str | os.PathLike[str] | None, state_dir: str | os.PathLike[str] | None
+    vault: str | os.PathLike[str] | None,
+    state_dir: str | os.PathLike[str] | None,
+    settings: Settings,
 ) -> tuple[list[Check], Path | None, str | None, str | None]:
     """Return the vault and store checks, the root, a query that should hit, the model (JSON)."""
     try:
-        root = resolve_vault(vault, state_dir)
-        with Vault.open(root, state_dir, create=False, embedder=None) as opened:
+        root = resolve_vault(vault, state_dir, settings)
+        with Vault.open(root, state_dir, create=False, embedder=None, settings=settings) as opened:
             stats = opened.stats()
             problems = opened.store.integrity_problems()
             title = _first_title(opened)
@@ -160,10 +162,14 @@ def _vectors_check(vectors: int, chunks: int, root: Path) -> Check:
     )
 
 
-def _embedder_check(spec: str | None, stored: str | None) -> tuple[Check, Embedder | None]:
+def _embedder_check(
+    spec: str | None, stored: str | None, settings: Settings
+) -> tuple[Check, Embedder | None]:
     """Return the embedder check and the loaded embedder (None when keyword-only or broken)."""
     try:
-        embedder = Embedder.from_spec(spec or settings.embedder_spec())
+        embedder, _ = resolve_embedder(
+            spec or AUTO, settings.embedder_spec, api_key=settings.openai_api_key
+        )
     except VromError as exc:
         return Check("embedder", FAIL, str(exc), f"fix --embedder or ${EMBEDDER_ENV}"), None
     if embedder is None:
@@ -217,12 +223,15 @@ def _search_check(
     state_dir: str | os.PathLike[str] | None,
     title: str | None,
     embedder: Embedder | None,
+    settings: Settings,
 ) -> Check:
     if root is None or title is None:
         return Check("search", SKIP, "needs an indexed vault with notes", required=False)
     query = " ".join(title.split()[:6])
     try:
-        with Vault.open(root, state_dir, create=False, embedder=embedder) as vault:
+        with Vault.open(
+            root, state_dir, create=False, embedder=embedder, settings=settings
+        ) as vault:
             hits = vault.search(query, k=3)
     except VromError as exc:
         return Check("search", FAIL, f"{query!r}: {exc}", "see the checks above")
@@ -302,14 +311,17 @@ def run_selftest(
     clients: Mapping[str, Path] | None = None,
     name: str = DEFAULT_NAME,
     progress: Callable[[Check], None] | None = None,
+    settings: Settings | None = None,
 ) -> SelftestReport:
     """Check Python, vrom, the vault and its store, the model, search, mcp and client configs.
 
     ``vault`` None means the vault vrom uses when none is named. ``embedder`` is a spec (or
     ``"auto"``: ``$VROM_EMBEDDER``, else the default model). ``clients`` maps client names to
     config files (default: each client's usual place); ``name`` is the server entry to look
-    for. ``progress(check)`` is called as each check finishes.
+    for. ``progress(check)`` is called as each check finishes. ``settings``: as for
+    `vrom.Vault.open` (resolved from the environment when not given).
     """
+    config = Settings.from_environment() if settings is None else settings
     checks: list[Check] = []
 
     def add(check: Check) -> None:
@@ -319,12 +331,12 @@ def run_selftest(
 
     add(_python())
     add(_vrom())
-    vault_checks, root, title, stored = _vault_checks(vault, state_dir)
+    vault_checks, root, title, stored = _vault_checks(vault, state_dir, config)
     for check in vault_checks:
         add(check)
-    model_check, model = _embedder_check(None if embedder == AUTO else embedder, stored)
+    model_check, model = _embedder_check(None if embedder == AUTO else embedder, stored, config)
     add(model_check)
-    add(_search_check(root, state_dir, title, model))
+    add(_search_check(root, state_dir, title, model, config))
     add(_mcp())
     configs = clients if clients is not None else {c: default_config_path(c) for c in CLIENTS}
     for client, path in configs.items():

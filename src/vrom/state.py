@@ -21,21 +21,20 @@ from pathlib import Path
 
 import platformdirs
 
-from vrom import settings
 from vrom.errors import NotFoundError, StorageError, ValidationError
+from vrom.settings import Settings
 from vrom.store import Location, Store, is_server_url, mask_url, open_store
 
 STORE_FILE = "store.db"
 _LAST_VAULT_KEY = "last_vault"
 
 
-def state_dir(override: str | os.PathLike[str] | None = None) -> Path:
-    """Return the state directory: the override, ``VROM_STATE_DIR``, or the user data dir."""
-    if override:
-        return Path(override).expanduser().resolve()
-    env = settings.state_dir()
-    if env:
-        return Path(env).expanduser().resolve()
+def state_dir(override: str | os.PathLike[str] | None, settings: Settings) -> Path:
+    """Return the state directory: the override, ``settings.state_dir`` (``VROM_STATE_DIR``),
+    or the user data dir."""
+    chosen = override or settings.state_dir
+    if chosen:
+        return Path(chosen).expanduser().resolve()
     return Path(platformdirs.user_data_dir("vrom", appauthor=False))
 
 
@@ -107,16 +106,16 @@ def checked_namespace(namespace: object) -> str | None:
     return namespace
 
 
-def store_location(database_url: Location, local: bool = False) -> Location:
+def store_location(database_url: Location, local: bool, settings: Settings) -> Location:
     """Return the database a vault's store is in: ``database_url``, else
-    ``$VROM_DATABASE_URL``; None for the vault's own file in the state directory (always so
-    with ``local``)."""
+    ``settings.database_url`` (``$VROM_DATABASE_URL``); None for the vault's own file in the
+    state directory (always so with ``local``)."""
     if local:
         if database_url is not None:
             raise ValidationError("give a database URL or ask for the local store, not both")
         return None
     if database_url is None:
-        return settings.database_url()
+        return settings.database_url
     if not os.fspath(database_url).strip():
         raise ValidationError(
             "the database URL is empty: give postgresql://USER@HOST/DB, sqlite:///FILE or a"

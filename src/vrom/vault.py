@@ -6,68 +6,62 @@ import dataclasses
 import functools
 import json
 import os
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from vrom import settings, state
+from vrom import state
 from vrom._vault_files import VaultFiles
 from vrom._vault_format import VaultFormat
 from vrom._vault_notes import VaultNotes
 from vrom._vault_sync import VaultSync
+from vrom._vault_writes import VaultWrites
 from vrom.corpus import Corpus
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
 from vrom.errors import NotFoundError, ValidationError, shown
-from vrom.export import export_store
 from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
-from vrom.ingest.confine import ReadPurpose, confine
-from vrom.ingest.embed_job import EmbeddingBusy, embedding_status
-from vrom.ingest.embedding import EmbedProgress, stored_fingerprint
+from vrom.ingest.confine import ReadPurpose
+from vrom.ingest.embed_job import embedding_status
+from vrom.ingest.embedding import stored_fingerprint
 from vrom.ingest.freshness import fresh_notes
 from vrom.ingest.indexer import (
     STRATEGY_META_KEY,
     Indexer,
     IndexOptions,
-    ProgressCallback,
 )
 from vrom.ingest.parse import is_utf8, shown_path
-from vrom.ingest.sync import SyncProgress
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
 from vrom.memories import Memories
 from vrom.results import (
     BackendInfo,
     Context,
-    DeleteResult,
-    ExportSummary,
     FolderListing,
-    FormatReport,
     Hit,
-    IndexSummary,
     Note,
     NoteRef,
     Related,
     SearchReport,
-    SyncSummary,
     TagCount,
     VaultStats,
     VectorInfo,
-    WriteResult,
     changed_hit,
 )
 from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
 from vrom.search.query import parse_where
 from vrom.search.vector import HNSW_THRESHOLD
+from vrom.settings import VAULT_ENV, Settings
 from vrom.store import Location, is_server_url, mask_url, open_store
 
-VAULT_ENV = settings.VAULT_ENV
 __all__ = ["AUTO", "VAULT_ENV", "EmbedderChoice", "Vault"]
 
 
-class Vault:
-    """A notes vault and its store. Open it with `Vault.open`; close it (or use ``with``)."""
+class Vault(VaultWrites):
+    """A notes vault and its store. Open it with `Vault.open`; close it (or use ``with``).
+
+    Its writing half (index, embed, sync, write notes, formats, export) is `VaultWrites`.
+    """
 
     def __init__(
         self,
@@ -114,6 +108,7 @@ class Vault:
         database_url: Location = None,
         namespace: str | None = None,
         local: bool = False,
+        settings: Settings | None = None,
     ) -> Vault:
         """Return the vault at ``path``, with its store in the state directory or a database.
 
@@ -135,6 +130,8 @@ class Vault:
         search uses the HNSW index instead of exact search) configure vector search;
         ``vector_encoding`` stores vectors as ``float32`` (the default for a new store) or ``int8``
         with a per-vector scale (a quarter of the space); None keeps what the store has.
+        ``settings``: what the environment configures (`vrom.settings.Settings`), resolved
+        from it now when not given; the arguments beat it.
         """
         if not os.fspath(path):  # Path("") would be the current folder
             raise ValidationError("the vault path is empty: give a folder ('.' for this one)")
@@ -157,8 +154,9 @@ class Vault:
         if metric not in METRICS:
             raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
         namespace = state.checked_namespace(namespace) or state.default_namespace(root)
-        base = state.state_dir(state_dir)
-        location = state.store_location(database_url, local)
+        config = Settings.from_environment() if settings is None else settings
+        base = state.state_dir(state_dir, config)
+        location = state.store_location(database_url, local, config)
         if location is None:
             path_of_store = state.store_path(root, base)
             if not create and not path_of_store.exists():
@@ -170,7 +168,7 @@ class Vault:
             store = state.open_vault_store(location, namespace, root, create=create)
         corpus = Corpus(
             store,
-            EmbedderBinding(embedder, settings.embedder_spec()),
+            EmbedderBinding(embedder, config.embedder_spec, api_key=config.openai_api_key),
             metric=metric,
             hnsw_threshold=hnsw_threshold,
             encoding=vector_encoding,
@@ -184,6 +182,7 @@ class Vault:
         *,
         embedder: EmbedderChoice = AUTO,
         vector_encoding: str | None = None,
+        settings: Settings | None = None,
     ) -> Vault:
         """Return the vault whose store file is ``db_path`` (the store must exist).
 
@@ -206,11 +205,9 @@ class Vault:
             target_chars=recorded.get("target_chars", ChunkStrategy.target_chars),
             overlap_chars=recorded.get("overlap_chars", ChunkStrategy.overlap_chars),
         )
-        corpus = Corpus(
-            store,
-            EmbedderBinding(embedder, settings.embedder_spec()),
-            encoding=vector_encoding,
-        )
+        config = Settings.from_environment() if settings is None else settings
+        binding = EmbedderBinding(embedder, config.embedder_spec, api_key=config.openai_api_key)
+        corpus = Corpus(store, binding, encoding=vector_encoding)
         return cls(Path(root), corpus, IndexOptions(strategy=strategy))
 
     @classmethod
@@ -224,16 +221,19 @@ class Vault:
         database_url: Location = None,
         namespace: str | None = None,
         local: bool = False,
+        settings: Settings | None = None,
     ) -> Vault:
         """Return the vault to use when none is named.
 
-        In order: ``VROM_VAULT`` or ``VAULT_ROOT`` (see `vrom.settings.vault_variable`); the
+        In order: ``VROM_VAULT`` or ``VAULT_ROOT`` (see `vrom.settings.Settings.vault_variable`); the
         nearest indexed vault at or above the current directory; the vault indexed last. With
         its store in a database (``database_url`` or ``$VROM_DATABASE_URL``; see `open`),
         after ``VROM_VAULT``: the vault indexed last on this machine, else the current
         directory (a database is not searched for the folders it holds).
         """
+        config = Settings.from_environment() if settings is None else settings
         options: dict[str, Any] = {
+            "settings": config,
             "create": False,
             "embedder": embedder,
             "vector_encoding": vector_encoding,
@@ -241,16 +241,16 @@ class Vault:
             "namespace": namespace,
             "local": local,
         }
-        named = settings.vault_variable()
+        named = config.vault_variable()
         if named is not None:
             variable, folder = named
             try:
                 return cls.open(folder, state_dir, **options)
             except NotFoundError as exc:  # say where the path came from: no --vault was given
                 raise NotFoundError(f"${variable}: {exc}") from exc
-        base = state.state_dir(state_dir)
+        base = state.state_dir(state_dir, config)
         start = Path(cwd) if cwd is not None else Path.cwd()
-        if state.store_location(database_url, local) is not None:
+        if state.store_location(database_url, local, config) is not None:
             return cls.open(
                 state.last_vault(base, stored_here=False) or start, state_dir, **options
             )
@@ -280,119 +280,6 @@ class Vault:
     def __repr__(self) -> str:
         return f"Vault({str(self.root)!r}, store={self.store.location!r})"
 
-    # -- syncing ---------------------------------------------------------------------------
-
-    def sync_to(
-        self,
-        database_url: Location,
-        *,
-        namespace: str | None = None,
-        progress: SyncProgress | None = None,
-    ) -> SyncSummary:
-        """Copy this vault's store into a database (or another store file); return what was
-        copied.
-
-        The target (in ``namespace``, by default this vault's `namespace`) ends up holding this
-        store's notes exactly, with their chunks, links, tags and vectors, plus the memories it
-        lacked or held in an older version: only what changed is written, nothing is
-        re-embedded, and a sync interrupted half way ends, when run again, as one that was not.
-        Stores whose vectors come from different models are refused (`ModelError`).
-        ``progress(done, total, path)`` follows the notes. See `vrom.ingest.sync`.
-        """
-        return self._sync.to(database_url, namespace, progress)
-
-    def sync_from(
-        self,
-        database_url: Location,
-        *,
-        namespace: str | None = None,
-        progress: SyncProgress | None = None,
-    ) -> SyncSummary:
-        """Copy a vault's store from a database (or a store file) into this vault's store;
-        return what was copied.
-
-        The way a new machine gets a local copy of a shared vault: as `sync_to` the other way
-        round (``namespace`` by default this vault's `namespace`), the copy recording this
-        machine's folder as its vault. The source must hold an indexed vault (`NotFoundError`).
-        """
-        return self._sync.from_(database_url, namespace, progress)
-
-    # -- indexing --------------------------------------------------------------------------
-
-    def index(
-        self,
-        progress: ProgressCallback | None = None,
-        *,
-        force: bool = False,
-        embed_progress: EmbedProgress | None = None,
-        embed: bool = True,
-    ) -> IndexSummary:
-        """Bring the store up to date with the vault; return what changed.
-
-        Only notes whose content changed are rewritten; deleted notes are removed; renamed notes
-        keep their id. ``force`` rewrites every note. ``progress(done, total, path)`` is called
-        for each file. With an embedder, new and changed chunks are then embedded in batches
-        (``embed_progress(embedded, total)``); unchanged text keeps its vector. ``embed=False``
-        stops after the keyword index (seconds even for thousands of notes): embed later, or in
-        the background (`vrom.vault.Vault.embed`, `vrom mcp`); another model's vectors are
-        refused all the same.
-        """
-
-        def run() -> IndexSummary:
-            summary = self._indexer.index(progress, force=force)
-            if self._state_base is not None:
-                state.remember_last_vault(self._state_base, self.root)
-            return summary
-
-        return self._index_then_embed(run, embed_progress, embed=embed)
-
-    def _index_then_embed(
-        self,
-        run: Callable[[], IndexSummary],
-        embed_progress: EmbedProgress | None = None,
-        *,
-        embed: bool = True,
-    ) -> IndexSummary:
-        """Run a keyword indexing pass, then embed what it left without vectors; time both.
-
-        Another model's vectors are refused before anything is written.
-        """
-        started = time.perf_counter()
-        embedding = self.corpus.embedder is not None
-        if embedding:
-            self.corpus.bind()
-        summary = run()
-        keyword_done = time.perf_counter()
-        embedded, not_embedded = 0, None
-        if embedding and embed:
-            try:
-                embedded = self.corpus.embed_missing(embed_progress)
-            except EmbeddingBusy as exc:  # that run embeds what this one added too
-                not_embedded = str(exc)
-        finished = time.perf_counter()
-        return dataclasses.replace(
-            summary,
-            embedded=embedded,
-            not_embedded=not_embedded,
-            seconds=round(finished - started, 4),
-            index_seconds=round(max(0.0, keyword_done - started - summary.parse_seconds), 4),
-            embed_seconds=round(finished - keyword_done, 4),
-        )
-
-    def embed(self, *, rebuild: bool = False, progress: EmbedProgress | None = None) -> int:
-        """Embed every chunk that has no vector yet; return how many chunks were embedded.
-
-        ``rebuild`` drops all vectors first, the memories' too, and embeds both again: the way
-        to switch the store to another model.
-        """
-        if self.corpus.embedder is None:
-            raise ValidationError("no embedder is configured (embedder=None)")
-        self.corpus.bind(rebuild=rebuild)
-        embedded = self.corpus.embed_missing(progress)
-        if rebuild:
-            self.memories.embed()
-        return embedded
-
     @property
     def embedder(self) -> Embedder | None:
         """The embedder notes, queries and memories are embedded with (None: keyword only).
@@ -405,22 +292,6 @@ class Vault:
     def memories(self) -> Memories:
         """The agent's memories, kept in this vault's store (see `vrom.memories.Memories`)."""
         return Memories(self.corpus)
-
-    def reindex_paths(
-        self, paths: Iterable[str | os.PathLike[str]], *, embed: bool = True
-    ) -> IndexSummary:
-        """Re-index just these notes (vault-relative or absolute paths inside the vault).
-
-        A path that no longer exists is removed from the store. A path that leads outside the
-        vault raises `ValidationError` (code ``path_outside_vault``) before any is re-indexed.
-        With an embedder, the notes' new chunks are embedded too, unless ``embed=False`` (as
-        in `index`: they are then embedded later, or in the background).
-        """
-        if isinstance(paths, (str, os.PathLike)):
-            paths = [paths]
-        # all confined before any is re-indexed, so a refused path changes nothing
-        paths = [confine(self.root, os.fspath(path), "reindex").relative for path in paths]
-        return self._index_then_embed(lambda: self._indexer.reindex_paths(paths), embed=embed)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -454,8 +325,7 @@ class Vault:
         similarity, human relevance and text quality: the VaultLayer hybrid-search contract); by
         default hybrid when the store holds vectors of the configured embedder, else keyword.
 
-        ``where`` filters notes by frontmatter inside every retriever, in the one filter grammar
-        (docs/filters.md: ``{"status": "done", "year": {"$gte": 2024}}``); ``path`` keeps
+        ``where`` filters frontmatter inside every retriever (docs/filters.md); ``path`` keeps
         notes under a folder or path prefix, ``tags`` notes holding every tag given. See
         `vrom.search.query` for the keyword query syntax.
         """
@@ -481,8 +351,7 @@ class Vault:
 
         Where `search` refuses a mode by meaning that cannot run (no embedder, no vector
         yet), this searches by keyword and says why; it also counts the chunks with vectors.
-        ``per_note``, ``where``, ``path`` and ``tags`` as for `search` (the CLI and MCP pass
-        ``per_note`` unless asked for chunks).
+        ``per_note`` (the CLI's and MCP's default), ``where``, ``path``, ``tags`` as for `search`.
         """
         notes = parse_where(where, path=path, tags=tags)
         report = self.corpus.search_report(
@@ -604,26 +473,6 @@ class Vault:
         `vrom.results.VectorInfo`)."""
         return self.corpus.vector_info()
 
-    def export(
-        self,
-        out: str | os.PathLike[str],
-        format: str | None = None,
-        *,
-        vectors: bool = False,
-        full: bool = False,
-    ) -> ExportSummary:
-        """Export the vault's store for analytics (DuckDB, Parquet) and return what changed.
-
-        Tables: notes, chunks, links, tags, fields, memories, and vectors with ``vectors``;
-        ``format`` ``duckdb`` writes one file, ``parquet`` a folder (None: ``duckdb`` for a
-        path ending in ``.duckdb`` or ``.db``). Re-exporting to the same ``out`` reads again
-        only the notes that changed; ``full`` writes everything again. Needs the ``analytics``
-        extra. See `vrom.export.export_store`.
-        """
-        return export_store(
-            self.store, out, format, vectors=vectors, full=full, source=str(self.root)
-        )
-
     # -- files -----------------------------------------------------------------------------
     # Every path below is confined to the vault by `vrom.ingest.confine.confine`:
     # escapes raise `ValidationError` with code ``path_outside_vault``.
@@ -666,66 +515,3 @@ class Vault:
         ``project`` matches ``project`` and ``project/atlas``, not ``projects``.
         """
         return self._files.notes_with_tag(tag)
-
-    def write_note(
-        self,
-        path: str,
-        content: str,
-        *,
-        mode: str = "create",
-        frontmatter: Mapping[str, Any] | None = None,
-    ) -> WriteResult:
-        """Write a note into the vault atomically, re-index it, and return what was done.
-
-        ``path`` is vault-relative; ``.md`` is appended to a name without an extension, and
-        only Markdown notes can be written (code ``not_a_note``). ``mode``: ``create`` (an
-        existing file raises `ValidationError` with code ``exists``), ``overwrite`` (keeps the
-        file's permission bits), or ``append`` (adds ``content`` after one blank line; the note
-        must exist, else `NotFoundError`). ``frontmatter`` keys are merged into the resulting
-        note's frontmatter (see `set_frontmatter`). Missing folders are created. Content over
-        the vault's ``max_file_bytes`` is refused (code ``too_large``). If re-indexing fails,
-        the file stays written and the result has ``indexed=False`` and a ``warning``.
-        """
-        return self._files.write_note(path, content, mode=mode, frontmatter=frontmatter)
-
-    def set_frontmatter(self, path: str, values: Mapping[str, Any], *, merge: bool = True) -> Note:
-        """Set a note's frontmatter, keep its body byte for byte, and return the re-indexed note.
-
-        ``merge`` updates the keys given and keeps the others; ``merge=False`` replaces the
-        whole frontmatter (an empty mapping removes it). Broken frontmatter is never
-        overwritten: it raises `ValidationError` with code ``bad_frontmatter``.
-        """
-        return self.get_note(self._files.set_frontmatter(path, values, merge=merge))
-
-    def delete_note(self, path: str, *, permanent: bool = False) -> DeleteResult:
-        """Delete a note and drop it from the store; return where it went.
-
-        By default the note moves to ``<vault>/.trash/<its path>`` (with a timestamp in the
-        name if that is taken); ``permanent=True`` unlinks it.
-        """
-        return self._files.delete_note(path, permanent=permanent)
-
-    # -- formats ---------------------------------------------------------------------------
-
-    def check_format(self, path: str | None = None) -> FormatReport:
-        """Return how the vault's notes stand against OKF v0.2 (the Open Knowledge Format).
-
-        ``path`` is a note or a folder (vault-relative); None checks every note. Each note gets
-        its format (an OKF concept, ``index.md``, ``log.md``, a note with frontmatter, plain
-        Markdown) and what breaks OKF's conformance rules (errors: what the spec says MUST
-        hold) or its advice (warnings: what it says SHOULD hold). Notes are read from disk,
-        indexed or not; nothing is written. See `vrom.ingest.okf` for the rules.
-        """
-        return self._format.report(path, enrich=False)
-
-    def enrich_format(self, path: str | None = None, *, apply: bool = False) -> FormatReport:
-        """Return `check_format`'s report with the OKF frontmatter each note lacks (``type``,
-        ``title``, ``description``, ``tags``, ``timestamp``), taken from its own content, its
-        folder's ``index.md`` and concepts, and its file's modification time.
-
-        Only with ``apply`` are the fields written, through `set_frontmatter`: merged into the
-        frontmatter (every field already there is kept, unknown ones too), the body byte for
-        byte, and the note re-indexed; a note's errors and warnings are then those of the note
-        as written. See `vrom.ingest.okf_enrich` for where each value comes from.
-        """
-        return self._format.report(path, enrich=True, apply=apply)

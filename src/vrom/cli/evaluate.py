@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from vrom.cli.global_options import add_global_options
+from vrom.cli.global_options import add_global_options, settings_of
 from vrom.cli.output import print_json
 from vrom.evaluation import MODES, TARGETS, Evaluation, evaluate
 
@@ -81,6 +81,7 @@ def _run_eval(args: argparse.Namespace, out: TextIO) -> int:
             limit_queries=args.limit_queries,
             progress=progress if show else None,
             target=args.target,
+            settings=settings_of(args),
         )
     finally:
         if show:

@@ -17,7 +17,7 @@ import argparse
 from collections.abc import Callable
 from typing import TextIO
 
-from vrom.cli.global_options import add_global_options
+from vrom.cli.global_options import add_global_options, settings_of
 from vrom.cli.output import print_json, styler
 from vrom.cli.vault_options import announce, open_vault, where
 from vrom.errors import NotFoundError
@@ -112,7 +112,13 @@ def _vault_to_check(args: argparse.Namespace) -> Vault:
     except NotFoundError:
         if args.vault is None or args.db:  # nothing names the folder, or a store was named
             raise
-        vault = Vault.open(args.vault, args.state_dir, embedder=None, database_url=":memory:")
+        vault = Vault.open(
+            args.vault,
+            args.state_dir,
+            embedder=None,
+            database_url=":memory:",
+            settings=settings_of(args),
+        )
         announce(vault)
         return vault
 

@@ -7,6 +7,7 @@ given after the command, so that one wins over a value given before it, and one 
 it is left alone. `global_option_problem` then finds what parsing alone cannot: an option given
 before a command that has no use for it (``vrom --json mcp``), or ``--vault`` with ``--db FILE``
 (a store file names its vault; a database URL does not, so ``--vault`` goes with it).
+`settings_of` gives a command the environment's `Settings`, resolved once a command.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from vrom.settings import (
     STATE_DIR_ENV,
     VAULT_ENV,
     VAULT_ROOT_ENV,
+    Settings,
 )
 from vrom.store import is_url
 from vrom.vault import AUTO
@@ -114,3 +116,13 @@ def global_option_problem(args: argparse.Namespace) -> str | None:
     if getattr(args, "vault", None) and database and not is_url(database):
         return "give --vault PATH or --db FILE, not both"
     return None
+
+
+def settings_of(args: argparse.Namespace) -> Settings:
+    """Return the `Settings` a command runs with: resolved from the environment when first
+    asked, then kept in ``args``, so the command's every part sees one value."""
+    resolved = getattr(args, "settings", None)
+    if not isinstance(resolved, Settings):
+        resolved = Settings.from_environment()
+        args.settings = resolved
+    return resolved

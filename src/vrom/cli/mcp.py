@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from vrom.cli.global_options import add_global_options
+from vrom.cli.global_options import add_global_options, settings_of
 from vrom.errors import ValidationError, VromError
 from vrom.settings import DATABASE_URL_ENV, MCP_TOKEN_ENV, VAULT_ENV, VAULT_ROOT_ENV
 from vrom.store import is_url
@@ -80,5 +80,6 @@ def _run_mcp(args: argparse.Namespace, out: TextIO) -> int:
         namespace=args.namespace,
         allow_roots=args.allow_roots,
         allow_install=args.allow_install,
+        settings=settings_of(args),
     )
     return 0

@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from vrom import settings
 from vrom.results import to_jsonable
+from vrom.settings import Settings
 
 STYLES = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "cyan": "36"}
 """The ANSI styles the CLI uses, by name."""
@@ -42,7 +42,7 @@ def print_json(value: Any, out: TextIO, where: Mapping[str, Any] | None = None) 
 def colour_enabled(stream: TextIO) -> bool:
     """True when ``stream`` should get colour: a terminal, ``NO_COLOR`` unset or empty, and
     ``TERM`` not ``dumb``."""
-    if not settings.colour_allowed():
+    if not Settings.from_environment().colour:  # asked as a stream is styled, as ever
         return False
     try:
         return stream.isatty()

@@ -14,14 +14,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from vrom import settings
-from vrom.cli.global_options import add_global_options
+from vrom.cli.global_options import add_global_options, settings_of
 from vrom.cli.output import print_json, score_label, styler
 from vrom.cli.progress import stderr_console
 from vrom.cli.vault_options import announce_text
 from vrom.embed import Embedder, resolve_embedder
 from vrom.errors import ValidationError
-from vrom.settings import CACHE_QUOTA_ENV, REGISTRY_URL_ENV, TRUSTED_KEYS_ENV
+from vrom.settings import CACHE_QUOTA_ENV, REGISTRY_URL_ENV, TRUSTED_KEYS_ENV, key_list
 
 REGISTRY_HELP = f"the registry: a URL, file:// URL or path (default: ${REGISTRY_URL_ENV})"
 TRUSTED_HELP = (
@@ -145,7 +144,10 @@ def _warnings_on_stderr() -> Iterator[None]:
 
 
 def _embedder(args: argparse.Namespace) -> Embedder:
-    embedder, _ = resolve_embedder(args.embedder, settings.embedder_spec())
+    config = settings_of(args)
+    embedder, _ = resolve_embedder(
+        args.embedder, config.embedder_spec, api_key=config.openai_api_key
+    )
     if embedder is None:
         raise ValidationError("a pack needs an embedding model: not --embedder none")
     return embedder
@@ -234,13 +236,12 @@ def _cache(args: argparse.Namespace) -> Any:
     ``--trusted-keys`` (else ``$VROM_TRUSTED_KEYS``) and ``$VROM_CACHE_QUOTA``."""
     from vrom.packs.cache import VromCache
 
+    config = settings_of(args)
     registry = getattr(args, "registry", None)
-    registry = registry if registry is not None else settings.registry_url()
+    registry = registry if registry is not None else config.registry_url
     given = getattr(args, "trusted_keys", None)
-    keys = settings.key_list(given) if given is not None else settings.trusted_keys()
-    return VromCache(
-        registry, settings.cache_dir(), trusted_keys=keys, quota=settings.cache_quota()
-    )
+    keys = key_list(given) if given is not None else config.trusted_keys
+    return VromCache(registry, config.cache_dir, trusted_keys=keys, quota=config.cache_quota)
 
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:
@@ -385,7 +386,10 @@ def search_pack(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``vrom search --pack ID QUERY``: mount the pack (pulling it if needed) and search."""
     from vrom.agent_memory import AgentMemory
 
-    with _warnings_on_stderr(), AgentMemory(registry_url=args.registry) as memory:
+    with (
+        _warnings_on_stderr(),
+        AgentMemory(registry_url=args.registry, settings=settings_of(args)) as memory,
+    ):
         memory.init()
         status = memory.mount(args.pack)
         announce_text(f"pack {status.active_vrom} {status.version}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from vrom.cli.global_options import add_global_options
+from vrom.cli.global_options import add_global_options, settings_of
 from vrom.cli.output import print_json
 from vrom.install import CLIENT_TITLES, CLIENTS, DEFAULT_NAME, LAUNCHERS, InstallResult, install
 from vrom.selftest import FAIL, OK, SKIP, WARN, Check, run_selftest
@@ -62,6 +62,7 @@ def _cmd_install(args: argparse.Namespace, out: TextIO) -> int:
         launcher=args.launcher,
         state_dir=args.state_dir,
         embedder=args.embedder,
+        settings=settings_of(args),
     )
     if args.json:
         print_json(result, out)
@@ -91,6 +92,7 @@ def _cmd_selftest(args: argparse.Namespace, out: TextIO) -> int:
         embedder=args.embedder,
         name=args.name,
         progress=None if args.json else show,
+        settings=settings_of(args),
     )
     if args.json:
         print_json(report, out)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from vrom import settings
-from vrom.cli.global_options import add_global_options
+from vrom.cli.global_options import add_global_options, settings_of
 from vrom.cli.output import print_json
 from vrom.cli.vault_format import format_sync
 from vrom.cli.vault_options import announce, open_vault, where
+from vrom.settings import VAULT_ENV
 from vrom.vault import Vault
 
 
@@ -24,9 +24,14 @@ def _sync(args: argparse.Namespace, out: TextIO) -> int:
     if args.to is not None:
         vault = open_vault(args, local=True, embedder=None)
     else:  # a new machine: the vault's folder is here, its store not yet
-        folder = args.vault if args.vault is not None else settings.vault() or "."
+        folder = args.vault if args.vault is not None else settings_of(args).named_vault() or "."
         vault = Vault.open(
-            folder, args.state_dir, embedder=None, namespace=args.namespace, local=True
+            folder,
+            args.state_dir,
+            embedder=None,
+            namespace=args.namespace,
+            local=True,
+            settings=settings_of(args),
         )
         announce(vault)
     with vault:
@@ -53,7 +58,7 @@ def add_sync_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         sub,
         ("json", "vault", "namespace", "state_dir"),
         vault_help="the vault (--to: default as for 'vrom search'; --from: default "
-        f"${settings.VAULT_ENV}, else the current directory)",
+        f"${VAULT_ENV}, else the current directory)",
     )
     way = sub.add_mutually_exclusive_group(required=True)
     way.add_argument(

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from vrom.cli.background import embed_in_background
 from vrom.cli.filter_option import add_where_option, parse_where_option
-from vrom.cli.global_options import GLOBAL_OPTIONS, add_global_options
+from vrom.cli.global_options import GLOBAL_OPTIONS, add_global_options, settings_of
 from vrom.cli.output import print_json, styler
 from vrom.cli.packs import search_pack
 from vrom.cli.progress import command_progress
@@ -58,6 +58,7 @@ def _cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         namespace=args.namespace,
         # index, then sync: into the local store unless --db names another
         local=args.remote_sync is not None and args.db is None,
+        settings=settings_of(args),
     )
     embed = not args.background  # with --background, a detached `vrom embed` does it
     with vault:

@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from vrom.cli.global_options import settings_of
 from vrom.cli.output import styler
 from vrom.store import is_url
 from vrom.vault import Vault
@@ -24,7 +25,11 @@ def open_vault(args: argparse.Namespace, *, local: bool = False, **overrides: An
     ``local`` opens the vault's own file in the state dir, whatever database is named (what
     ``vrom sync`` copies); ``overrides`` replace `Vault.open` options the arguments give.
     """
-    options: dict[str, Any] = {"embedder": args.embedder, "vector_encoding": args.vector_encoding}
+    options: dict[str, Any] = {
+        "embedder": args.embedder,
+        "vector_encoding": args.vector_encoding,
+        "settings": settings_of(args),
+    }
     options.update(overrides)
     database = None if local else args.db
     if database and not is_url(database):  # a store file: the vault it indexed

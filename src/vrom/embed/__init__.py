@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from vrom import settings
 from vrom.errors import ModelError, ValidationError, VromError
+from vrom.settings import OPENAI_API_KEY_ENV
 
 if TYPE_CHECKING:
     import numpy as np
@@ -148,7 +149,10 @@ class Embedder(abc.ABC):
         """
         from vrom.embed.remote import OpenAIEmbedder
 
-        return OpenAIEmbedder(model, base_url, **_with_api_key(options))
+        if options.get("api_key") is None:
+            variable = options.get("api_key_env", OPENAI_API_KEY_ENV)
+            options = {**options, "api_key": settings.api_key(variable)}
+        return OpenAIEmbedder(model, base_url, **options)
 
     @staticmethod
     def fake(dims: int = 64, delay_per_text: float = 0.0) -> Embedder:
@@ -164,32 +168,39 @@ class Embedder(abc.ABC):
 
         ``default``; ``none`` (keyword search only); ``fake``, ``fake:DIMS`` or
         ``fake:DIMS:MS`` (MS milliseconds a text: a slow model, for tests);
-        ``onnx:/path/to/model-dir``; ``openai:MODEL`` or ``openai:MODEL@BASE_URL``.
+        ``onnx:/path/to/model-dir``; ``openai:MODEL`` or ``openai:MODEL@BASE_URL`` (its API
+        key from ``$OPENAI_API_KEY``).
         """
-        if not isinstance(spec, str):
-            raise ValidationError(f"an embedder spec must be a string, not {type(spec).__name__}")
-        spec = spec.strip()
-        kind, _, argument = spec.partition(":")
-        if kind == "default" and not argument:
-            return Embedder.default()
-        if kind == "none" and not argument:
-            return None
-        if kind == "fake":
-            dims, _, delay_ms = argument.partition(":")
-            try:
-                return Embedder.fake(int(dims) if dims else 64, float(delay_ms or 0) / 1000)
-            except ValueError:
-                pass
-        if kind == "onnx" and argument:
-            return Embedder.onnx(argument)
-        if kind == "openai" and argument:
-            from vrom.embed.remote import OpenAIEmbedder
+        return _spec_embedder(spec, settings.api_key())
 
-            return OpenAIEmbedder.from_argument(argument, **_with_api_key({}))
-        raise ValidationError(
-            f"unknown embedder {spec!r}: use 'default', 'none', 'fake[:DIMS[:MS]]', 'onnx:DIR' "
-            "or 'openai:MODEL[@URL]'"
-        )
+
+def _spec_embedder(spec: str, api_key: str | None) -> Embedder | None:
+    """Return the embedder ``spec`` names (see `Embedder.from_spec`), an ``openai:`` one with
+    ``api_key``."""
+    if not isinstance(spec, str):
+        raise ValidationError(f"an embedder spec must be a string, not {type(spec).__name__}")
+    spec = spec.strip()
+    kind, _, argument = spec.partition(":")
+    if kind == "default" and not argument:
+        return Embedder.default()
+    if kind == "none" and not argument:
+        return None
+    if kind == "fake":
+        dims, _, delay_ms = argument.partition(":")
+        try:
+            return Embedder.fake(int(dims) if dims else 64, float(delay_ms or 0) / 1000)
+        except ValueError:
+            pass
+    if kind == "onnx" and argument:
+        return Embedder.onnx(argument)
+    if kind == "openai" and argument:
+        from vrom.embed.remote import OpenAIEmbedder
+
+        return OpenAIEmbedder.from_argument(argument, api_key=api_key)
+    raise ValidationError(
+        f"unknown embedder {spec!r}: use 'default', 'none', 'fake[:DIMS[:MS]]', 'onnx:DIR' "
+        "or 'openai:MODEL[@URL]'"
+    )
 
 
 EmbedderChoice = Embedder | str | None
@@ -199,10 +210,13 @@ None (keyword search only)."""
 AUTO = "auto"
 
 
-def resolve_embedder(choice: EmbedderChoice, auto_spec: str) -> tuple[Embedder | None, bool]:
+def resolve_embedder(
+    choice: EmbedderChoice, auto_spec: str, *, api_key: str | None = None
+) -> tuple[Embedder | None, bool]:
     """Return the embedder a user's choice names, and whether vrom owns it (and closes it).
 
-    ``auto_spec`` is the spec ``"auto"`` stands for (the faces read it from the environment).
+    ``auto_spec`` is the spec ``"auto"`` stands for and ``api_key`` an ``openai:`` spec's key
+    (the faces pass them from `vrom.settings.Settings`: nothing here reads the environment).
     An `Embedder` instance is the caller's: vrom uses it and never closes it.
     """
     if choice is None:
@@ -213,7 +227,7 @@ def resolve_embedder(choice: EmbedderChoice, auto_spec: str) -> tuple[Embedder |
         raise ValidationError(
             f"embedder must be an Embedder, a spec string or None, not {type(choice).__name__}"
         )
-    return Embedder.from_spec(auto_spec if choice == AUTO else choice), True
+    return _spec_embedder(auto_spec if choice == AUTO else choice, api_key), True
 
 
 class EmbedderBinding:
@@ -225,10 +239,13 @@ class EmbedderBinding:
         choice: EmbedderChoice,
         auto_spec: str,
         *,
+        api_key: str | None = None,
         load: Callable[[], Embedder | None] | None = None,
     ) -> None:
+        """``auto_spec`` and ``api_key`` as for `resolve_embedder`."""
         self._choice = choice
         self._auto_spec = auto_spec
+        self._api_key = api_key
         self._load = load
         self._embedder: Embedder | None = None
         self._owned = False
@@ -264,7 +281,9 @@ class EmbedderBinding:
             if self._load is not None:
                 self._embedder, self._owned = self._load(), False
             else:
-                self._embedder, self._owned = resolve_embedder(self._choice, self._auto_spec)
+                self._embedder, self._owned = resolve_embedder(
+                    self._choice, self._auto_spec, api_key=self._api_key
+                )
             self._resolved = True
         return self._embedder
 
@@ -273,17 +292,6 @@ class EmbedderBinding:
         if self._owned and self._embedder is not None:
             self._embedder.close()
         self._embedder, self._owned, self._resolved = None, False, False
-
-
-def _with_api_key(options: dict[str, Any]) -> dict[str, Any]:
-    """Return an OpenAI embedder's options with ``api_key`` from the environment when not given.
-
-    The key comes from ``$OPENAI_API_KEY``, or the variable ``options["api_key_env"]`` names.
-    """
-    if options.get("api_key") is not None:
-        return options
-    name = options.get("api_key_env", settings.OPENAI_API_KEY_ENV)
-    return {**options, "api_key": settings.get(name)}
 
 
 def _checked(texts: Sequence[str]) -> Sequence[str]:

@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vrom import settings
 from vrom.collection import Collection
 from vrom.documents import MAX_TEXT_CHARS
 from vrom.embed import Embedder, resolve_embedder
@@ -53,6 +52,7 @@ from vrom.evaluation.runs import (
 )
 from vrom.memories import Memories
 from vrom.search.fusion import MAX_K
+from vrom.settings import Settings
 from vrom.store import open_store
 
 __all__ = ["MODES", "TARGETS", "EvalResult", "Evaluation", "evaluate", "summarise"]
@@ -150,6 +150,7 @@ def evaluate(
     limit_queries: int | None = None,
     progress: Progress | None = None,
     target: str = "collection",
+    settings: Settings | None = None,
 ) -> Evaluation:
     """Index a BEIR corpus into a temporary collection, run the split's queries, score each mode.
 
@@ -161,6 +162,8 @@ def evaluate(
     reports indexing and searching. ``target``: ``collection`` (a `Collection`, one document
     per entry) or ``memories`` (a temporary store's `Memories`: each entry remembered, with
     `vrom.evaluation.runs.memory_fields`, and each query asked through `Memories.recall`).
+    ``settings``: what the environment configures (`vrom.settings.Settings`), resolved from it
+    now when not given.
     """
     if target not in TARGETS:
         raise ValidationError(f"target must be one of {', '.join(TARGETS)}, not {shown(target)}")
@@ -170,14 +173,16 @@ def evaluate(
     dataset = load_beir(folder, split, limit_queries)
     if wanted == ["keyword"]:
         embedder = None  # keyword search alone: nothing to embed, no model to load
-    model, owns = resolve_embedder(embedder, settings.embedder_spec())
+    config = Settings.from_environment() if settings is None else settings
+    model, owns = resolve_embedder(embedder, config.embedder_spec, api_key=config.openai_api_key)
     owned = model if owns else None
     try:
         notes = _plan_notes(dataset, wanted, model)
         if model is None:
             wanted = [m for m in wanted if m == "keyword"]
-        run = _run if target == "collection" else _run_memories
-        return run(dataset, wanted, k, model, progress, notes)
+        if target == "collection":
+            return _run(dataset, wanted, k, model, progress, notes, config)
+        return _run_memories(dataset, wanted, k, model, progress, notes)
     finally:
         if owned is not None:
             owned.close()
@@ -225,11 +230,12 @@ def _run(
     model: Embedder | None,
     progress: Progress | None,
     notes: list[str],
+    settings: Settings,
 ) -> Evaluation:
     timed = None if model is None else TimedEmbedder(model)
     with (
         tempfile.TemporaryDirectory(prefix="vrom-eval-", ignore_cleanup_errors=True) as work,
-        Collection.open("beir", embedder=timed, storage=work) as collection,
+        Collection.open("beir", embedder=timed, storage=work, settings=settings) as collection,
     ):
         seconds = None if timed is None else (lambda: timed.document_seconds)
         index = add_corpus(collection, dataset.folder, progress, seconds)

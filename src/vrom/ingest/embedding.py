@@ -4,14 +4,18 @@ A store remembers the fingerprint of the embedder that wrote its chunk vectors, 
 of the one that wrote its memory vectors. Using it with a different embedder is refused, with a
 message naming both models, while vectors of the other exist; only an explicit rebuild drops
 them (to be embedded again). Nothing is ever deleted silently.
+
+Every vector is made by `embed_missing` (a vault's chunks, a collection's documents and the
+turns after a changed one, memories), from the text of one recipe per kind: `note_chunk_text`,
+`collection_chunk_text` (both `context_text`) and `memory_text`.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from vrom.embed import Embedder, Fingerprint
 from vrom.errors import ModelError, ValidationError
@@ -22,6 +26,10 @@ FINGERPRINT_META_KEY = "embedding_fingerprint"
 MEMORY_FINGERPRINT_META_KEY = "memory_embedding_fingerprint"
 """The fingerprint of the embedder every stored memory vector comes from."""
 EMBED_BATCH = 64
+MEMORY_ENCODING = "float32"
+"""How memory vectors are stored (they are few: no int8)."""
+
+K = TypeVar("K", bound=Hashable)
 
 EmbedProgress = Callable[[int, int], None]
 """Called as ``progress(embedded, total)`` while embedding."""
@@ -186,9 +194,30 @@ def metadata_date(metadata: Mapping[str, Any]) -> object:
     return next((metadata[key] for key in DATE_KEYS if key in metadata), None)
 
 
+def note_chunk_text(
+    text: str, title: str, heading_path: str, frontmatter: Mapping[str, Any]
+) -> str:
+    """Return the text embedded for a chunk of a note: its title, heading path and date, then
+    its text (`context_text`)."""
+    return context_text(text, title, heading_path, frontmatter)
+
+
+def collection_chunk_text(
+    text: str, heading_path: str, metadata: Mapping[str, Any], turns: Sequence[str] = ()
+) -> str:
+    """Return the text embedded for a chunk of a collection's document: its ``title`` metadata,
+    heading path and date, the ends of the ``turns`` before it from its source
+    (`document_turns`), then its text (`context_text`)."""
+    return context_text(text, "", heading_path, metadata, turns)
+
+
 def embedding_text(chunk: StoredChunk, turns: Sequence[str] = ()) -> str:
-    """Return the text embedded for a stored chunk (see `context_text`)."""
-    return context_text(chunk.text, chunk.title, chunk.heading_path, chunk.metadata, turns)
+    """Return the text embedded for a stored chunk: a collection document's (no title: its
+    document has none) with its ``turns`` (`collection_chunk_text`), else a note's
+    (`note_chunk_text`)."""
+    if turns or not chunk.title:
+        return collection_chunk_text(chunk.text, chunk.heading_path, chunk.metadata, turns)
+    return note_chunk_text(chunk.text, chunk.title, chunk.heading_path, chunk.metadata)
 
 
 def input_hash(text: str) -> str:
@@ -306,6 +335,12 @@ def memory_text(memory: MemoryRecord, before: Sequence[MemoryRecord] = ()) -> st
     return f"{memory.title}\n\n" + "\n".join([*turns, memory.content])
 
 
+def memory_texts(store: Store, memories: Sequence[MemoryRecord]) -> dict[str, str]:
+    """Return the text embedded for each memory, by id: `memory_text` with the memories before
+    it from its source (`memory_turns`)."""
+    return {m.id: memory_text(m, memory_turns(store, m)) for m in memories}
+
+
 def memory_turns(store: Store, memory: MemoryRecord) -> list[MemoryRecord]:
     """Return the memories a memory's vector includes: the last `TURNS_BEFORE` remembered
     before it from its source (a conversation, a session), oldest first; none without one, or
@@ -327,6 +362,30 @@ def _end(text: str) -> str:
 
 
 def embed_missing(
+    embedder: Embedder,
+    texts: Mapping[K, str],
+    encoding: str,
+    stored: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None,
+) -> dict[K, tuple[bytes, str]]:
+    """Return each text's encoded vector and its input hash, by the caller's key: the one way
+    every vector is made (a vault's chunks, a collection's documents and turns, memories).
+
+    ``stored`` (the chunk vectors' `for_inputs`) gives the vectors already made from the same
+    embedded inputs, which are reused; the texts left are embedded once each, however many keys
+    share one. A failure of the model is a `ModelError` and nothing is returned.
+    """
+    hashes = {key: input_hash(text) for key, text in texts.items()}
+    kept = stored(list(dict.fromkeys(hashes.values()))) if stored is not None and hashes else {}
+    missing = list(dict.fromkeys(texts[key] for key, h in hashes.items() if h not in kept))
+    if missing:
+        from vrom.index.codec import encode  # numpy: loaded already by any embedder
+
+        blobs = encode(embedder.embed_documents(missing), encoding)
+        kept = {**kept, **{input_hash(t): b for t, b in zip(missing, blobs, strict=True)}}
+    return {key: (kept[h], h) for key, h in hashes.items()}
+
+
+def embed_missing_chunks(
     store: Store,
     embedder: Embedder,
     progress: EmbedProgress | None = None,
@@ -340,7 +399,7 @@ def embed_missing(
     Each batch is committed on its own, so an interrupted run keeps what it finished, and the
     next run starts where it stopped. ``stop()`` is asked before each batch: True ends the run.
     ``turns``: each document is embedded with the turns before it (a collection's documents;
-    `document_turns`).
+    `document_turns`). Chunks of one embedded input (`embed_missing`) share one vector.
     """
     total = 0
     if progress is not None:  # counting costs a pass over the store: only for a progress bar
@@ -358,13 +417,11 @@ def embed_missing(
         if not after:  # something to embed: only vectors of this recipe may join the store's
             check_recipe(store, turns=turns)
         after = chunks[-1].chunk_id
-        from vrom.index.codec import encode  # numpy: loaded already by any embedder
-
         texts = embedding_texts(store, chunks, turns=turns)
-        blobs = encode(embedder.embed_documents(texts), encoding)
+        made = embed_missing(embedder, dict(enumerate(texts)), encoding, store.vectors.for_inputs)
         store.vectors.put(
-            [(c.chunk_id, blob) for c, blob in zip(chunks, blobs, strict=True)],
-            [input_hash(text) for text in texts],
+            [(c.chunk_id, made[at][0]) for at, c in enumerate(chunks)],
+            [made[at][1] for at in range(len(chunks))],
         )
         done += len(chunks)
         if progress is not None:
@@ -378,14 +435,9 @@ def embed_missing_memories(store: Store, embedder: Embedder, batch: int = EMBED_
     done, after = 0, ""
     while memories := store.memories.vectors.missing(batch, after):
         after = memories[-1].id
-        from vrom.index.codec import encode  # numpy: loaded already by any embedder
-
-        texts = [memory_text(m, memory_turns(store, m)) for m in memories]
-        blobs = encode(embedder.embed_documents(texts), "float32")
+        made = embed_missing(embedder, memory_texts(store, memories), MEMORY_ENCODING)
         with store.transaction():
             bind_memory_embedder(store, embedder)  # another process may have switched models
-            store.memories.vectors.put(
-                [(m.id, blob) for m, blob in zip(memories, blobs, strict=True)]
-            )
+            store.memories.vectors.put([(memory_id, blob) for memory_id, (blob, _) in made.items()])
         done += len(memories)
     return done

@@ -25,7 +25,7 @@ from typing import Literal
 
 from vrom.ingest.chunk import ChunkStrategy, chunk_note
 from vrom.ingest.confine import confine
-from vrom.ingest.embedding import context_text, input_hash
+from vrom.ingest.embedding import input_hash, note_chunk_text
 from vrom.ingest.parse import (
     is_utf8,
     name_key,
@@ -265,7 +265,7 @@ class Indexer:
                 s.char_end,
                 s.content_hash,
                 # what its vector is embedded from: a vector made from the same is reused
-                input_hash(context_text(s.text, note.title, s.heading_path, note.frontmatter)),
+                input_hash(note_chunk_text(s.text, note.title, s.heading_path, note.frontmatter)),
             )
             for s in spans
         ]

@@ -51,6 +51,7 @@ from vrom.install.opencode_instructions import (
     skill_text,
 )
 from vrom.install.server_entry import LAUNCHERS, client_entry, resolve_vault, server_launch
+from vrom.settings import Settings
 
 __all__ = [
     "CLIENTS",
@@ -110,12 +111,14 @@ def install(
     launcher: str = "python",
     state_dir: str | os.PathLike[str] | None = None,
     embedder: str | None = None,
+    settings: Settings | None = None,
 ) -> InstallResult:
     """Add (or update) server ``name`` for ``vault`` in ``client``'s MCP config; return the result.
 
     ``vault`` None means the vault vrom uses when none is named (see `Vault.open_default`).
     ``config`` overrides the client's config file. ``dry_run`` computes everything and writes
     nothing. Running it twice changes nothing the second time (and makes no second backup).
+    ``settings``: as for `vrom.Vault.open` (resolved from the environment when not given).
     """
     if client not in CLIENTS:
         raise ValidationError(f"unknown client {client!r}: use one of {', '.join(CLIENTS)}")
@@ -125,8 +128,11 @@ def install(
             "hyphens (at most 64 characters)"
         )
     _require_mcp_sdk()
-    root = resolve_vault(vault, state_dir)
-    launch = server_launch(root, state_dir=state_dir, embedder=embedder, launcher=launcher)
+    resolved = Settings.from_environment() if settings is None else settings
+    root = resolve_vault(vault, state_dir, resolved)
+    launch = server_launch(
+        root, state_dir=state_dir, embedder=embedder, launcher=launcher, settings=resolved
+    )
     entry = client_entry(client, launch)
     path = Path(config).expanduser() if config is not None else default_config_path(client)
     if path.is_dir():
@@ -159,7 +165,7 @@ def install(
         files.append(apply_change(skill, old_skill, new_skill, dry_run=dry_run, backup=False))
 
     notes = []
-    if not state.store_path(root, state.state_dir(state_dir)).exists():
+    if not state.store_path(root, state.state_dir(state_dir, resolved)).exists():
         notes.append(
             f"the vault is not indexed yet: the server indexes it when {CLIENT_TITLES[client]} "
             f"first starts it; 'vrom index {root}' does it now"

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vrom import settings, state
+from vrom import state
 from vrom.errors import NotFoundError, ValidationError
 from vrom.install.client_configs import CLIENTS
+from vrom.settings import EMBEDDER_ENV, STATE_DIR_ENV, Settings
 from vrom.vault import AUTO, Vault
 
 LAUNCHERS = ("python", "script")
@@ -55,11 +56,14 @@ def server_launch(
     state_dir: str | os.PathLike[str] | None = None,
     embedder: str | None = None,
     launcher: str = "python",
+    settings: Settings | None = None,
 ) -> ServerLaunch:
     """Return how a client should start vrom's MCP server for the vault at ``vault_root``.
 
     ``embedder`` is a spec to pin (None: ``$VROM_EMBEDDER`` if set, else the server's default).
+    ``settings``: as for `vrom.Vault.open` (resolved from the environment when not given).
     """
+    config = Settings.from_environment() if settings is None else settings
     if launcher not in LAUNCHERS:
         raise ValidationError(f"launcher must be one of {', '.join(LAUNCHERS)}, not {launcher!r}")
     served = ["mcp", "--vault", str(vault_root)]
@@ -68,10 +72,10 @@ def server_launch(
         command, args = os.path.abspath(sys.executable), ["-m", "vrom", *served]
     else:
         command, args = str(_vrom_script()), served
-    env = {settings.STATE_DIR_ENV: str(state.state_dir(state_dir))}
-    spec = embedder if embedder not in (None, AUTO) else settings.get(settings.EMBEDDER_ENV)
+    env = {STATE_DIR_ENV: str(state.state_dir(state_dir, config))}
+    spec = embedder if embedder not in (None, AUTO) else config.embedder
     if spec:
-        env[settings.EMBEDDER_ENV] = spec
+        env[EMBEDDER_ENV] = spec
     return ServerLaunch(command, args, env)
 
 
@@ -107,11 +111,14 @@ def entry_command(client: str, entry: Mapping[str, Any]) -> list[str]:
 
 
 def resolve_vault(
-    vault: str | os.PathLike[str] | None, state_dir: str | os.PathLike[str] | None = None
+    vault: str | os.PathLike[str] | None,
+    state_dir: str | os.PathLike[str] | None = None,
+    settings: Settings | None = None,
 ) -> Path:
-    """Return the absolute vault folder: ``vault``, or the one vrom uses when none is named."""
+    """Return the absolute vault folder: ``vault``, or the one vrom uses when none is named
+    (``settings`` as for `vrom.Vault.open_default`)."""
     if vault is None:
-        with Vault.open_default(state_dir, embedder=None) as found:
+        with Vault.open_default(state_dir, embedder=None, settings=settings) as found:
             return found.root
     root = Path(vault).expanduser()
     if not root.is_dir():

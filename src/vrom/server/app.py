@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from vrom import __version__, settings
+from vrom import __version__
 from vrom.server.base import VromMCPServer
 from vrom.server.http import http_app, run_http
 from vrom.server.http_limits import HttpLimits
@@ -16,6 +16,7 @@ from vrom.server.prompts import register_prompts
 from vrom.server.resources import register_note_resources
 from vrom.server.state import ServerState
 from vrom.server.tools import register_vault_tools
+from vrom.settings import Settings
 from vrom.vault import EmbedderChoice
 
 INSTRUCTIONS = """\
@@ -67,6 +68,7 @@ def serve(
     allow_roots: bool = False,
     allow_install: bool = False,
     http_limits: HttpLimits | None = None,
+    settings: Settings | None = None,
 ) -> None:
     """Serve a vault over MCP until the client disconnects (stdio) or the process is stopped.
 
@@ -78,9 +80,11 @@ def serve(
     first client's MCP roots choose the vault when ``vault`` is None (else ``$VAULT_ROOT``
     must name it), and ``allow_install`` serves ``vault_install_opencode``, which writes the
     user's opencode config. ``http_limits`` bounds HTTP connections (None: `HttpLimits`'s
-    defaults).
+    defaults). ``settings``: what the environment configures (`vrom.settings.Settings`),
+    resolved now when not given; the arguments beat it.
     """
-    token = token or settings.mcp_token()
+    config = Settings.from_environment() if settings is None else settings
+    token = token or config.mcp_token
     _log_in_lines()
     stdio = transport != "http"
     state = ServerState(
@@ -91,6 +95,7 @@ def serve(
         database_url=database_url,
         namespace=namespace,
         roots=stdio or allow_roots,
+        settings=config,
     )
     server = build_server(state, install_tool=stdio or allow_install)
     stderr = state.log.stderr

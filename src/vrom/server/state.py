@@ -1,7 +1,7 @@
 """Which vault the server serves, opened once, and the lock its one store connection needs.
 
 The vault is chosen in this order: ``--vault``; the client's MCP roots (the first ``file://``
-root that is a folder); ``$VAULT_ROOT`` or ``$VROM_VAULT`` (`vrom.settings.vault_variable`);
+root that is a folder); ``$VAULT_ROOT`` or ``$VROM_VAULT`` (`vrom.settings.Settings.vault_variable`);
 the current directory. With ``--vault`` it is opened and indexed at start; otherwise on the
 first tool call, when the client can be asked for its roots, and the server says on stderr
 which it chose and why.
@@ -27,13 +27,12 @@ from urllib.parse import unquote, urlparse
 from mcp.server.session import ServerSession
 from mcp.types import ListRootsResult
 
-from vrom import settings
 from vrom._background_embedding import BackgroundEmbedding
 from vrom.errors import NotFoundError, ValidationError
 from vrom.results import IndexSummary
 from vrom.server.logs import ClientLog
 from vrom.server.watch import Watcher
-from vrom.settings import VAULT_ROOT_ENV
+from vrom.settings import VAULT_ROOT_ENV, Settings
 from vrom.vault import EmbedderChoice, Vault
 
 T = TypeVar("T")
@@ -61,18 +60,22 @@ class ServerState:
         database_url: str | None = None,
         namespace: str | None = None,
         roots: bool = True,
+        settings: Settings | None = None,
     ) -> None:
         """``roots``: whether a client's MCP roots may choose the vault when ``vault_path`` is
-        None (False: a variable must name it; see the module's docstring)."""
+        None (False: a variable must name it; see the module's docstring). ``settings``: what
+        the environment configures, resolved now when not given: every vault the server opens
+        uses it."""
+        self._settings = Settings.from_environment() if settings is None else settings
         if vault_path is not None and not os.fspath(vault_path).strip():
             # Path("") is ".": an empty --vault must not quietly serve the current folder
             raise ValidationError("the vault path is empty: give a folder ('.' for this one)")
         self._explicit = None if vault_path is None else Path(vault_path).expanduser()
         self._why: str | None = None  # why the vault is the one served, when not --vault
         if vault_path is None:
-            settings.vault_variable()  # refused at start, as an empty --vault is: empty, or two
+            self._settings.vault_variable()  # refused at start, as an empty --vault is: empty, or two
         if vault_path is None and not roots:
-            named = _named_root()
+            named = _named_root(self._settings)
             if named is None:
                 raise ValidationError(
                     "no vault to serve: a server clients connect to (HTTP) serves the folder "
@@ -131,6 +134,7 @@ class ServerState:
                 embedder=self._embedder,
                 database_url=self._database_url,
                 namespace=self._namespace,
+                settings=self._settings,
             )
             self._index(vault, force=False)
             self._vault = vault
@@ -143,6 +147,7 @@ class ServerState:
                     self.log,
                     database_url=self._database_url,
                     namespace=vault.namespace,
+                    settings=self._settings,
                 )
                 self.embedding.start()
             if self._watch:
@@ -232,7 +237,7 @@ class ServerState:
                 return self._vault
             root = self._explicit
             if root is None:
-                root, reason = await _chosen_root(roots)
+                root, reason = await _chosen_root(roots, self._settings)
                 self.log(f"vrom: serving {root} ({reason})")
             return await asyncio.to_thread(self.open, root)
 
@@ -287,18 +292,18 @@ async def _root_from_client(roots: Callable[[], Any] | None) -> Path | None:
     return None
 
 
-async def _chosen_root(roots: Callable[[], Any] | None) -> tuple[Path, str]:
+async def _chosen_root(roots: Callable[[], Any] | None, settings: Settings) -> tuple[Path, str]:
     """Return the vault to serve when no ``--vault`` names one, and why it is that one."""
     from_client = await _root_from_client(roots)
     if from_client is not None:
         return from_client, "the client's MCP roots"
-    named = _named_root()
+    named = _named_root(settings)
     if named is not None:
         return named
     return Path.cwd(), f"the current directory: no --vault, MCP roots or ${VAULT_ROOT_ENV}"
 
 
-def _named_root() -> tuple[Path, str] | None:
+def _named_root(settings: Settings) -> tuple[Path, str] | None:
     """Return the folder ``$VAULT_ROOT`` or ``$VROM_VAULT`` names and why, or None if neither
     is set."""
     named = settings.vault_variable()
