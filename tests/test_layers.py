@@ -281,3 +281,36 @@ def test_the_settings_check_catches_an_engine_that_reads_the_environment(tmp_pat
     found = [p.split(": ", 1)[1] for p in _settings_problems(facade, "x.py", FACADES)]
     assert found == ["from_environment() in search"]
     assert _settings_problems(facade, "cli/x.py", FACES) == []
+
+
+SHARED_SQL = sorted((SOURCE / "store").glob("sql_*.py"))
+"""The store's roles written once over a dialect (`vrom.store.sql_dialect`)."""
+
+
+def test_the_store_written_once_names_no_driver_nor_backend() -> None:
+    assert len(SHARED_SQL) >= 5, SHARED_SQL
+    offenders = []
+    for path in SHARED_SQL:
+        name = path.name
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            for imported in names:
+                if imported.split(".")[0] in ("sqlite3", "psycopg", "psycopg_pool") or (
+                    imported.startswith(("vrom.store.sqlite", "vrom.store.postgres"))
+                ):
+                    offenders.append(f"{name}: {imported}")
+    assert offenders == []
+
+
+def test_the_store_roles_carry_no_facade_words() -> None:
+    from vrom.store import DocumentStore, MemoryStore
+
+    facade_words = ("links_of", "links_to_keys", "turns_before", "turns_after", "has_shared_source")
+    assert [w for w in facade_words if hasattr(DocumentStore, w) or hasattr(MemoryStore, w)] == []

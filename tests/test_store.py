@@ -152,7 +152,7 @@ def test_put_links_chunks_and_replacing_removes_old_rows(store: Store) -> None:
     new = store.documents.chunks_of(doc_id)
     assert [c.text for c in new] == ["four"]
     assert not old_ids & {c.chunk_id for c in new}, "chunk ids are never reused"
-    assert store.documents.links_of(doc_id) == []
+    assert store.documents.links(sources=[doc_id]) == []
     assert store.documents.tags_of(doc_id) == ["z"]
     assert store.documents.keyword_search(KeywordQuery(terms=("one",)), 10) == []
     assert len(store.documents.keyword_search(KeywordQuery(terms=("four",)), 10)) == 1

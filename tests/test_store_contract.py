@@ -190,8 +190,8 @@ def test_listings_links_and_tags(store: Store) -> None:
     assert [d.path for d in docs.with_tag("project")] == ["notes/a.md", "notes/b.md"]
     assert docs.tag_counts() == [("x", 3), ("project", 1), ("project/atlas", 1)]
     assert docs.sharing_tags(a, 5) == [(b, ["x"]), (top, ["x"])]
-    assert [link.target for link in docs.links_of(a)] == ["b", "Gone", "deep/c.md"]
-    assert [(src, link.target) for src, link in docs.links_to_keys(["b", "deep/c"])] == [
+    assert [link.target for _, link in docs.links(sources=[a])] == ["b", "Gone", "deep/c.md"]
+    assert [(src, link.target) for src, link in docs.links(targets=["b", "deep/c"])] == [
         (a, "b"),
         (a, "deep/c.md"),
     ]
@@ -225,7 +225,18 @@ def test_a_document_s_turns_are_the_last_texts_stored_before_it_from_its_source(
         record = note_record(path, text=text, **frontmatter)
         return store.documents.put(record, [ChunkRecord(0, "", text or "x", 0, 1, "h")], [], [])
 
-    assert not store.documents.has_shared_source()
+    documents = store.documents
+
+    def turns_before(source: str, document_id: int | None, count: int) -> list[str]:
+        found = documents.field_texts("source", source, before=document_id, limit=count)
+        return [text for _, text in found]
+
+    def turns_after(source: str, document_id: int, count: int) -> list[int]:
+        return [
+            i for i, _ in documents.field_texts("source", source, after=document_id, limit=count)
+        ]
+
+    assert not store.documents.has_shared_value("source")
     first = put("1", "one", source="chat")
     put("x", "elsewhere", source="other")
     put("n", "a number is no source", source=7)
@@ -233,36 +244,35 @@ def test_a_document_s_turns_are_the_last_texts_stored_before_it_from_its_source(
     put("t", None, source="chat")  # stored without its text (a note): left out
     put("l", "listed", source=["chat", "other"])  # a list of sources is none
     third = put("3", "three", source="chat")
-    documents = store.documents
-    assert documents.turns_before("chat", third, 2) == ["one", "two"], "oldest first"
-    assert documents.turns_before("chat", second, 5) == ["one"]
-    assert documents.turns_before("chat", first, 2) == []
-    assert documents.turns_before("chat", None, 2) == ["two", "three"], "before a new one"
-    assert documents.turns_before("7", None, 2) == [] and documents.turns_before("z", None, 2) == []
+    assert turns_before("chat", third, 2) == ["one", "two"], "oldest first"
+    assert turns_before("chat", second, 5) == ["one"]
+    assert turns_before("chat", first, 2) == []
+    assert turns_before("chat", None, 2) == ["two", "three"], "before a new one"
+    assert turns_before("7", None, 2) == [] and turns_before("z", None, 2) == []
     put("4", "again", source="chat")
-    assert documents.turns_before("chat", third, 2) == ["one", "two"], "only those before it"
+    assert turns_before("chat", third, 2) == ["one", "two"], "only those before it"
     # a document written again keeps its place
     put("2", "two, edited", source="chat")
-    assert documents.turns_before("chat", third, 2) == ["one", "two, edited"]
-    assert documents.has_shared_source()
+    assert turns_before("chat", third, 2) == ["one", "two, edited"]
+    assert documents.has_shared_value("source")
     fourth = documents.state("4")
     assert fourth is not None
-    assert documents.turns_after("chat", first, 2) == [second, third], "the next two, in order"
-    assert documents.turns_after("chat", second, 5) == [third, fourth.document_id]
-    assert documents.turns_after("chat", fourth.document_id, 2) == []
+    assert turns_after("chat", first, 2) == [second, third], "the next two, in order"
+    assert turns_after("chat", second, 5) == [third, fourth.document_id]
+    assert turns_after("chat", fourth.document_id, 2) == []
     elsewhere = documents.state("x")
     assert elsewhere is not None
-    assert documents.turns_after("other", 0, 2) == [elsewhere.document_id], "one source's own"
-    assert documents.turns_after("7", 0, 2) == [], "a number is no source"
+    assert turns_after("other", 0, 2) == [elsewhere.document_id], "one source's own"
+    assert turns_after("7", 0, 2) == [], "a number is no source"
     store.documents.delete(second)
-    assert documents.turns_after("chat", second, 1) == [third], "a removed turn's place"
+    assert turns_after("chat", second, 1) == [third], "a removed turn's place"
 
 
 def test_one_document_a_source_shares_none(store: Store) -> None:
     for path, source in [("a", "s1"), ("b", "s2"), ("c", 3), ("d", 3)]:
         record = note_record(path, text=path, source=source)
         store.documents.put(record, [ChunkRecord(0, "", path, 0, 1, "h")], [], [])
-    assert not store.documents.has_shared_source(), "numbers are not sources"
+    assert not store.documents.has_shared_value("source"), "numbers are not sources"
 
 
 def test_chunks_are_read_whole_or_light_with_their_document(store: Store) -> None:

@@ -79,7 +79,7 @@ def contents(store: Store) -> dict[str, Any]:
             ],
             "chained": [(c.prev_id is None, c.next_id is None) for c in chunks],
             "vectors": [vectors.get(c.chunk_id) for c in chunks],
-            "links": docs.links_of(state.document_id),
+            "links": [link for _, link in docs.links(sources=[state.document_id])],
             "tags": sorted(docs.tags_of(state.document_id)),
             "text": docs.texts([state.document_id]).get(state.document_id),
         }

@@ -94,7 +94,7 @@ def _contents(store: Store) -> dict[str, Any]:
                 for c in docs.chunks_of(state.document_id)
             ],
             [(c.prev_id is None, c.next_id is None) for c in docs.chunks_of(state.document_id)],
-            docs.links_of(state.document_id),
+            [link for _, link in docs.links(sources=[state.document_id])],
             docs.tags_of(state.document_id),
             docs.texts([state.document_id]),
         )

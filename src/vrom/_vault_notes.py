@@ -75,7 +75,7 @@ class VaultNotes:
 
     def _links(self, doc: StoredDocument) -> list[Link]:
         links = []
-        for link in self.store.documents.links_of(doc.document_id):
+        for _, link in self.store.documents.links(sources=[doc.document_id]):
             target = resolve_link(self.store, link, doc)
             links.append(
                 Link(

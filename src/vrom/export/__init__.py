@@ -195,7 +195,7 @@ def _read(
     for doc in rewrite:
         rows["fields"].extend(field_rows(doc))
         rows["chunks"].extend(chunk_rows(store.documents.chunks_of(doc.document_id)))
-        links = store.documents.links_of(doc.document_id)
+        links = [link for _, link in store.documents.links(sources=[doc.document_id])]
         resolved = [resolver.path(link.target_key, doc.path) for link in links]
         rows["links"].extend(link_rows(doc, links, resolved))
         rows["tags"].extend(tag_rows(doc, store.documents.tags_of(doc.document_id)))

@@ -190,7 +190,10 @@ def _turns(store: Store, prepared: Prepared, held: Mapping[str, DocumentState]) 
             turns.append(document_turns(store, doc.metadata, document_id, texts))
             continue
         if source not in added:
-            added[source] = store.documents.turns_before(source, None, TURNS_BEFORE)
+            added[source] = [
+                text
+                for _, text in store.documents.field_texts("source", source, limit=TURNS_BEFORE)
+            ]
         turns.append(added[source][-TURNS_BEFORE:] if is_turn(texts) else [])
         added[source].append(doc.text)  # a turn of the next, long or not
     return turns
@@ -234,7 +237,9 @@ def _turns_after(
     followers = dict.fromkeys(
         document_id
         for source, place in moved
-        for document_id in store.documents.turns_after(source, place, TURNS_BEFORE)
+        for document_id, _ in store.documents.field_texts(
+            "source", source, after=place, limit=TURNS_BEFORE
+        )
     )
     texts: dict[int, str] = {}  # each turn's chunk and what it is embedded as now
     for document_id in followers:

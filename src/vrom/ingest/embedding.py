@@ -96,7 +96,9 @@ def check_recipe(store: Store, *, turns: bool = False) -> None:
     recipe = stored_recipe(store)
     if recipe == EMBEDDING_RECIPE:
         return
-    unchanged = recipe == PREVIOUS_RECIPE and not (turns and store.documents.has_shared_source())
+    unchanged = recipe == PREVIOUS_RECIPE and not (
+        turns and store.documents.has_shared_value("source")
+    )
     if unchanged or not store.vectors.has_any():
         store.set_meta(RECIPE_META_KEY, EMBEDDING_RECIPE)
         return
@@ -257,7 +259,8 @@ def document_turns(
     source = metadata_source(metadata)
     if source is None or not is_turn(chunks):
         return []
-    return store.documents.turns_before(source, document_id, TURNS_BEFORE)
+    turns = store.documents.field_texts("source", source, before=document_id, limit=TURNS_BEFORE)
+    return [text for _, text in turns]
 
 
 def is_turn(chunks: Sequence[str]) -> bool:

@@ -46,7 +46,9 @@ from vrom.ingest.frontmatter import (
     kept_as_text_warning,
     load_yaml,
 )
-from vrom.ingest.parse import find_headings, mask_code, shown_path
+from vrom.ingest.okf_listings import DATE, check_index, check_log, shown_value
+from vrom.ingest.okf_listings import index_entries as _index_entries
+from vrom.ingest.parse import mask_code
 from vrom.results import FormatIssue
 
 OKF_VERSION = "0.2"
@@ -66,11 +68,7 @@ DEMOTION = 0.5
 ATTESTED = "Attested Computation"
 
 _FRONTMATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _ACTOR = re.compile(r"^(?:(?:human|process):\S+|[^\s/:]+/\S+)$")
-_LIST_ITEM = re.compile(r"^[ \t]*[*+-][ \t]+(.*)$")
-_LINK_ENTRY = re.compile(r"^\[[^\]\n]*\]\(\s*<?([^)\s>]*)>?[^)]*\)(.*)$")
-_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
 _FOOTNOTE = re.compile(r"\[\^([^\]\s]+)\]")
 
 _Warn = Callable[[str, str], None]
@@ -123,9 +121,9 @@ def check_note(path: str, text: str | None, decoding_problem: str | None = None)
         warnings.append(FormatIssue("kept_as_text", kept_as_text_warning(kept)))
     kind = note_format(path, has_block, frontmatter)
     if kind == INDEX:
-        _check_index(text, body_start, frontmatter, errors, warnings)
+        check_index(text, body_start, frontmatter, errors, warnings, OKF_VERSION)
     elif kind == LOG:
-        _check_log(text, body_start, errors, warnings)
+        check_log(text, body_start, errors, warnings)
     elif kind == CONCEPT:
         assert frontmatter is not None  # a concept has a readable block with a type
         _check_concept(frontmatter, text, body_start, errors, warnings)
@@ -218,7 +216,7 @@ def instant_problem(value: object) -> str | None:
     if not isinstance(value, str):
         return f"is {_kind(value)}, not an ISO 8601 datetime"
     text = value.strip()
-    if _DATE.match(text):
+    if DATE.match(text):
         return f"is a date ({text}), not a datetime with a UTC offset ({text}T00:00:00Z)"
     match = ISO_INSTANT.match(text)
     if match is None or parse_instant(text) is None:
@@ -263,7 +261,7 @@ def _check_concept(
         if not isinstance(status, str) or status.strip().lower() not in STATUSES:
             warn(
                 "unknown_status",
-                f"'status' is {_shown(status)}; OKF's are {', '.join(STATUSES)}",
+                f"'status' is {shown_value(status)}; OKF's are {', '.join(STATUSES)}",
             )
     _check_instant(frontmatter, "stale_after", "stale_after", warn)
     _check_events(frontmatter, warn)
@@ -312,7 +310,7 @@ def _check_actor(event: Mapping[str, Any], label: str, warn: _Warn) -> None:
     elif not isinstance(by, str) or not _ACTOR.match(by):
         warn(
             "bad_actor",
-            f"'{label}.by' is {_shown(by)}; an actor is agent/version, human:id or process:id",
+            f"'{label}.by' is {shown_value(by)}; an actor is agent/version, human:id or process:id",
         )
 
 
@@ -337,7 +335,8 @@ def _check_sources(frontmatter: Mapping[str, Any], text: str, body_start: int, w
             isinstance(count, bool) or not isinstance(count, int) or count < 0
         ):
             warn(
-                "bad_usage_count", f"'{label}.usage_count' is {_shown(count)}; a count is 0 or more"
+                "bad_usage_count",
+                f"'{label}.usage_count' is {shown_value(count)}; a count is 0 or more",
             )
         _check_instant(source, "last_modified", f"{label}.last_modified", warn)
         if "usage_window" in source:
@@ -382,141 +381,6 @@ def _check_computation(frontmatter: Mapping[str, Any], warn: _Warn) -> None:
                 warn("bad_contract", f"'{key}' should be a mapping with a 'resource'")
 
 
-def _check_index(
-    text: str,
-    body_start: int,
-    frontmatter: Mapping[str, Any] | None,
-    errors: list[FormatIssue],
-    warnings: list[FormatIssue],
-) -> None:
-    """Check an ``index.md`` against §8: sections of link entries under headings."""
-    if frontmatter:
-        extra = sorted(shown_path(key) for key in frontmatter if key != "okf_version")
-        if extra:
-            errors.append(
-                FormatIssue(
-                    "index_frontmatter",
-                    f"index.md carries frontmatter ({', '.join(extra[:5])}): an index has none,"
-                    " but for 'okf_version' in a bundle's root index",
-                )
-            )
-        version = frontmatter.get("okf_version")
-        if "okf_version" in frontmatter and str(version) != OKF_VERSION:
-            warnings.append(
-                FormatIssue(
-                    "okf_version",
-                    f"okf_version is {_shown(version)}; these checks are for {OKF_VERSION}",
-                )
-            )
-    masked = mask_code(text)
-    in_section = False
-    for number, line in _body_lines(masked, body_start):
-        if _HEADING_LINE.match(line):
-            in_section = True
-            continue
-        item = _LIST_ITEM.match(line)
-        if item is None:
-            continue
-        entry = _LINK_ENTRY.match(item.group(1).strip())
-        if not in_section:
-            errors.append(
-                FormatIssue(
-                    "index_entry_outside_section",
-                    f"line {number}: an entry before any section heading; put it under one",
-                )
-            )
-        if entry is None:
-            errors.append(
-                FormatIssue(
-                    "bad_index_entry",
-                    f"line {number}: a list item that is not a link entry"
-                    " ('* [Title](path) - description')",
-                )
-            )
-        elif not entry.group(2).strip().lstrip("-–—:").strip():
-            warnings.append(
-                FormatIssue(
-                    "missing_entry_description",
-                    f"line {number}: the entry has no description after its link",
-                )
-            )
-    if not find_headings(masked, body_start):
-        errors.append(
-            FormatIssue(
-                "no_index_section",
-                "index.md has no section heading: list the folder's entries under one",
-            )
-        )
-
-
-def index_entries(text: str, index_path: str) -> dict[str, str]:
-    """Return {vault path of each note an ``index.md`` lists: the heading it is listed under}.
-
-    Links are resolved from the index's folder; one starting with ``/`` from the vault root.
-    """
-    body_start = read_frontmatter(text)[2]
-    folder = PurePosixPath(index_path).parent
-    heading = ""
-    entries: dict[str, str] = {}
-    for _, line in _body_lines(mask_code(text), body_start):
-        if _HEADING_LINE.match(line):
-            heading = line.strip().lstrip("#").strip().rstrip("#").strip()
-            continue
-        item = _LIST_ITEM.match(line)
-        entry = None if item is None else _LINK_ENTRY.match(item.group(1).strip())
-        if entry is None or not heading or not entry.group(1):
-            continue
-        target = entry.group(1).split("#", 1)[0]
-        resolved = _resolved(folder, target)
-        if resolved is not None:
-            entries.setdefault(resolved, heading)
-    return entries
-
-
-def _resolved(folder: PurePosixPath, target: str) -> str | None:
-    parts = [] if target.startswith("/") else list(folder.parts)
-    for part in PurePosixPath(target.lstrip("/")).parts:
-        if part == "..":
-            if not parts:
-                return None
-            parts.pop()
-        elif part != ".":
-            parts.append(part)
-    return "/".join(parts) or None
-
-
-def _check_log(
-    text: str, body_start: int, errors: list[FormatIssue], warnings: list[FormatIssue]
-) -> None:
-    """Check a ``log.md`` against §9: date headings in ``YYYY-MM-DD`` form, newest first."""
-    dates: list[str] = []
-    for heading in find_headings(mask_code(text), body_start):
-        if heading.level != 2:
-            continue
-        number = text.count("\n", 0, heading.start) + 1
-        if _DATE.match(heading.text) and parse_instant(heading.text) is not None:
-            dates.append(heading.text)
-        else:
-            errors.append(
-                FormatIssue(
-                    "bad_log_date",
-                    f"line {number}: log heading {heading.text!r} is not an ISO 8601 date"
-                    " (YYYY-MM-DD)",
-                )
-            )
-    if not dates:
-        warnings.append(FormatIssue("no_log_entries", "log.md has no dated entry (## YYYY-MM-DD)"))
-    elif dates != sorted(dates, reverse=True):
-        warnings.append(FormatIssue("log_order", "log.md entries should be newest first"))
-
-
-def _body_lines(masked: str, body_start: int) -> list[tuple[int, str]]:
-    """Return (line number in the file, line) for each line of the body."""
-    first = masked.count("\n", 0, body_start) + 1
-    lines = (line.rstrip("\r") for line in masked[body_start:].split("\n"))
-    return list(enumerate(lines, start=first))
-
-
 def _kind(value: object) -> str:
     if value is None:
         return "empty"
@@ -533,6 +397,9 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def index_entries(text: str, index_path: str) -> dict[str, str]:
+    """Return {vault path of each note an ``index.md`` lists: the heading it is listed under}.
+
+    Links are resolved from the index's folder; one starting with ``/`` from the vault root.
+    """
+    return _index_entries(text, read_frontmatter(text)[2], index_path)

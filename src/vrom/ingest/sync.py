@@ -261,7 +261,7 @@ def _read_document(
         if document is None:
             return None
         chunks = documents.chunks_of(ours.document_id)
-        links = documents.links_of(ours.document_id)
+        links = [link for _, link in documents.links(sources=[ours.document_id])]
         tags = documents.tags_of(ours.document_id)
         text = documents.texts([ours.document_id]).get(ours.document_id)
     record = DocumentRecord(

@@ -96,7 +96,7 @@ def backlink_sources(store: Store, target: StoredDocument) -> list[StoredDocumen
     keys = ["/".join(parts[i:]) for i in range(len(parts))]
     sources: dict[int, StoredDocument] = {}
     cache: dict[int, StoredDocument | None] = {}
-    for source_id, link in store.documents.links_to_keys(keys):
+    for source_id, link in store.documents.links(targets=keys):
         if source_id in sources or source_id == target.document_id:
             continue
         if source_id not in cache:

@@ -1,6 +1,6 @@
 """Compile a filter of the one grammar (`vrom.filters`) to SQL, for both backends.
 
-One compiler: a backend passes a `Dialect` (its placeholder, its ``IN`` list, the columns of
+One compiler: a backend passes a `FilterDialect` (its placeholder, its ``IN`` list, the columns of
 its ``fields`` table, how it reads a field's instant and a JSON list), and gets back
 `` AND ...`` clauses and their parameters. Every user value is a bound parameter; field names
 are parameters too. The SQL gives a filter the meaning `vrom.filters.matches` gives it (the
@@ -15,13 +15,14 @@ from typing import Any
 
 from vrom.filters import COMPARISONS, AllOf, AnyOf, Condition, Filter, Instant, Scalar, kind_of
 from vrom.store.records import MEMORY_FIELDS, MemoryFilter, MemoryRecord, Where
+from vrom.store.sql_dialect import escape_like
 
 _OPERATORS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _NOTHING = "(1 = 0)"
 
 
 @dataclass(frozen=True)
-class Dialect:
+class FilterDialect:
     """What differs between the backends' SQL for a filter."""
 
     mark: str
@@ -42,7 +43,7 @@ class Dialect:
     """A number as the database compares it exactly."""
 
 
-def where_sql(where: Where | None, dialect: Dialect) -> tuple[str, list[Any]]:
+def where_sql(where: Where | None, dialect: FilterDialect) -> tuple[str, list[Any]]:
     """Return `` AND ...`` clauses testing document ``d`` against a filter, and parameters."""
     if where is None:
         return "", []
@@ -65,7 +66,7 @@ def where_sql(where: Where | None, dialect: Dialect) -> tuple[str, list[Any]]:
     return "".join(f" AND {c}" for c in clauses), params
 
 
-def memory_filter_sql(where: MemoryFilter, dialect: Dialect) -> tuple[str, list[Any]]:
+def memory_filter_sql(where: MemoryFilter, dialect: FilterDialect) -> tuple[str, list[Any]]:
     """Return `` AND ...`` clauses testing memory ``m`` against a filter, and parameters."""
     if where.where is None:
         return "", []
@@ -73,15 +74,10 @@ def memory_filter_sql(where: MemoryFilter, dialect: Dialect) -> tuple[str, list[
     return f" AND {clause}", params
 
 
-def escape_like(text: str) -> str:
-    """Return ``text`` with LIKE's wildcards escaped (for ``LIKE ... ESCAPE '\\'``)."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+Test = Callable[[Condition, FilterDialect], tuple[str, list[Any]]]
 
 
-Test = Callable[[Condition, Dialect], tuple[str, list[Any]]]
-
-
-def filter_sql(where: Filter, dialect: Dialect, test: Test) -> tuple[str, list[Any]]:
+def filter_sql(where: Filter, dialect: FilterDialect, test: Test) -> tuple[str, list[Any]]:
     """Return one SQL boolean for a filter tree, each field test made by ``test``."""
     if isinstance(where, (AllOf, AnyOf)):
         parts = [filter_sql(part, dialect, test) for part in where.parts]
@@ -96,7 +92,7 @@ def _wanted(condition: Condition) -> tuple[Scalar, ...]:
     return value if isinstance(value, tuple) else (value,)
 
 
-def _document_test(condition: Condition, dialect: Dialect) -> tuple[str, list[Any]]:
+def _document_test(condition: Condition, dialect: FilterDialect) -> tuple[str, list[Any]]:
     """Return the SQL test of one condition on document ``d`` and its parameters.
 
     It looks the values up in the ``fields`` table (a document's scalar metadata values, a list
@@ -158,7 +154,7 @@ def memory_values(memory: MemoryRecord) -> dict[str, list[Scalar | Instant]]:
     return values
 
 
-def _memory_test(condition: Condition, dialect: Dialect) -> tuple[str, list[Any]]:
+def _memory_test(condition: Condition, dialect: FilterDialect) -> tuple[str, list[Any]]:
     """Return the SQL test of one condition on memory ``m`` (its columns, by `MEMORY_FIELDS`)."""
     column, kind, value = (
         _MEMORY_COLUMNS[condition.field],

@@ -13,7 +13,6 @@ compact copy (a pack) is made from a SQLite store, not from here.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,12 @@ from vrom.store.postgres_schema import (
 )
 from vrom.store.postgres_vectors import PgChunkVectors
 from vrom.store.records import Sidecar, StoreCounts
+from vrom.store.sql_store import SqlStore
 
 DEFAULT_NAMESPACE = "default"
 
 
-class PostgresStore:
+class PostgresStore(SqlStore[PgDocuments, PgChunkVectors, PgMemories]):
     """A store in one namespace of a PostgreSQL database; see the module docstring."""
 
     def __init__(self, url: str, namespace: str | None = None, *, create: bool = True) -> None:
@@ -46,54 +46,13 @@ class PostgresStore:
         one-line `StorageError` that never shows the URL's password.
         """
         self._db = PgDatabase(url, namespace or DEFAULT_NAMESPACE, create=create)
-        self._vectors = PgChunkVectors(self._db)
-        self._documents = PgDocuments(self._db, self._vectors)
-        self._memories = PgMemories(self._db)
-
-    # -- roles -----------------------------------------------------------------------------
-
-    @property
-    def documents(self) -> PgDocuments:
-        """Documents, chunks, links, tags and keyword search."""
-        return self._documents
-
-    @property
-    def vectors(self) -> PgChunkVectors:
-        """The chunks' vectors."""
-        return self._vectors
-
-    @property
-    def memories(self) -> PgMemories:
-        """Agent memories."""
-        return self._memories
-
-    # -- the store as a whole --------------------------------------------------------------
-
-    @property
-    def location(self) -> str:
-        """The URL with its password masked, and the namespace."""
-        return self._db.location
+        vectors = PgChunkVectors(self._db)
+        super().__init__(self._db, PgDocuments(self._db, vectors), vectors, PgMemories(self._db))
 
     @property
     def namespace(self) -> str:
         """The namespace this store is."""
         return self._db.namespace
-
-    def get_meta(self, key: str) -> str | None:
-        """Return a value of the namespace's ``meta`` table, or None."""
-        return self._db.get_meta(key)
-
-    def set_meta(self, key: str, value: str) -> None:
-        """Set a value of the namespace's ``meta`` table."""
-        self._db.set_meta(key, value)
-
-    def transaction(self) -> AbstractContextManager[None]:
-        """Run the block's writes as one transaction under the namespace's write lock."""
-        return self._db.transaction()
-
-    def snapshot(self) -> AbstractContextManager[None]:
-        """Reads inside the block see one committed state (REPEATABLE READ)."""
-        return self._db.snapshot()
 
     def close(self) -> None:
         """Close the connections; later calls raise `StorageError`."""
@@ -112,24 +71,14 @@ class PostgresStore:
 
     def counts(self) -> StoreCounts:
         """Return row counts and the space the namespace's tables and indexes take."""
-        with self._db.guard("counting"), self._db.snapshot(), self._db.connection() as conn:
-            scalar = self._db.scalar
-            return StoreCounts(
-                documents=int(scalar(conn, "SELECT count(*) FROM documents")),
-                chunks=int(scalar(conn, "SELECT count(*) FROM chunks")),
-                links=int(scalar(conn, "SELECT count(*) FROM links")),
-                vectors=int(scalar(conn, "SELECT count(*) FROM vectors")),
-                tags=int(scalar(conn, "SELECT count(DISTINCT tag) FROM tags")),
-                bytes=int(
-                    scalar(
-                        conn,
-                        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
-                        " JOIN pg_namespace n ON n.oid = c.relnamespace"
-                        " WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
-                        (self._db.schema,),
-                    )
-                ),
+        with self.documents.sql.snapshot("counting") as run:
+            size = run.scalar(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = ? AND c.relkind IN ('r', 'm')",
+                (self._db.schema,),
             )
+            return StoreCounts(**self.row_counts(run), bytes=int(size))
 
     def describe(self) -> dict[str, Any]:
         """Return backend facts: name, schema version, server and pgvector versions, the

@@ -21,8 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from vrom.filters import Scalar, field_values, instant_of
-from vrom.store.filter_sql import Dialect
-from vrom.store.filter_sql import escape_like as escape_like  # the documents role uses it
+from vrom.store.filter_sql import FilterDialect
 from vrom.store.filter_sql import where_sql as shared_where_sql
 from vrom.store.fts_text import segment, segment_query_term
 from vrom.store.postgres_schema import TEXT_SEARCH_CONFIG
@@ -186,7 +185,7 @@ def _in_list(column: str, values: Sequence[Any], kind: str) -> tuple[str, list[A
     return f"{column} = ANY(%s::numeric[])", [numbers]
 
 
-DIALECT = Dialect(
+DIALECT = FilterDialect(
     mark="%s",
     text_value="text_value",
     number_value="number_value",

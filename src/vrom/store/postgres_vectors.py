@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,57 +28,32 @@ from psycopg import sql
 from vrom.errors import StorageError, ValidationError
 from vrom.store.postgres_copy import copy_vectors
 from vrom.store.postgres_database import Connection, PgDatabase
+from vrom.store.postgres_dialect import PgDialect
 from vrom.store.postgres_schema import (
     HNSW_EF_CONSTRUCTION,
     HNSW_EF_SEARCH,
     HNSW_M,
     HNSW_MAX_EF_SEARCH,
 )
-from vrom.store.records import VECTOR_ENCODING_META_KEY, MemoryRecord, StoredChunk, VectorChanges
-from vrom.store.rows import CHUNK_COLUMNS, MEMORY_COLUMNS, chunks_from_rows, memory_from_row
+from vrom.store.records import VECTOR_ENCODING_META_KEY
+from vrom.store.rows import CHUNK_COLUMNS
+from vrom.store.sql_dialect import Statements
+from vrom.store.sql_vectors import (
+    CHUNK_VECTORS,
+    MEMORY_VECTORS,
+    VECTOR_CHANGES_KEPT,
+    SqlChunkVectors,
+    SqlMemoryVectors,
+    SqlVectors,
+    VectorTables,
+)
 
-VECTOR_CHANGES_KEPT = 10_000
-"""A change log keeps at least this many entries (more when there are more vectors)."""
 EXACT_FILTER_ROWS = 2_000
 """A filter leaving at most this many vectors is searched exactly: scoring them all is cheaper
 than walking the graph past the others."""
 ITERATIVE_SCAN = "strict_order"
 """pgvector 0.8's ``hnsw.iterative_scan``: a filtered search goes on scanning the graph until
 ``k`` rows pass, keeping the results in distance order."""
-
-
-@dataclass(frozen=True)
-class _Tables:
-    vectors: str
-    key: str
-    changes: str
-    generation_meta: str
-    change_meta: str
-    dims_meta: str
-    index: str
-    largest_owner_sql: str
-
-
-_CHUNKS = _Tables(
-    "vectors",
-    "chunk_id",
-    "vector_changes",
-    "vector_generation",
-    "vector_change_number",
-    "vector_dims",
-    "vectors_hnsw",
-    "SELECT max(id) FROM chunks",
-)
-_MEMORIES = _Tables(
-    "memory_vectors",
-    "key",
-    "memory_vector_changes",
-    "memory_vector_generation",
-    "memory_vector_change_number",
-    "memory_vector_dims",
-    "memory_vectors_hnsw",
-    "SELECT max(key) FROM memories",
-)
 
 
 def floats(data: bytes, encoding: str) -> npt.NDArray[np.float32]:
@@ -103,12 +77,14 @@ def similarity(distance: float, metric: str) -> float:
     return 1.0 - distance
 
 
-class _PgVectorTable:
-    """The reads, writes, change log and search shared by chunk and memory vectors."""
+class _PgVectorTable(SqlVectors):
+    """The writes, change log and search shared by chunk and memory vectors."""
 
-    def __init__(self, db: PgDatabase, tables: _Tables) -> None:
+    change_key: ClassVar[str | None] = "key"
+
+    def __init__(self, db: PgDatabase, tables: VectorTables) -> None:
+        super().__init__(PgDialect(db), tables)
         self._db = db
-        self._t = tables
         self._iterative = tuple(int(p) for p in db.pgvector_version.split(".")[:2]) >= (0, 8)
         self._index_deferred = False
 
@@ -116,60 +92,8 @@ class _PgVectorTable:
         """Return a stamp of the namespace (a re-created namespace differs)."""
         return f"{self._db.namespace_id}:{self._db.get_meta('created_unix') or ''}"
 
-    def encoding(self) -> str:
-        """Return how the vectors are encoded: ``float32`` or ``int8``."""
-        return "float32"
-
-    def rows(self) -> list[tuple[int, bytes]]:
-        """Return (key, vector bytes) for every vector, by key."""
-        t = self._t
-        with self._db.guard("reading vectors"), self._db.connection() as conn:
-            rows = conn.execute(f"SELECT {t.key}, data FROM {t.vectors} ORDER BY {t.key}")
-            return [(row[0], bytes(row[1])) for row in rows]
-
-    def of(self, keys: Sequence[int]) -> dict[int, bytes]:
-        """Return the vector bytes of these keys, where they exist."""
-        t = self._t
-        if not keys:
-            return {}
-        with self._db.guard("reading vectors"), self._db.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {t.key}, data FROM {t.vectors} WHERE {t.key} = ANY(%s)", (list(keys),)
-            )
-            return {row[0]: bytes(row[1]) for row in rows}
-
-    def count(self) -> int:
-        """Return how many vectors there are."""
-        with self._db.guard("counting vectors"), self._db.connection() as conn:
-            return int(self._db.scalar(conn, f"SELECT count(*) FROM {self._t.vectors}"))
-
-    def generation(self) -> int:
-        """Return a number that changes whenever any vector is added or removed."""
-        return int(self._db.get_meta(self._t.generation_meta) or 0)
-
-    def change_number(self) -> int:
-        """Return the number of the latest vector change (0 before any)."""
-        return int(self._db.get_meta(self._t.change_meta) or 0)
-
-    def changes(self, after: int) -> VectorChanges | None:
-        """Return the keys whose vector changed after ``after``; None if that is forgotten."""
-        t = self._t
-        with (
-            self._db.guard("reading vector changes"),
-            self._db.snapshot(),
-            self._db.connection() as conn,
-        ):
-            latest = int(self._db.meta_value(conn, t.change_meta) or 0)
-            if after >= latest:
-                return VectorChanges(latest, ())
-            oldest = self._db.scalar(conn, f"SELECT min(seq) FROM {t.changes}")
-            if oldest is None or oldest > after + 1:
-                return None
-            rows = conn.execute(
-                f"SELECT DISTINCT key FROM {t.changes} WHERE seq > %s AND seq <= %s ORDER BY key",
-                (after, latest),
-            )
-            return VectorChanges(latest, tuple(row[0] for row in rows))
+    def latest_change(self, run: Statements) -> int:
+        return int(run.scalar("SELECT value FROM meta WHERE key = ?", (self._t.change_meta,)) or 0)
 
     # -- writing (inside the namespace's write lock) -----------------------------------------
 
@@ -374,11 +298,12 @@ class _PgVectorTable:
             return [(int(key), similarity(float(distance), metric)) for key, distance in rows]
 
 
-class PgChunkVectors(_PgVectorTable):
+class PgChunkVectors(SqlChunkVectors, _PgVectorTable):
     """The chunks' vectors (`vrom.store.VectorStore`)."""
 
     def __init__(self, db: PgDatabase) -> None:
-        super().__init__(db, _CHUNKS)
+        _PgVectorTable.__init__(self, db, CHUNK_VECTORS)
+        self._chunk_columns = CHUNK_COLUMNS
 
     def encoding(self) -> str:
         """Return how the vectors are encoded: ``float32`` (the default) or ``int8``."""
@@ -408,59 +333,10 @@ class PgChunkVectors(_PgVectorTable):
             self.log(conn, written)
             return len(written)
 
-    def missing(self, limit: int, after: int = 0) -> list[StoredChunk]:
-        """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
-        with self._db.guard("reading chunks to embed"), self._db.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                " WHERE c.id > %s AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id"
-                " AND v.chunk_id > %s)"  # said twice: else the anti join reads every vector
-                " ORDER BY c.id LIMIT %s",
-                (after, after, limit),
-            )
-            return chunks_from_rows(rows)
-
-    def for_inputs(self, input_hashes: Sequence[str]) -> dict[str, bytes]:
-        """Return a stored vector for each of these embedded-input hashes that has one."""
-        if not input_hashes:
-            return {}
-        with self._db.guard("reading vectors"), self._db.connection() as conn:
-            rows = conn.execute(
-                "SELECT DISTINCT ON (input_hash) input_hash, data FROM vectors"
-                " WHERE input_hash = ANY(%s) ORDER BY input_hash, chunk_id",
-                (list(dict.fromkeys(input_hashes)),),
-            )
-            return {row[0]: bytes(row[1]) for row in rows}
-
-    def has_any(self) -> bool:
-        """Return True when at least one chunk has a vector."""
-        with self._db.guard("reading vectors"), self._db.connection() as conn:
-            return bool(self._db.scalar(conn, "SELECT EXISTS (SELECT 1 FROM vectors)"))
-
-    def document_ids(self) -> list[tuple[int, int]]:
-        """Return (chunk id, document id) for every chunk that has a vector, by chunk id."""
-        with self._db.guard("reading chunks"), self._db.connection() as conn:
-            rows = conn.execute(
-                "SELECT c.id, c.document_id FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
-                " ORDER BY c.id"
-            )
-            return [(row[0], row[1]) for row in rows]
-
     # -- vectors kept across a document's rewrite (inside the writer's transaction) ----------
 
-    def by_input_of(self, conn: Connection, document_id: int | None) -> dict[str, bytes]:
-        """Return the vectors a document holds now, by the hash of their embedded input."""
-        if document_id is None:
-            return {}
-        rows = conn.execute(
-            "SELECT v.input_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
-            " WHERE c.document_id = %s AND v.input_hash IS NOT NULL",
-            (document_id,),
-        )
-        return {row[0]: bytes(row[1]) for row in rows}
-
     def reuse(
-        self, conn: Connection, new_chunks: Sequence[tuple[int, str | None]], own: dict[str, bytes]
+        self, run: Statements, new_chunks: Sequence[tuple[int, str | None]], own: dict[str, bytes]
     ) -> None:
         """Give new chunks (id, embedded-input hash or None) the vector stored for the same
         input: in ``own`` (the rewritten documents', read before their rewrite), else any
@@ -469,17 +345,11 @@ class PgChunkVectors(_PgVectorTable):
         if not wanted:
             return
         lacking = [h for h in wanted if h not in own]
-        found = dict(own)
-        if lacking:
-            rows = conn.execute(
-                "SELECT DISTINCT ON (input_hash) input_hash, data FROM vectors"
-                " WHERE input_hash = ANY(%s) ORDER BY input_hash, chunk_id",
-                (lacking,),
-            )
-            found.update((str(row[0]), bytes(row[1])) for row in rows)
+        found = {**self.found(run, lacking), **own}
         rows_in = [(key, found[h], h) for key, h in new_chunks if h is not None and h in found]
         if not rows_in:
             return
+        conn = run.conn
         encoding = self._db.meta_value(conn, VECTOR_ENCODING_META_KEY) or "float32"
         self.fit(conn, len(floats(rows_in[0][1], encoding)))
         with conn.cursor() as cursor:
@@ -490,21 +360,21 @@ class PgChunkVectors(_PgVectorTable):
             )
         self.log(conn, [key for key, _, _ in rows_in])
 
-    def delete_of(self, conn: Connection, document_id: int) -> None:
+    def delete_of(self, run: Statements, document_id: int) -> None:
         """Remove a document's chunk vectors (inside the writer's transaction)."""
-        gone = conn.execute(
-            "DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE document_id = %s)"
+        gone = run.rows(
+            "DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE document_id = ?)"
             " RETURNING chunk_id",
             (document_id,),
-        ).fetchall()
-        self.log(conn, [row[0] for row in gone])
+        )
+        self.log(run.conn, [row[0] for row in gone])
 
 
-class PgMemoryVectors(_PgVectorTable):
+class PgMemoryVectors(SqlMemoryVectors, _PgVectorTable):
     """The memories' vectors (`vrom.store.MemoryVectors`), float32, keyed by memory key."""
 
     def __init__(self, db: PgDatabase) -> None:
-        super().__init__(db, _MEMORIES)
+        _PgVectorTable.__init__(self, db, MEMORY_VECTORS)
 
     def put(self, vectors: Sequence[tuple[str, bytes]]) -> int:
         """Store vectors by memory id (memories gone meanwhile are skipped); return how many."""
@@ -516,13 +386,3 @@ class PgMemoryVectors(_PgVectorTable):
             [(data, floats(data, "float32"), memory_id) for memory_id, data in vectors],
             len(vectors[0][1]) // 4 if vectors else 0,
         )
-
-    def missing(self, limit: int, after: str = "") -> list[MemoryRecord]:
-        """Return up to ``limit`` memories with ids above ``after`` that have no vector, by id."""
-        with self._db.guard("reading memories to embed"), self._db.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id > %s AND NOT EXISTS"
-                " (SELECT 1 FROM memory_vectors v WHERE v.key = m.key) ORDER BY m.id LIMIT %s",
-                (after, limit),
-            )
-            return [memory_from_row(row) for row in rows]

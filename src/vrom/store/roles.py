@@ -3,9 +3,11 @@
 A `Store` is the metadata and transaction role, and holds the other three as attributes:
 ``documents`` (notes or collection documents, their chunks, links and tags, keyword search and
 filters), ``vectors`` (one vector per chunk, with a change log) and ``memories`` (agent
-memories, with their own vectors). A backend implements each role as its own class over a shared
-connection; `vrom.store.open_store` opens one from a location. Every method raises `StorageError`
-on failure.
+memories, with their own vectors). The documents and memories roles are written once, in SQL
+both backends speak (`DocumentStore` is `vrom.store.sql_documents.SqlDocuments`, `MemoryStore`
+is `vrom.store.sql_memories.SqlMemories`), each backend adding what truly differs; the vector
+roles are protocols here. `vrom.store.open_store` opens a store from a location. Every method
+raises `StorageError` on failure.
 """
 
 from __future__ import annotations
@@ -17,29 +19,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from vrom.store.records import (
-    ChunkRecord,
-    DocumentRecord,
-    DocumentState,
-    DocumentWrite,
     KeywordPostings,
-    KeywordQuery,
-    KeywordRow,
-    LinkRecord,
-    MemoryCounts,
-    MemoryFilter,
-    MemoryKeywordRow,
     MemoryRecord,
     Sidecar,
     StoreCounts,
     StoredChunk,
-    StoredDocument,
     VectorChanges,
-    Where,
 )
+from vrom.store.sql_documents import SqlDocuments
+from vrom.store.sql_memories import SqlMemories
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+
+DocumentStore = SqlDocuments
+"""Documents (notes), their chunks, links and tags, keyword search and filters."""
+MemoryStore = SqlMemories
+"""Agent memories: rows, their keyword index, and their vectors (``vectors``)."""
 
 
 class VectorSource(Protocol):
@@ -198,209 +196,6 @@ class MemoryVectors(VectorSource, Protocol):
 
     def missing(self, limit: int, after: str = "") -> list[MemoryRecord]:
         """Return up to ``limit`` memories with ids above ``after`` that have no vector, by id."""
-        ...
-
-
-class DocumentStore(Protocol):
-    """Documents (notes), their chunks, links and tags, keyword search and filters."""
-
-    def states(self, paths: Sequence[str] | None = None) -> dict[str, DocumentState]:
-        """Return path → state for every stored document, or for those at ``paths``."""
-        ...
-
-    def state(self, path: str) -> DocumentState | None:
-        """Return the state of one stored document, or None."""
-        ...
-
-    def put(
-        self,
-        document: DocumentRecord,
-        chunks: Sequence[ChunkRecord],
-        links: Sequence[LinkRecord],
-        tags: Sequence[str],
-        document_id: int | None = None,
-    ) -> int:
-        """Write a document with its chunks, links and tags, replacing what ``document_id`` held.
-
-        Safe against another writer that added or removed the same document meanwhile: one
-        that already holds ``document.path`` is replaced, and a vanished ``document_id`` is
-        re-added. Chunks whose text another chunk already has a vector for get that vector.
-        Returns the document's id.
-        """
-        ...
-
-    def put_many(self, writes: Sequence[DocumentWrite]) -> list[int]:
-        """Write several documents in one transaction, each as `put` writes it, in fewer round
-        trips; return their ids in order. Raises `ValidationError` before writing anything when
-        one holds text no store holds (`vrom.store.storable`)."""
-        ...
-
-    def touch(self, document_id: int, mtime: float, size: int) -> None:
-        """Record a new mtime and size for a document whose content did not change."""
-        ...
-
-    def delete(self, document_id: int) -> None:
-        """Remove a document and everything derived from it."""
-        ...
-
-    def get(self, document_id: int) -> StoredDocument | None:
-        """Return a document by id."""
-        ...
-
-    def find(self, key: str) -> list[StoredDocument]:
-        """Return documents whose path (without suffix) or file stem matches a lower-cased key.
-
-        An exact path match comes first; a key with ``/`` also matches a trailing part of a path.
-        """
-        ...
-
-    def count(self) -> int:
-        """Return how many documents there are."""
-        ...
-
-    def chunk_count(self) -> int:
-        """Return how many chunks there are."""
-        ...
-
-    def chunks_of(self, document_id: int) -> list[StoredChunk]:
-        """Return a document's chunks in order."""
-        ...
-
-    def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
-        """Return the chunks with these ids (those that still exist), in the order given."""
-        ...
-
-    def chunk_owners(self, chunk_ids: Sequence[int]) -> dict[int, tuple[int, float]]:
-        """Return chunk id → (document id, human-relevance prior) for the chunks that still
-        exist: what ranking needs of a candidate, light (no text, no metadata)."""
-        ...
-
-    def texts(self, document_ids: Sequence[int]) -> dict[int, str]:
-        """Return id → whole text of those documents stored with one (`DocumentRecord.text`)."""
-        ...
-
-    def turns_before(self, source: str, document_id: int | None, count: int) -> list[str]:
-        """Return the whole texts of the last ``count`` documents whose metadata ``source`` is
-        ``source`` (a string), stored before document ``document_id`` (None: before any new
-        one), oldest first; documents stored without their text are left out."""
-        ...
-
-    def turns_after(self, source: str, document_id: int, count: int) -> list[int]:
-        """Return the ids of the first ``count`` documents whose metadata ``source`` is
-        ``source`` (a string), stored after document ``document_id``, oldest first: the
-        documents whose `turns_before` it is among. Documents without their text are left out."""
-        ...
-
-    def has_shared_source(self) -> bool:
-        """True if two documents or more have the same metadata ``source`` (a string; or
-        one held in a list, which errs towards True)."""
-        ...
-
-    def links_of(self, document_id: int) -> list[LinkRecord]:
-        """Return the links written in a document, in order."""
-        ...
-
-    def links_to_keys(self, keys: Sequence[str]) -> list[tuple[int, LinkRecord]]:
-        """Return (source document id, link) for links whose target key is one of ``keys``."""
-        ...
-
-    def unresolved_link_count(self) -> int:
-        """Return how many links point to no stored document."""
-        ...
-
-    def tags_of(self, document_id: int) -> list[str]:
-        """Return a document's tags."""
-        ...
-
-    def sharing_tags(self, document_id: int, limit: int) -> list[tuple[int, list[str]]]:
-        """Return (document id, shared tags) for others sharing tags, most shared first."""
-        ...
-
-    def tag_counts(self) -> list[tuple[str, int]]:
-        """Return (tag, number of documents) for every tag, most used first, then by name."""
-        ...
-
-    def with_tag(self, tag: str) -> list[StoredDocument]:
-        """Return the documents tagged ``tag`` or a tag nested under it (``tag/...``), by path."""
-        ...
-
-    def in_folder(self, folder: str) -> list[StoredDocument]:
-        """Return the documents directly in ``folder`` ("" for the root), by path."""
-        ...
-
-    def after_path(self, after: str, limit: int) -> list[StoredDocument]:
-        """Return up to ``limit`` documents whose paths sort after ``after``, by path."""
-        ...
-
-    def keyword_search(
-        self, query: KeywordQuery, limit: int, where: Where | None = None
-    ) -> list[KeywordRow]:
-        """Return up to ``limit`` chunks matching the query and filter, best BM25 first."""
-        ...
-
-    def chunk_ids_matching(self, where: Where) -> Sequence[int]:
-        """Return the ids of the chunks whose document passes the filter, by id.
-
-        The sequence may be shared with later calls (a backend may keep it while the store is
-        unchanged): read it, never change it.
-        """
-        ...
-
-
-class MemoryStore(Protocol):
-    """Agent memories: rows, their keyword index, and their vectors (``vectors``)."""
-
-    @property
-    def vectors(self) -> MemoryVectors:
-        """The memories' vectors."""
-        ...
-
-    def put(self, memory: MemoryRecord) -> None:
-        """Add a memory, or replace the one with its id (whose vector goes if its text changed)."""
-        ...
-
-    def get(self, memory_id: str) -> MemoryRecord | None:
-        """Return a memory by id, or None."""
-        ...
-
-    def by_keys(self, keys: Sequence[int]) -> dict[int, MemoryRecord]:
-        """Return the memories with these integer keys (those that still exist), by key."""
-        ...
-
-    def newest_key(self) -> int:
-        """Return the largest integer key (0 without memories): keys only grow, and memories
-        are never deleted, so it moves exactly when a memory is added."""
-        ...
-
-    def keys_matching(self, where: MemoryFilter) -> builtins.list[int]:
-        """Return the integer keys of the memories passing the filter, by key."""
-        ...
-
-    def preceding(
-        self, source: str, memory_id: str | None, count: int
-    ) -> builtins.list[MemoryRecord]:
-        """Return the last ``count`` memories from ``source`` stored before memory
-        ``memory_id`` (before any new one: None, or an id not stored), oldest first."""
-        ...
-
-    def list(self, where: MemoryFilter, limit: int) -> builtins.list[MemoryRecord]:
-        """Return up to ``limit`` memories passing the filter, newest first."""
-        ...
-
-    def set_status(
-        self, memory_id: str, status: str, superseded_by: str | None, updated_unix: float
-    ) -> bool:
-        """Set a memory's status (and successor); False when no memory has that id."""
-        ...
-
-    def keyword_search(
-        self, query: KeywordQuery, limit: int, where: MemoryFilter
-    ) -> builtins.list[MemoryKeywordRow]:
-        """Return up to ``limit`` memories matching the query and filter, best BM25 first."""
-        ...
-
-    def counts(self) -> MemoryCounts:
-        """Return how many memories there are, by status, type and project."""
         ...
 
 

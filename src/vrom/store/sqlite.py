@@ -13,20 +13,20 @@ transactions, counts, the integrity check, and the files beside the database.
 from __future__ import annotations
 
 import stat
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from vrom.errors import StorageError
 from vrom.store.records import Sidecar, StoreCounts
 from vrom.store.schema import CONSISTENCY_CHECKS, FTS_TOKENIZER
+from vrom.store.sql_store import SqlStore
 from vrom.store.sqlite_database import BUSY_TIMEOUT_SECONDS, Database
 from vrom.store.sqlite_documents import SQLiteDocuments
 from vrom.store.sqlite_memories import SQLiteMemories
 from vrom.store.sqlite_vectors import SQLiteChunkVectors
 
 
-class SQLiteStore:
+class SQLiteStore(SqlStore[SQLiteDocuments, SQLiteChunkVectors, SQLiteMemories]):
     """A store in one SQLite file (or in memory); see the module docstring."""
 
     def __init__(
@@ -47,33 +47,10 @@ class SQLiteStore:
         WAL switch, is written).
         """
         self._db = Database(path, create=create, key=key, read_only=read_only)
-        self._vectors = SQLiteChunkVectors(self._db)
-        self._documents = SQLiteDocuments(self._db, self._vectors)
-        self._memories = SQLiteMemories(self._db)
-
-    # -- roles -----------------------------------------------------------------------------
-
-    @property
-    def documents(self) -> SQLiteDocuments:
-        """Documents, chunks, links, tags and keyword search."""
-        return self._documents
-
-    @property
-    def vectors(self) -> SQLiteChunkVectors:
-        """The chunks' vectors."""
-        return self._vectors
-
-    @property
-    def memories(self) -> SQLiteMemories:
-        """Agent memories."""
-        return self._memories
-
-    # -- the store as a whole --------------------------------------------------------------
-
-    @property
-    def location(self) -> str:
-        """The database file's path (``:memory:`` for a store in memory)."""
-        return self._db.location
+        vectors = SQLiteChunkVectors(self._db)
+        super().__init__(
+            self._db, SQLiteDocuments(self._db, vectors), vectors, SQLiteMemories(self._db)
+        )
 
     @property
     def path(self) -> Path | None:
@@ -84,22 +61,6 @@ class SQLiteStore:
     def encrypted(self) -> bool:
         """True when the database file is encrypted (opened with a key)."""
         return self._db.encrypted
-
-    def get_meta(self, key: str) -> str | None:
-        """Return a value of the ``meta`` table, or None."""
-        return self._db.get_meta(key)
-
-    def set_meta(self, key: str, value: str) -> None:
-        """Set a value of the ``meta`` table."""
-        self._db.set_meta(key, value)
-
-    def transaction(self) -> AbstractContextManager[None]:
-        """Run the block's writes as one transaction (re-entrant: inner blocks join the outer)."""
-        return self._db.transaction()
-
-    def snapshot(self) -> AbstractContextManager[None]:
-        """Reads inside the block see one state of the store (a read transaction)."""
-        return self._db.snapshot()
 
     def close(self) -> None:
         """Close the connection; later calls raise `StorageError`."""
@@ -139,17 +100,10 @@ class SQLiteStore:
 
     def counts(self) -> StoreCounts:
         """Return row counts and the store's size on disk (database plus WAL)."""
-        with self._db.guard("counting"):
+        with self.documents.sql.reading("counting") as run:
             files = () if self._db.path is None else (self._db.path, Path(f"{self._db.path}-wal"))
             size = sum(p.stat().st_size for p in files if p.exists())
-            return StoreCounts(
-                documents=self._db.scalar("SELECT count(*) FROM documents"),
-                chunks=self._db.scalar("SELECT count(*) FROM chunks"),
-                links=self._db.scalar("SELECT count(*) FROM links"),
-                vectors=self._db.scalar("SELECT count(*) FROM vectors"),
-                tags=self._db.scalar("SELECT count(DISTINCT tag) FROM tags"),
-                bytes=size,
-            )
+            return StoreCounts(**self.row_counts(run), bytes=size)
 
     def describe(self) -> dict[str, Any]:
         """Return backend facts: name, schema version, tokenizers, capabilities."""

@@ -1,4 +1,4 @@
-"""Turn the engines' query records into SQLite's dialects: FTS5 MATCH, and the `Dialect` the
+"""Turn the engines' query records into SQLite's dialects: FTS5 MATCH, and the `FilterDialect` the
 one filter compiler (`vrom.store.filter_sql`) writes SQLite's filters in.
 
 No user string reaches SQLite unquoted: terms and phrases become FTS5 strings, filter values and
@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vrom.filters import instant_of
-from vrom.store.filter_sql import Dialect
-from vrom.store.filter_sql import escape_like as escape_like  # the documents role uses it
+from vrom.store.filter_sql import FilterDialect
 from vrom.store.filter_sql import where_sql as shared_where_sql
 from vrom.store.fts_text import segment_query_term
 from vrom.store.records import KeywordQuery, Where
@@ -45,7 +44,7 @@ def _in_list(column: str, values: Sequence[Any], kind: str) -> tuple[str, list[A
     return f"{column} IN ({', '.join('?' for _ in values)})", list(values)
 
 
-DIALECT = Dialect(
+DIALECT = FilterDialect(
     mark="?",
     text_value="value",
     number_value="value",

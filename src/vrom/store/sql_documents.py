@@ -1,0 +1,496 @@
+"""Documents (`vrom.store.DocumentStore`), written once over a `Dialect`: notes or collection
+documents, their chunks, links, tags and metadata fields.
+
+Writing a document replaces its chunks, links, tags and keyword-index rows in one transaction;
+chunks whose embedded input is unchanged keep their vectors. Another writer may have added or
+removed the same document since the caller looked: a document already holding the path is
+replaced, and a vanished id is added anew. A document given with its whole text (a
+collection's) keeps it in ``document_texts``, and its chunks that are exact slices of it store
+no text of their own: they are read back as slices (`vrom.store.rows.CHUNK_COLUMNS`).
+
+A backend adds what truly differs: how ids are drawn, its keyword index (FTS5 rows or a
+``tsvector`` column) and keyword search, how it finds a document's vectors, and any rows it
+derives itself (PostgreSQL's ``fields``; SQLite's come from triggers).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol
+
+from vrom.store.records import (
+    ChunkRecord,
+    DocumentRecord,
+    DocumentState,
+    DocumentWrite,
+    KeywordQuery,
+    KeywordRow,
+    LinkRecord,
+    StoredChunk,
+    StoredDocument,
+    Where,
+)
+from vrom.store.rows import CHUNK_COLUMNS, DOCUMENT_COLUMNS, chunks_from_rows, document_from_row
+from vrom.store.sql_dialect import AFTER_EVERY_KEY, Dialect, Statements, escape_like
+from vrom.store.storable import check_document
+
+DOCUMENT_WRITE_COLUMNS = (
+    "path, path_key, name_key, title, frontmatter, content_hash, mtime, size,"
+    " human_relevance_score, chunk_strategy, chunk_count, indexed_at"
+)
+CHUNK_WRITE_COLUMNS = (
+    "id, document_id, position, heading_path, text, char_start, char_end, prev_id, next_id,"
+    " content_hash"
+)
+LINK_COLUMNS = "kind, target, target_key, heading, alias, position"
+_STATE = "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
+_CHUNKS = "SELECT {columns} FROM chunks c JOIN documents d ON d.id = c.document_id"
+
+
+def document_values(document: DocumentRecord, chunk_count: int, now: float) -> tuple[Any, ...]:
+    """Return a document's `DOCUMENT_WRITE_COLUMNS` values."""
+    return (
+        document.path,
+        document.path_key,
+        document.name_key,
+        document.title,
+        json.dumps(document.frontmatter, ensure_ascii=False),
+        document.content_hash,
+        document.mtime,
+        document.size,
+        document.human_relevance_score,
+        document.chunk_strategy,
+        chunk_count,
+        now,
+    )
+
+
+def chunk_rows(
+    document_id: int, ids: Sequence[int], chunks: Sequence[ChunkRecord], whole: str | None
+) -> list[tuple[Any, ...]]:
+    """Return a document's chunks as `CHUNK_WRITE_COLUMNS` rows: their text "" where the
+    document's ``whole`` text holds it, linked to their neighbours by id."""
+    return [
+        (
+            chunk_id,
+            document_id,
+            chunk.position,
+            chunk.heading_path,
+            ""
+            if whole is not None and whole[chunk.char_start : chunk.char_end] == chunk.text
+            else chunk.text,
+            chunk.char_start,
+            chunk.char_end,
+            ids[i - 1] if i > 0 else None,
+            ids[i + 1] if i < len(ids) - 1 else None,
+            chunk.content_hash,
+        )
+        for i, (chunk_id, chunk) in enumerate(zip(ids, chunks, strict=True))
+    ]
+
+
+def link_rows(document_id: int, links: Sequence[LinkRecord]) -> list[tuple[Any, ...]]:
+    """Return a document's links as ``document_id, LINK_COLUMNS`` rows."""
+    return [
+        (document_id, k.kind, k.target, k.target_key, k.heading, k.alias, k.position) for k in links
+    ]
+
+
+class KeptVectors(Protocol):
+    """What a document's rewrite asks of the chunk vectors (inside the writer's transaction)."""
+
+    def by_input_of(self, run: Statements, document_id: int | None) -> dict[str, bytes]: ...
+    def reuse(
+        self, run: Statements, new: Sequence[tuple[int, str | None]], reusable: dict[str, bytes]
+    ) -> None: ...
+    def delete_of(self, run: Statements, document_id: int) -> None: ...
+
+
+class SqlDocuments:
+    """Documents (notes), their chunks, links and tags, keyword search and filters: the
+    documents role of a store, over its dialect; a backend adds what differs."""
+
+    child_tables: ClassVar[tuple[str, ...]] = ("chunks", "links", "tags", "document_texts")
+    """The tables of rows a document owns, deleted with it (after its vectors)."""
+
+    def __init__(self, dialect: Dialect, vectors: KeptVectors) -> None:
+        self._sql = dialect
+        self._vectors = vectors
+        self._chunk_columns = CHUNK_COLUMNS
+        self._has_texts = True
+
+    @property
+    def sql(self) -> Dialect:
+        """The dialect its statements run in."""
+        return self._sql
+
+    # -- what a backend adds ---------------------------------------------------------------
+
+    def _where_sql(self, where: Where | None) -> tuple[str, list[Any]]:
+        """Return `` AND ...`` clauses testing document ``d`` against a filter, and parameters."""
+        raise NotImplementedError
+
+    def next_ids(self, run: Statements, table: str, count: int) -> list[int]:
+        """Return ``count`` fresh ids of ``table``, in order."""
+        raise NotImplementedError
+
+    def _changing(self, run: Statements) -> None:
+        """Count a write of a document, first thing in its transaction."""
+
+    def _unindex(self, run: Statements, document_id: int) -> None:
+        """Remove a document's chunks from a keyword index kept apart from them."""
+
+    def _insert_chunks(
+        self,
+        run: Statements,
+        rows: list[tuple[Any, ...]],
+        document: DocumentRecord,
+        chunks: Sequence[ChunkRecord],
+    ) -> None:
+        """Insert a document's `chunk_rows` and index them for keyword search."""
+        raise NotImplementedError
+
+    def _derived(self, run: Statements, document_id: int, document: DocumentRecord) -> None:
+        """Write the rows a backend derives from a document itself (its fields)."""
+
+    def keyword_search(
+        self, query: KeywordQuery, limit: int, where: Where | None = None
+    ) -> list[KeywordRow]:
+        """Return up to ``limit`` chunks matching the query and filter, best first."""
+        raise NotImplementedError
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def states(self, paths: Sequence[str] | None = None) -> dict[str, DocumentState]:
+        """Return path → state for every stored document, or for those at ``paths``."""
+        with self._sql.reading("reading note states") as run:
+            rows = (
+                run.rows(_STATE)
+                if paths is None
+                else run.rows_in(_STATE + " WHERE path {in}", paths)
+            )
+            return {row[0]: DocumentState(*row[1:]) for row in rows}
+
+    def state(self, path: str) -> DocumentState | None:
+        """Return the state of one stored document, or None."""
+        with self._sql.reading("reading a note state") as run:
+            row = run.one(_STATE + " WHERE path = ?", (path,))
+            return None if row is None else DocumentState(*row[1:])
+
+    def delete_children(self, run: Statements, document_id: int) -> None:
+        """Remove what a document owns: its vectors, chunks, links, tags, fields, text."""
+        self._vectors.delete_of(run, document_id)
+        self._unindex(run, document_id)
+        for table in self.child_tables:
+            run.run(f"DELETE FROM {table} WHERE document_id = ?", (document_id,))
+
+    def _claim_path(self, run: Statements, path: str, document_id: int | None) -> int | None:
+        """Return the id to write a document under, clearing the path if another holds it."""
+        if document_id is not None and not run.scalar(
+            "SELECT count(*) FROM documents WHERE id = ?", (document_id,)
+        ):
+            document_id = None  # deleted by another writer since the caller looked
+        holder = run.scalar("SELECT id FROM documents WHERE path = ?", (path,))
+        if holder is None or holder == document_id:
+            return document_id
+        if document_id is None:
+            return int(holder)  # added by another writer since the caller looked
+        self.delete_children(run, holder)  # moved onto a path another document still held
+        run.run("DELETE FROM documents WHERE id = ?", (holder,))
+        return document_id
+
+    def put(
+        self,
+        document: DocumentRecord,
+        chunks: Sequence[ChunkRecord],
+        links: Sequence[LinkRecord],
+        tags: Sequence[str],
+        document_id: int | None = None,
+    ) -> int:
+        """Write a document with its chunks, links and tags, replacing what ``document_id`` held.
+
+        Safe against another writer that added or removed the same document meanwhile: one
+        that already holds ``document.path`` is replaced, and a vanished ``document_id`` is
+        re-added. Chunks whose text another chunk already has a vector for get that vector.
+        Returns the document's id.
+        """
+        check_document(document, chunks, links, tags)
+        values = document_values(document, len(chunks), time.time())
+        with self._sql.writing("writing a note") as run:
+            self._changing(run)
+            document_id = self._claim_path(run, document.path, document_id)
+            reusable = self._vectors.by_input_of(run, document_id)
+            if document_id is None:
+                document_id = self.next_ids(run, "documents", 1)[0]
+                run.run(
+                    f"INSERT INTO documents(id, {DOCUMENT_WRITE_COLUMNS})"
+                    f" VALUES (?, {', '.join('?' * len(values))})",
+                    (document_id, *values),
+                )
+            else:
+                self.delete_children(run, document_id)
+                run.run(
+                    f"UPDATE documents SET ({DOCUMENT_WRITE_COLUMNS})"
+                    f" = ({', '.join('?' * len(values))}) WHERE id = ?",
+                    (*values, document_id),
+                )
+            if document.text is not None:
+                run.run(
+                    "INSERT INTO document_texts(document_id, text) VALUES (?, ?)",
+                    (document_id, document.text),
+                )
+            ids = self.next_ids(run, "chunks", len(chunks))
+            rows = chunk_rows(document_id, ids, chunks, document.text)
+            self._insert_chunks(run, rows, document, chunks)
+            self._vectors.reuse(
+                run, [(i, c.input_hash) for i, c in zip(ids, chunks, strict=True)], reusable
+            )
+            run.many(
+                f"INSERT INTO links(document_id, {LINK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                link_rows(document_id, links),
+            )
+            run.many(
+                "INSERT INTO tags(document_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                [(document_id, tag) for tag in tags],
+            )
+            self._derived(run, document_id, document)
+            return document_id
+
+    def put_many(self, writes: Sequence[DocumentWrite]) -> list[int]:
+        """Write several documents in one transaction, each as `put` writes it (a backend may
+        do it in fewer round trips); return their ids in order. Raises `ValidationError` before
+        writing anything when one holds text no store holds (`vrom.store.storable`)."""
+        with self._sql.writing("writing notes"):
+            return [self.put(w.document, w.chunks, w.links, w.tags, w.document_id) for w in writes]
+
+    def touch(self, document_id: int, mtime: float, size: int) -> None:
+        """Record a new mtime and size for a document whose content did not change."""
+        with self._sql.writing("updating a note's time") as run:
+            run.run(
+                "UPDATE documents SET mtime = ?, size = ? WHERE id = ?", (mtime, size, document_id)
+            )
+
+    def delete(self, document_id: int) -> None:
+        """Remove a document and everything derived from it."""
+        with self._sql.writing("deleting a note") as run:
+            self._changing(run)
+            self.delete_children(run, document_id)
+            run.run("DELETE FROM documents WHERE id = ?", (document_id,))
+
+    # -- counting --------------------------------------------------------------------------
+
+    def _count(self, query: str, action: str = "counting") -> int:
+        with self._sql.reading(action) as run:
+            return int(run.scalar(query) or 0)
+
+    def count(self) -> int:
+        """Return how many documents there are."""
+        return self._count("SELECT count(*) FROM documents")
+
+    def chunk_count(self) -> int:
+        """Return how many chunks there are."""
+        return self._count("SELECT count(*) FROM chunks")
+
+    def unresolved_link_count(self) -> int:
+        """Return how many links point to no stored document (same rules as `find`)."""
+        return self._count(
+            "SELECT count(*) FROM links l WHERE l.target_key != ''"
+            " AND l.target_key NOT IN (SELECT path_key FROM documents)"
+            " AND l.target_key NOT IN (SELECT name_key FROM documents)"
+            f" AND ({self._sql.instr}(l.target_key, '/') = 0 OR NOT EXISTS (SELECT 1"
+            " FROM documents d WHERE d.path_key LIKE '%/' || replace(replace(replace("
+            "l.target_key, '\\', '\\\\'), '%', '\\%'), '_', '\\_') ESCAPE '\\'))",
+            "counting unresolved links",
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _documents(self, action: str, query: str, params: Sequence[Any]) -> list[StoredDocument]:
+        with self._sql.reading(action) as run:
+            return [document_from_row(row) for row in run.rows(query, params)]
+
+    def get(self, document_id: int) -> StoredDocument | None:
+        """Return a document by id."""
+        found = self._documents(
+            "reading a note",
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = ?",
+            (document_id,),
+        )
+        return found[0] if found else None
+
+    def find(self, key: str) -> list[StoredDocument]:
+        """Return documents whose path key or stem matches ``key``, exact path first."""
+        if "/" in key:
+            condition = "path_key = ? OR path_key LIKE ? ESCAPE '\\'"
+            params = [key, "%/" + escape_like(key)]
+        else:
+            condition, params = "path_key = ? OR name_key = ?", [key, key]
+        return self._documents(
+            "finding notes",
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE {condition}"
+            " ORDER BY path_key = ? DESC, length(path), path",
+            (*params, key),
+        )
+
+    def chunks_of(self, document_id: int) -> list[StoredChunk]:
+        """Return a document's chunks in order."""
+        with self._sql.reading("reading chunks") as run:
+            sql = _CHUNKS.format(columns=self._chunk_columns)
+            rows = run.rows(sql + " WHERE c.document_id = ? ORDER BY c.position", (document_id,))
+            return chunks_from_rows(rows)
+
+    def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
+        """Return the chunks with these ids (those that still exist), in the order given, from
+        one read (a statement per 500 ids on SQLite)."""
+        with self._sql.reading("reading chunks") as run:
+            sql = _CHUNKS.format(columns=self._chunk_columns) + " WHERE c.id {in}"
+            rows = run.rows_in(sql, [int(i) for i in chunk_ids])
+            found = {chunk.chunk_id: chunk for chunk in chunks_from_rows(rows)}
+            return [found[i] for i in chunk_ids if i in found]
+
+    def chunk_owners(self, chunk_ids: Sequence[int]) -> dict[int, tuple[int, float]]:
+        """Return chunk id → (document id, human-relevance prior) for the chunks that still
+        exist."""
+        with self._sql.reading("reading chunks") as run:
+            sql = _CHUNKS.format(columns="c.id, c.document_id, d.human_relevance_score")
+            rows = run.rows_in(sql + " WHERE c.id {in}", [int(i) for i in chunk_ids])
+            return {row[0]: (row[1], row[2]) for row in rows}
+
+    def chunk_ids_matching(self, where: Where) -> Sequence[int]:
+        """Return the ids of the chunks whose document passes the filter, by id.
+
+        The sequence may be shared with later calls (a backend may keep it while the store is
+        unchanged): read it, never change it.
+        """
+        filter_sql, params = self._where_sql(where)
+        with self._sql.reading("filtering") as run:
+            sql = _CHUNKS.format(columns="c.id") + f" WHERE 1 = 1{filter_sql} ORDER BY c.id"
+            return [row[0] for row in run.rows(sql, params)]
+
+    def texts(self, document_ids: Sequence[int]) -> dict[int, str]:
+        """Return id → whole text of the documents stored with one (a collection's)."""
+        if not self._has_texts:
+            return {}
+        with self._sql.reading("reading document texts") as run:
+            sql = "SELECT document_id, text FROM document_texts WHERE document_id {in}"
+            return {row[0]: row[1] for row in run.rows_in(sql, [int(i) for i in document_ids])}
+
+    def field_texts(
+        self,
+        key: str,
+        value: str,
+        *,
+        before: int | None = None,
+        after: int | None = None,
+        limit: int,
+    ) -> list[tuple[int, str]]:
+        """Return (id, whole text) of the documents whose metadata ``key`` is the string
+        ``value`` (a list holding it is none), stored with their text, oldest first: the
+        ``limit`` first with ids after ``after`` when it is given, else the ``limit`` last
+        before ``before`` (None: before any new one)."""
+        if not self._has_texts:
+            return []
+        last = after is None
+        is_text, path = self._sql.json_text("d.frontmatter", key)
+        with self._sql.reading("reading document texts") as run:
+            rows = run.rows(
+                "SELECT f.document_id, t.text FROM fields f"
+                " JOIN documents d ON d.id = f.document_id"
+                " JOIN document_texts t ON t.document_id = f.document_id"
+                f" WHERE f.key = ? AND f.kind = 'text' AND f.{self._sql.field_text} = ?"
+                f" AND {is_text} AND f.document_id > ? AND f.document_id < ?"
+                f" ORDER BY f.document_id{' DESC' if last else ''} LIMIT ?",
+                (
+                    key,
+                    value,
+                    path,
+                    after or 0,
+                    AFTER_EVERY_KEY if before is None else before,
+                    limit,
+                ),
+            )
+            return rows[::-1] if last else rows
+
+    def has_shared_value(self, key: str) -> bool:
+        """True if two documents or more have the same string as metadata ``key`` (or one
+        held in a list, which errs towards True)."""
+        with self._sql.reading("reading documents") as run:
+            column = self._sql.field_text
+            row = run.one(
+                "SELECT 1 FROM fields WHERE key = ? AND kind = 'text'"
+                f" GROUP BY {column} HAVING count(*) > 1 LIMIT 1",
+                (key,),
+            )
+            return row is not None
+
+    def links(
+        self, *, sources: Sequence[int] | None = None, targets: Sequence[str] | None = None
+    ) -> list[tuple[int, LinkRecord]]:
+        """Return (source document id, link) for the links written in the documents
+        ``sources``, or for those whose target key is one of ``targets``, by source and
+        position."""
+        column, values = ("document_id", sources) if targets is None else ("target_key", targets)
+        with self._sql.reading("reading links") as run:
+            rows = run.rows_in(
+                f"SELECT document_id, {LINK_COLUMNS} FROM links WHERE {column} {{in}}",
+                list(values or ()),
+            )
+            rows.sort(key=lambda row: (row[0], row[-1]))  # by document, then position
+            return [(row[0], LinkRecord(*row[1:])) for row in rows]
+
+    def tags_of(self, document_id: int) -> list[str]:
+        """Return a document's tags, sorted."""
+        with self._sql.reading("reading tags") as run:
+            rows = run.rows(
+                "SELECT tag FROM tags WHERE document_id = ? ORDER BY tag", (document_id,)
+            )
+            return [row[0] for row in rows]
+
+    def sharing_tags(self, document_id: int, limit: int) -> list[tuple[int, list[str]]]:
+        """Return (document id, shared tags) for others sharing tags, most shared first."""
+        with self._sql.reading("reading shared tags") as run:
+            rows = run.rows(
+                f"SELECT o.document_id, {self._sql.text_list('o.tag')} FROM tags t"
+                " JOIN tags o ON o.tag = t.tag AND o.document_id != t.document_id"
+                " WHERE t.document_id = ? GROUP BY o.document_id"
+                " ORDER BY count(*) DESC, o.document_id LIMIT ?",
+                (document_id, limit),
+            )
+            return [(row[0], sorted(json.loads(row[1]))) for row in rows]
+
+    def tag_counts(self) -> list[tuple[str, int]]:
+        """Return (tag, number of documents) for every tag, most used first, then by name."""
+        with self._sql.reading("counting tags") as run:
+            rows = run.rows("SELECT tag, count(*) AS n FROM tags GROUP BY tag ORDER BY n DESC, tag")
+            return [(row[0], row[1]) for row in rows]
+
+    def with_tag(self, tag: str) -> list[StoredDocument]:
+        """Return the documents tagged ``tag`` or a tag nested under it (``tag/...``), by path."""
+        return self._documents(
+            "finding tagged notes",
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents d WHERE EXISTS (SELECT 1 FROM tags t"
+            " WHERE t.document_id = d.id AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
+            " ORDER BY d.path",
+            (tag, escape_like(tag) + "/%"),
+        )
+
+    def in_folder(self, folder: str) -> list[StoredDocument]:
+        """Return the documents directly in ``folder`` ("" for the root, no trailing /), by path."""
+        prefix = f"{folder}/" if folder else ""
+        return self._documents(
+            "listing a folder",
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE path LIKE ? ESCAPE '\\'"
+            f" AND {self._sql.instr}(substr(path, ?), '/') = 0 ORDER BY path",
+            (escape_like(prefix) + "%", len(prefix) + 1),
+        )
+
+    def after_path(self, after: str, limit: int) -> list[StoredDocument]:
+        """Return up to ``limit`` documents whose paths sort after ``after``, by path (a page
+        of a listing that stays in step when documents are added or removed between pages)."""
+        return self._documents(
+            "listing notes",
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE path > ? ORDER BY path LIMIT ?",
+            (after, limit),
+        )

@@ -1,0 +1,201 @@
+"""Agent memories (`vrom.store.MemoryStore`), written once over a `Dialect`.
+
+Each memory has an integer ``key`` besides its id, which its vector is stored under, so memory
+vectors are searched by the same vector indexes as chunk vectors; a changed title or content
+drops the vector. A backend adds only its keyword index (`SqlMemories._search_value`,
+`SqlMemories._indexed`, `keyword_search`) and how a dropped vector is counted
+(`SqlMemories._dropped`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from vrom.store.filter_sql import FilterDialect, memory_filter_sql
+from vrom.store.records import (
+    KeywordQuery,
+    MemoryCounts,
+    MemoryFilter,
+    MemoryKeywordRow,
+    MemoryRecord,
+)
+from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
+from vrom.store.sql_dialect import AFTER_EVERY_KEY, Dialect, Statements
+from vrom.store.storable import check_memory
+
+if TYPE_CHECKING:
+    from vrom.store.roles import MemoryVectors
+
+_WRITE_COLUMNS = (
+    "created_unix, updated_unix, project, type, title, content, tags, related, source, status,"
+    " superseded_by"
+)
+
+
+class SqlMemories:
+    """Agent memories: rows, their keyword index, and their vectors (``vectors``): the memories
+    role of a store, over its dialect; a backend adds its keyword index."""
+
+    filters: ClassVar[FilterDialect]
+    """The backend's dialect of filter SQL (`vrom.store.filter_sql`)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._sql = dialect
+
+    @property
+    def vectors(self) -> MemoryVectors:
+        """The memories' vectors."""
+        raise NotImplementedError
+
+    # -- what a backend adds ---------------------------------------------------------------
+
+    def _search_value(self, memory: MemoryRecord) -> tuple[str, list[Any]] | None:
+        """Return the SQL (and parameters) of the memory's ``search`` column, if it has one."""
+        return None
+
+    def _indexed(self, run: Statements, memory: MemoryRecord, replaced: bool) -> None:
+        """Index a memory just written (``replaced``: it held an older text)."""
+
+    def _dropped(self, run: Statements, key: int) -> None:
+        """Count the vector of memory ``key`` removed (the vector indexes catch up)."""
+
+    def keyword_search(
+        self, query: KeywordQuery, limit: int, where: MemoryFilter
+    ) -> builtins.list[MemoryKeywordRow]:
+        """Return up to ``limit`` memories matching the query and filter, best first."""
+        raise NotImplementedError
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def put(self, memory: MemoryRecord) -> None:
+        """Add a memory, or replace the one with its id (whose vector goes if its text changed)."""
+        check_memory(memory)
+        values: list[Any] = [
+            memory.created_unix,
+            memory.updated_unix,
+            memory.project,
+            memory.type,
+            memory.title,
+            memory.content,
+            json.dumps(list(memory.tags), ensure_ascii=False),
+            json.dumps(list(memory.related), ensure_ascii=False),
+            memory.source,
+            memory.status,
+            memory.superseded_by,
+        ]
+        search = self._search_value(memory)
+        columns, marks = _WRITE_COLUMNS, ", ".join("?" * len(values))
+        if search is not None:
+            columns, marks = f"{columns}, search", f"{marks}, {search[0]}"
+            values += search[1]
+        with self._sql.writing("writing a memory") as run:
+            old = run.one("SELECT key, title, content FROM memories WHERE id = ?", (memory.id,))
+            if old is None:
+                run.run(
+                    f"INSERT INTO memories(id, key, {columns}) VALUES"
+                    f" (?, (SELECT coalesce(max(key), 0) + 1 FROM memories), {marks})",
+                    (memory.id, *values),
+                )
+            else:
+                run.run(
+                    f"UPDATE memories SET ({columns}) = ({marks}) WHERE id = ?",
+                    (*values, memory.id),
+                )
+                if (old[1], old[2]) != (memory.title, memory.content) and run.run(
+                    "DELETE FROM memory_vectors WHERE key = ?", (old[0],)
+                ):
+                    self._dropped(run, old[0])
+            self._indexed(run, memory, old is not None)
+
+    def set_status(
+        self, memory_id: str, status: str, superseded_by: str | None, updated_unix: float
+    ) -> bool:
+        """Set a memory's status (and successor); False when no memory has that id."""
+        with self._sql.writing("changing a memory's status") as run:
+            return (
+                run.run(
+                    "UPDATE memories SET status = ?, superseded_by = ?, updated_unix = ?"
+                    " WHERE id = ?",
+                    (status, superseded_by, updated_unix, memory_id),
+                )
+                > 0
+            )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, memory_id: str) -> MemoryRecord | None:
+        """Return a memory by id, or None."""
+        with self._sql.reading("reading a memory") as run:
+            row = run.one(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,))
+            return None if row is None else memory_from_row(row)
+
+    def by_keys(self, keys: Sequence[int]) -> dict[int, MemoryRecord]:
+        """Return the memories with these integer keys (those that still exist), by key."""
+        with self._sql.reading("reading memories") as run:
+            rows = run.rows_in(
+                f"SELECT m.key, {MEMORY_COLUMNS} FROM memories m WHERE m.key {{in}}",
+                [int(key) for key in keys],
+            )
+            return {row[0]: memory_from_row(row[1:]) for row in rows}
+
+    def newest_key(self) -> int:
+        """Return the largest integer key (0 without memories): keys only grow, and memories
+        are never deleted, so it moves exactly when a memory is added."""
+        with self._sql.reading("reading memories") as run:
+            return int(run.scalar("SELECT coalesce(max(key), 0) FROM memories") or 0)
+
+    def keys_matching(self, where: MemoryFilter) -> builtins.list[int]:
+        """Return the integer keys of the memories passing the filter, by key."""
+        filter_sql, params = memory_filter_sql(where, self.filters)
+        with self._sql.reading("filtering memories") as run:
+            rows = run.rows(
+                f"SELECT m.key FROM memories m WHERE 1 = 1{filter_sql} ORDER BY m.key", params
+            )
+            return [row[0] for row in rows]
+
+    def preceding(
+        self, source: str, memory_id: str | None, count: int
+    ) -> builtins.list[MemoryRecord]:
+        """Return the last ``count`` memories from ``source`` stored before memory
+        ``memory_id`` (before any new one: None, or an id not stored), oldest first."""
+        with self._sql.reading("reading memories") as run:
+            rows = run.rows(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.source = ?"
+                " AND m.key < coalesce((SELECT key FROM memories WHERE id = ?), ?)"
+                " ORDER BY m.key DESC LIMIT ?",
+                (source, memory_id, AFTER_EVERY_KEY, count),
+            )
+            return [memory_from_row(row) for row in rows][::-1]
+
+    def list(self, where: MemoryFilter, limit: int) -> builtins.list[MemoryRecord]:
+        """Return up to ``limit`` memories passing the filter, newest first."""
+        filter_sql, params = memory_filter_sql(where, self.filters)
+        with self._sql.reading("listing memories") as run:
+            rows = run.rows(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE 1 = 1{filter_sql}"
+                " ORDER BY m.created_unix DESC, m.id DESC LIMIT ?",
+                [*params, limit],
+            )
+            return [memory_from_row(row) for row in rows]
+
+    def counts(self) -> MemoryCounts:
+        """Return how many memories there are, by status, type and project."""
+        with self._sql.snapshot("counting memories") as run:
+
+            def grouped(column: str) -> dict[str, int]:
+                rows = run.rows(
+                    f"SELECT {column}, count(*) FROM memories WHERE {column} IS NOT NULL"
+                    f" GROUP BY {column} ORDER BY count(*) DESC, {column}"
+                )
+                return {row[0]: row[1] for row in rows}
+
+            return MemoryCounts(
+                total=int(run.scalar("SELECT count(*) FROM memories")),
+                by_status=grouped("status"),
+                by_type=grouped("type"),
+                by_project=grouped("project"),
+                embedded=int(run.scalar("SELECT count(*) FROM memory_vectors")),
+            )

@@ -1,0 +1,202 @@
+"""The reads of the vector roles (`vrom.store.VectorStore`, `vrom.store.MemoryVectors`),
+written once over a `Dialect`: one table of (integer key, bytes) per kind, with a generation in
+``meta`` and a numbered change log.
+
+Chunk vectors are keyed by chunk id and go with their chunk; memory vectors are keyed by each
+memory's integer key and go with their memory. A vector index (a cache, rebuildable from these
+rows) catches up by replaying the change log, pruned once replaying would cost more than a
+rebuild. A backend adds how vectors are written and numbered (SQLite: triggers; PostgreSQL: a
+counter under its write lock, and a pgvector copy of each vector it searches itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from vrom.store.records import MemoryRecord, StoredChunk, VectorChanges
+from vrom.store.rows import CHUNK_COLUMNS, MEMORY_COLUMNS, chunks_from_rows, memory_from_row
+from vrom.store.sql_dialect import Dialect, Statements
+
+VECTOR_CHANGES_KEPT = 10_000
+"""A change log keeps at least this many entries (more when there are more vectors)."""
+
+
+@dataclass(frozen=True)
+class VectorTables:
+    """Where one kind of vectors lives."""
+
+    vectors: str  # (key column, data, ...)
+    key: str
+    changes: str  # (seq, key)
+    generation_meta: str
+    change_meta: str  # the latest change number (PostgreSQL; SQLite's is its sequence)
+    dims_meta: str  # the vectors' dimensions (PostgreSQL)
+    index: str  # the HNSW index (PostgreSQL)
+    largest_owner_sql: str  # an upper bound on the number of vectors, from one index lookup
+
+
+CHUNK_VECTORS = VectorTables(
+    "vectors",
+    "chunk_id",
+    "vector_changes",
+    "vector_generation",
+    "vector_change_number",
+    "vector_dims",
+    "vectors_hnsw",
+    "SELECT max(id) FROM chunks",
+)
+MEMORY_VECTORS = VectorTables(
+    "memory_vectors",
+    "key",
+    "memory_vector_changes",
+    "memory_vector_generation",
+    "memory_vector_change_number",
+    "memory_vector_dims",
+    "memory_vectors_hnsw",
+    "SELECT max(key) FROM memories",
+)
+
+
+class SqlVectors:
+    """The reads shared by chunk and memory vectors; a backend adds `latest_change`."""
+
+    change_key: ClassVar[str | None] = None
+    """The change log's key column (None: the vectors' own key column's name)."""
+
+    def __init__(self, dialect: Dialect, tables: VectorTables) -> None:
+        self._sql = dialect
+        self._t = tables
+
+    def latest_change(self, run: Statements) -> int:
+        """Return the number of the latest vector change, read with ``run``."""
+        raise NotImplementedError
+
+    def encoding(self) -> str:
+        """Return how the vectors are encoded: ``float32`` or ``int8``."""
+        return "float32"
+
+    def rows(self) -> list[tuple[int, bytes]]:
+        """Return (key, vector bytes) for every vector, by key."""
+        t = self._t
+        with self._sql.reading("reading vectors") as run:
+            rows = run.rows(f"SELECT {t.key}, data FROM {t.vectors} ORDER BY {t.key}")
+            return [(row[0], bytes(row[1])) for row in rows]
+
+    def of(self, keys: Sequence[int]) -> dict[int, bytes]:
+        """Return the vector bytes of these keys, where they exist."""
+        t = self._t
+        with self._sql.reading("reading vectors") as run:
+            sql = f"SELECT {t.key}, data FROM {t.vectors} WHERE {t.key} {{in}}"
+            return {row[0]: bytes(row[1]) for row in run.rows_in(sql, [int(k) for k in keys])}
+
+    def count(self) -> int:
+        """Return how many vectors there are."""
+        with self._sql.reading("counting vectors") as run:
+            return int(run.scalar(f"SELECT count(*) FROM {self._t.vectors}"))
+
+    def generation(self) -> int:
+        """Return a number that changes whenever any vector is added or removed."""
+        with self._sql.reading("reading meta") as run:
+            value = run.scalar("SELECT value FROM meta WHERE key = ?", (self._t.generation_meta,))
+            return int(value or 0)
+
+    def change_number(self) -> int:
+        """Return the number of the latest vector change (0 before any)."""
+        with self._sql.reading("reading vector changes") as run:
+            return self.latest_change(run)
+
+    def changes(self, after: int) -> VectorChanges | None:
+        """Return the keys whose vector changed after ``after``; None if that is forgotten."""
+        t = self._t
+        with self._sql.snapshot("reading vector changes") as run:
+            latest = self.latest_change(run)
+            if after >= latest:
+                return VectorChanges(latest, ())
+            oldest = run.scalar(f"SELECT min(seq) FROM {t.changes}")
+            if oldest is None or oldest > after + 1:
+                return None
+            key = self.change_key or t.key
+            rows = run.rows(
+                f"SELECT DISTINCT {key} FROM {t.changes} WHERE seq > ? AND seq <= ? ORDER BY {key}",
+                (after, latest),
+            )
+            return VectorChanges(latest, tuple(row[0] for row in rows))
+
+
+class SqlChunkVectors(SqlVectors):
+    """The chunks' vectors' reads (`vrom.store.VectorStore`)."""
+
+    def __init__(self, dialect: Dialect, chunk_columns: str = CHUNK_COLUMNS) -> None:
+        super().__init__(dialect, CHUNK_VECTORS)
+        self._chunk_columns = chunk_columns
+
+    def missing(self, limit: int, after: int = 0) -> list[StoredChunk]:
+        """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
+        with self._sql.reading("reading chunks to embed") as run:
+            rows = run.rows(
+                f"SELECT {self._chunk_columns} FROM chunks c"
+                " JOIN documents d ON d.id = c.document_id WHERE c.id > ? AND NOT EXISTS"
+                " (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id AND v.chunk_id > ?)"
+                " ORDER BY c.id LIMIT ?",  # "> ?" twice: else the anti join reads every vector
+                (after, after, limit),
+            )
+            return chunks_from_rows(rows)
+
+    def for_inputs(self, input_hashes: Sequence[str]) -> dict[str, bytes]:
+        """Return a stored vector (the first chunk's) for each of these embedded-input hashes
+        that has one."""
+        with self._sql.reading("reading vectors") as run:
+            return self.found(run, list(dict.fromkeys(input_hashes)))
+
+    def found(self, run: Statements, input_hashes: Sequence[str]) -> dict[str, bytes]:
+        """Return `for_inputs`, read with ``run``."""
+        rows = run.rows_in(
+            "SELECT input_hash, data, chunk_id FROM vectors WHERE input_hash {in}", input_hashes
+        )
+        rows.sort(key=lambda row: -row[2])  # the first chunk's last: it is the one kept
+        return {row[0]: bytes(row[1]) for row in rows}
+
+    def has_any(self) -> bool:
+        """Return True when at least one chunk has a vector."""
+        with self._sql.reading("reading vectors") as run:
+            return bool(run.scalar("SELECT EXISTS (SELECT 1 FROM vectors)"))
+
+    def document_ids(self) -> list[tuple[int, int]]:
+        """Return (chunk id, document id) for every chunk that has a vector, by chunk id."""
+        with self._sql.reading("reading chunks") as run:
+            rows = run.rows(
+                "SELECT c.id, c.document_id FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+                " ORDER BY c.id"
+            )
+            return [(row[0], row[1]) for row in rows]
+
+    def by_input_of(self, run: Statements, document_id: int | None) -> dict[str, bytes]:
+        """Return the vectors a document holds now, by the hash of their embedded input
+        (inside the writer's transaction, before the document is rewritten)."""
+        if document_id is None:
+            return {}
+        rows = run.rows(
+            "SELECT v.input_hash, v.data FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+            " WHERE c.document_id = ? AND v.input_hash IS NOT NULL",
+            (document_id,),
+        )
+        return {row[0]: bytes(row[1]) for row in rows}
+
+
+class SqlMemoryVectors(SqlVectors):
+    """The memories' vectors' reads (`vrom.store.MemoryVectors`), keyed by memory key."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        super().__init__(dialect, MEMORY_VECTORS)
+
+    def missing(self, limit: int, after: str = "") -> list[MemoryRecord]:
+        """Return up to ``limit`` memories with ids above ``after`` that have no vector, by id."""
+        with self._sql.reading("reading memories to embed") as run:
+            rows = run.rows(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id > ? AND NOT EXISTS"
+                " (SELECT 1 FROM memory_vectors v WHERE v.key = m.key) ORDER BY m.id LIMIT ?",
+                (after, limit),
+            )
+            return [memory_from_row(row) for row in rows]
