@@ -156,7 +156,7 @@ def test_the_copy_ranks_exactly_as_fts5(indexed: tuple[Path, Path]) -> None:
     try:
         index = KeywordIndex(store.documents.keyword_postings())
         queries = _queries(random.Random(11), 150)
-        wheres = [None, parse_where({"path": "Projects"}), parse_where({"tag": "beta"})]
+        wheres = [None, parse_where(None, path="Projects"), parse_where(None, tags="beta")]
         answered = _compare(store, index, queries, wheres)
     finally:
         store.close()

@@ -57,6 +57,7 @@ LAYERS = {
     # user-facing embedder constructors (an OpenAI key); test_settings_once_... checks it
     "settings": BASE,
     "dates": BASE,
+    "filters": BASE,  # the one filter grammar: the stores compile it, every face parses it
     "bounded_json": BASE,  # the one bounded parser of a peer's JSON (MCP messages, registries)
 }
 

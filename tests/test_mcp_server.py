@@ -112,7 +112,7 @@ def test_search_context_and_stats(state: ServerState) -> None:
         assert first["content_hash"] and first["heading_path"] == "Atlas"
         keyword = _data(
             await client.call_tool(
-                "vault_search", {"query": "switch", "mode": "keyword", "where": {"tags": "project"}}
+                "vault_search", {"query": "switch", "mode": "keyword", "tags": ["project"]}
             )
         )
         assert {h["path"] for h in keyword["results"]} == {

@@ -537,7 +537,7 @@ def test_memories_past_the_threshold_are_recalled_through_an_hnsw_graph(
 
 
 def _vector_of(store: Store, memory_id: str) -> bytes:
-    keys = store.memories.keys_matching(MemoryFilter(status=None))
+    keys = store.memories.keys_matching(MemoryFilter())
     key = next(key for key, m in store.memories.by_keys(keys).items() if m.id == memory_id)
     return store.memories.vectors.of([key])[key]
 

@@ -81,7 +81,7 @@ def _paths(vault: Vault, query: str, where: dict[str, Any], mode: str = "keyword
 def test_a_deprecated_concept_ranks_below_a_current_one_with_the_same_text(
     vault: Vault, mode: str
 ) -> None:
-    hits = vault.search("gross margin revenue", k=2, mode=mode, where={"path": "metrics/"})
+    hits = vault.search("gross margin revenue", k=2, mode=mode, path="metrics/")
     assert [hit.path for hit in hits] == ["metrics/b-current.md", "metrics/a-legacy.md"]
     current, legacy = hits
     assert (current.human_relevance_score, legacy.human_relevance_score) == (0.5, 0.25)

@@ -116,8 +116,7 @@ def test_a_vault_on_postgres_answers_as_on_sqlite(twin_vaults: tuple[Vault, Vaul
                 assert _by_score(mine) == _by_score(theirs), "equal scores may come in any order"
             else:  # two ranking functions: the same best hit, with the same provenance
                 assert mine and _provenance(mine[0]) == _provenance(theirs[0]), (query, mode)
-    where = {"tags": ["finance"]}
-    assert {h.path for h in on_postgres.search("the", mode="vector", k=5, where=where)} == {
+    assert {h.path for h in on_postgres.search("the", mode="vector", k=5, tags=["finance"])} == {
         "Taxes.md",
         "Budget.md",
     }

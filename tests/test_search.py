@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vrom import ValidationError, Vault
+from vrom.filters import AllOf
 from vrom.results import changed_hit
 from vrom.search.excerpt import EXCERPT_CHARS, excerpt
 from vrom.search.query import parse_query, parse_where
@@ -86,17 +87,15 @@ def test_cjk_words_are_found_inside_sentences(vault: Vault) -> None:
 
 
 def test_where_filters(vault: Vault) -> None:
-    assert {h.path for h in vault.search("maps", where={"tags": "project"})} == {
+    assert {h.path for h in vault.search("maps", tags="project")} == {
         "projects/Atlas.md",
         "projects/Beacon.md",
     }
-    assert [h.path for h in vault.search("maps", where={"tag": "project/atlas"})] == [
-        "projects/Atlas.md"
-    ]
+    assert [h.path for h in vault.search("maps", tags=["project/atlas"])] == ["projects/Atlas.md"]
     assert [h.path for h in vault.search("maps", where={"status": "paused"})] == [
         "projects/Beacon.md"
     ]
-    assert vault.search("gardening", where={"path": "projects/"}) == []
+    assert vault.search("gardening", path="projects/") == []
     assert [h.path for h in vault.search("maps", where={"status": {"$in": ["paused", "x"]}})] == [
         "projects/Beacon.md"
     ]
@@ -107,7 +106,7 @@ def test_where_filters(vault: Vault) -> None:
         with pytest.raises(ValidationError):
             vault.search("maps", where={"status": bad})
     with pytest.raises(ValidationError):
-        vault.search("maps", where={"path": ""})
+        vault.search("maps", path="")
 
 
 @pytest.mark.parametrize("k", [0, -1, 1001, 2.5, "3", True])
@@ -221,10 +220,10 @@ def test_a_changed_hit_is_what_dataclasses_replace_gives(vault: Vault) -> None:
 
 
 def test_parse_where_shapes() -> None:
-    where = parse_where({"path": "./notes/", "tags": ["#A", "b"], "n": 3, "ok": True})
+    where = parse_where({"n": 3, "ok": True}, path="./notes/", tags=["#A", "b"])
     assert where is not None
     assert where.path_prefix == "notes/" and where.tags == ("a", "b")
-    assert where.conditions == (Condition("n", "eq", 3), Condition("ok", "eq", True))
+    assert where.conditions == (AllOf((Condition("n", "eq", 3), Condition("ok", "eq", True))),)
     assert parse_where(None) is None and parse_where({}) is None
 
 

@@ -13,7 +13,9 @@ from postgres_server import StoreSpot
 from store_records import note_record
 
 from vrom.errors import ValidationError
+from vrom.filters import AllOf, Instant, parse_filter
 from vrom.store import (
+    MEMORY_FIELDS,
     ChunkRecord,
     Condition,
     DocumentWrite,
@@ -150,16 +152,18 @@ def test_where_reaches_nested_fields_lists_and_dates(store: Store) -> None:
     assert paths(Condition("missing", "ne", "x")) == ["a.md", "b.md"], "a missing field passes"
     assert paths(Condition("big", "eq", 2**62 + 1)) == ["a.md"], "64-bit integers stay exact"
     # 12:00+02:00 is 10:00 UTC: after midnight UTC of the same day, before noon UTC
-    assert paths(Condition("generated.at", "gt", "2026-03-01T00:00:00+00:00")) == ["a.md"]
-    assert paths(Condition("generated.at", "lt", "2026-03-01T11:00:00+00:00")) == [
+    assert paths(Condition("generated.at", "gt", Instant.of("2026-03-01T00:00:00+00:00"))) == [
+        "a.md"
+    ]
+    assert paths(Condition("generated.at", "lt", Instant.of("2026-03-01T11:00:00+00:00"))) == [
         "a.md",
         "b.md",
     ]
-    assert paths(Condition("generated.at", "gte", "2026-03-01T00:00:00+00:00")) == [
+    assert paths(Condition("generated.at", "gte", Instant.of("2026-03-01T00:00:00+00:00"))) == [
         "a.md",
         "b.md",
     ]
-    assert paths(Condition("generated.by", "gt", "2026-01-01T00:00:00+00:00")) == [], (
+    assert paths(Condition("generated.by", "gt", Instant.of("2026-01-01T00:00:00+00:00"))) == [], (
         "text that is no date is never compared as one"
     )
     assert paths(Condition("we'ird\"; --", "eq", "x")) == []
@@ -482,7 +486,12 @@ def test_memories_are_written_searched_and_counted(store: Store) -> None:
         "m1", "Deploys", "go through CI", tags=("ops",), project="p"
     )
     assert [m.id for m in memories.list(MemoryFilter(), 10)] == ["m2", "m1"]
-    assert [m.id for m in memories.list(MemoryFilter(project="p"), 10)] == ["m1"]
+    assert [
+        m.id
+        for m in memories.list(
+            MemoryFilter(parse_filter({"project": "p"}, fields=MEMORY_FIELDS)), 10
+        )
+    ] == ["m1"]
     found = memories.keyword_search(KeywordQuery(terms=("ops",)), 10, MemoryFilter())
     assert [row.memory.id for row in found] == ["m1"], "tags are searched"
     found = memories.keyword_search(KeywordQuery(terms=("東京",)), 10, MemoryFilter())
@@ -490,9 +499,21 @@ def test_memories_are_written_searched_and_counted(store: Store) -> None:
     keys = memories.keys_matching(MemoryFilter())
     assert sorted(memories.by_keys(keys)) == keys and len(keys) == 2
     assert memories.newest_key() == max(keys), "the newest memory's key"
-    assert memories.keys_matching(MemoryFilter(since=1.0, until=1.0)) == keys, "both ends in"
-    assert memories.keys_matching(MemoryFilter(since=1.5)) == []
-    assert memories.keys_matching(MemoryFilter(until=0.5)) == []
+    assert (
+        memories.keys_matching(
+            MemoryFilter(
+                AllOf(
+                    (
+                        Condition("created", "gte", Instant(1.0)),
+                        Condition("created", "lte", Instant(1.0)),
+                    )
+                )
+            )
+        )
+        == keys
+    ), "both ends in"
+    assert memories.keys_matching(MemoryFilter(Condition("created", "gte", Instant(1.5)))) == []
+    assert memories.keys_matching(MemoryFilter(Condition("created", "lte", Instant(0.5)))) == []
     memories.vectors.put([("m1", _unit(1, 0)), ("gone", _unit(0, 1))])
     assert memories.vectors.count() == 1
     assert [m.id for m in memories.vectors.missing(10)] == ["m2"]

@@ -16,6 +16,7 @@ import pytest
 from postgres_server import StoreSpot
 from store_records import note_record
 
+from vrom.filters import Instant
 from vrom.store import (
     ChunkRecord,
     Condition,
@@ -140,7 +141,7 @@ def test_put_many_writes_what_put_writes_note_by_note(stores: tuple[Store, Store
             Condition("status", "eq", "active"),
             Condition("n.k", "gte", 2),
             Condition("n.on", "eq", True),
-            Condition("due", "lt", "2026-05-01T00:00:00Z"),
+            Condition("due", "lt", Instant.of("2026-05-01T00:00:00Z")),
             Condition("score", "gt", 0.5),
         ):
             where = Where(conditions=(condition,))

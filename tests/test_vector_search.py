@@ -102,9 +102,9 @@ def test_hybrid_fuses_both_rankings(vault: Vault) -> None:
 
 def test_filters_apply_inside_vector_and_hybrid_search(vault: Vault) -> None:
     for mode in ("vector", "hybrid"):
-        hits = vault.search("cat windowsill", mode=mode, k=5, where={"tags": "finance"})
+        hits = vault.search("cat windowsill", mode=mode, k=5, tags="finance")
         assert {h.path for h in hits} == {"Taxes.md", "Budget.md"}, mode
-        hits = vault.search("cat", mode=mode, k=5, where={"path": "work/"})
+        hits = vault.search("cat", mode=mode, k=5, path="work/")
         assert [h.path for h in hits] == ["work/Standup.md"], mode
 
 

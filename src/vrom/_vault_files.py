@@ -26,7 +26,14 @@ from typing import Any, TypeVar
 
 import yaml
 
-from vrom.errors import NotFoundError, StorageError, ValidationError, VromError, shown
+from vrom.errors import (
+    NotFoundError,
+    StorageError,
+    ValidationError,
+    VromError,
+    check_unicode,
+    shown,
+)
 from vrom.ingest.confine import IGNORED_DIRS, OUTSIDE, confine, is_inside
 from vrom.ingest.frontmatter import load_yaml, split_frontmatter
 from vrom.ingest.parse import is_utf8, shown_path
@@ -40,7 +47,6 @@ from vrom.results import (
     TagCount,
     WriteResult,
 )
-from vrom.search.query import check_unicode
 from vrom.store import Store
 
 WRITE_MODES = ("create", "overwrite", "append")

@@ -84,6 +84,25 @@ class PackError(VromError):
     """A knowledge pack or its registry is missing, unreachable, malformed or failed its check."""
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_unicode(text: str, what: str) -> str:
+    """Return ``text`` if it is valid Unicode, else raise `ValidationError` naming ``what``.
+
+    A lone surrogate (``\\udcff``) is what Python makes of bytes that are not UTF-8 in a
+    command-line argument or a file name; it cannot be stored, matched or embedded, so it is
+    refused where it comes in rather than failing deep inside SQLite or a tokenizer.
+    """
+    found = _LONE_SURROGATE.search(text)
+    if found is not None:
+        raise ValidationError(
+            f"{what} is not valid Unicode: it holds a lone surrogate ({found.group()!a} at"
+            f" character {found.start()}), as bytes that are not UTF-8 become; pass UTF-8 text"
+        )
+    return text
+
+
 def shown(value: object) -> str:
     """Return a rejected value as a message quotes it: its repr, cut to `SHOWN_CHARS`.
 

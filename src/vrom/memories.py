@@ -24,11 +24,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from vrom.corpus import Corpus
 from vrom.dates import parse_span
 from vrom.embed import Embedder, EmbedderBinding
-from vrom.errors import NotFoundError, ValidationError, shown
+from vrom.errors import NotFoundError, ValidationError, check_unicode, shown
+from vrom.filters import Condition, Instant, all_of, parse_filter
 from vrom.ingest.embedding import (
     MEMORY_ENCODING,
     MEMORY_FINGERPRINT_META_KEY,
@@ -39,8 +41,8 @@ from vrom.ingest.embedding import (
 )
 from vrom.search.fusion import MAX_K
 from vrom.search.keyword import check_k
-from vrom.search.query import check_query, check_unicode
-from vrom.store import MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
+from vrom.search.query import check_query
+from vrom.store import MEMORY_FIELDS, MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
 
 MEMORY_TYPES = ("note", "decision", "fact", "preference", "todo", "observation")
 """The documented memory types; any other lower-case word of up to 40 characters is allowed."""
@@ -223,20 +225,29 @@ def _status(value: object, allowed: tuple[str, ...]) -> str:
 
 
 def _memory_filter(
+    where: Mapping[str, Any] | None,
     project: str | None,
     type_: str | None,
     status: str,
     since: object = None,
     until: object = None,
 ) -> MemoryFilter:
+    """Return the filter `recall` and `list` read memories with: ``where`` (the one grammar over
+    `MEMORY_FIELDS`) and every keyword argument given, which are sugar for its fields."""
     _status(status, FILTER_STATUSES)
-    return MemoryFilter(
-        project=_optional_text("project", project, MAX_PROJECT_CHARS),
-        type=None if type_ is None else _type(type_),
-        status=None if status == ANY_STATUS else status,
-        since=None if since is None else _instant("since", since),
-        until=None if until is None else _instant("until", until, last=True),
-    )
+    tests: dict[str, Any] = {}
+    if project is not None:
+        tests["project"] = _optional_text("project", project, MAX_PROJECT_CHARS)
+    if type_ is not None:
+        tests["type"] = _type(type_)
+    if status != ANY_STATUS:
+        tests["status"] = status
+    sugar = [Condition(key, "eq", value) for key, value in tests.items()]
+    if since is not None:
+        sugar.append(Condition("created", "gte", Instant(_instant("since", since))))
+    if until is not None:
+        sugar.append(Condition("created", "lte", Instant(_instant("until", until, last=True))))
+    return MemoryFilter(all_of(parse_filter(where, fields=MEMORY_FIELDS), *sugar))
 
 
 def _instant(name: str, value: object, *, last: bool = False) -> float:
@@ -396,6 +407,7 @@ class Memories:
         until: object = None,
         mode: str | None = None,
         half_life_days: float | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> builtins.list[MemoryHit]:
         """Return the ``k`` memories that best match ``query``, best first.
 
@@ -403,6 +415,10 @@ class Memories:
         similarity fused (`vrom.search.fusion.fuse`) among the memories that pass the filters
         (exact, or an HNSW graph past the vault's threshold, as for chunks); without one: BM25
         alone.
+        ``where`` is a filter of the one grammar (docs/filters.md) over the fields
+        ``project``, ``type``, ``status``, ``source``, ``tags`` and the dates ``created`` (the
+        timestamp) and ``updated``: ``{"type": {"$in": ["decision", "fact"]}}``. The keyword
+        arguments are sugar for it, all holding with it:
         ``project`` and ``type`` must match exactly; ``status`` is one of the statuses or
         ``"any"``. ``since`` and ``until`` keep memories whose ``timestamp`` is at or after,
         and at or before, an instant (as ``timestamp`` in `remember`); a day, month or year
@@ -422,7 +438,7 @@ class Memories:
             raise ValidationError(
                 f"half_life_days must be a positive number, not {shown(half_life_days)}"
             )
-        where = _memory_filter(project, type, status, since, until)
+        where_filter = _memory_filter(where, project, type, status, since, until)
         return [
             MemoryHit(
                 _memory(record),
@@ -430,7 +446,9 @@ class Memories:
                 {name: round(value, 6) for name, value in parts.items()},
                 _score_kind(parts),
             )
-            for record, score, parts in self._corpus.recall(query, k, where, mode, half_life_days)
+            for record, score, parts in self._corpus.recall(
+                query, k, where_filter, mode, half_life_days
+            )
         ]
 
     def stats(self) -> MemoryStats:
@@ -450,12 +468,14 @@ class Memories:
         type: str | None = None,
         status: str = "active",
         limit: int = 50,
+        *,
+        where: Mapping[str, Any] | None = None,
     ) -> builtins.list[Memory]:
         """Return up to ``limit`` (1 to 1000) memories, newest first, filtered as in `recall`."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_K:
             raise ValidationError(f"limit must be an integer from 1 to {MAX_K}, not {shown(limit)}")
-        where = _memory_filter(project, type, status)
-        return [_memory(record) for record in self._store.memories.list(where, limit)]
+        where_filter = _memory_filter(where, project, type, status)
+        return [_memory(record) for record in self._store.memories.list(where_filter, limit)]
 
     # -- vectors ---------------------------------------------------------------------------
 

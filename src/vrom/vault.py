@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -49,6 +49,7 @@ from vrom.results import (
     changed_hit,
 )
 from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
+from vrom.search.query import parse_where
 from vrom.search.vector import HNSW_THRESHOLD
 from vrom.settings import VAULT_ENV, Settings
 from vrom.store import Location, is_server_url, mask_url, open_store
@@ -301,6 +302,8 @@ class Vault(VaultWrites):
         where: Mapping[str, Any] | None = None,
         mode: str | None = None,
         *,
+        path: str | None = None,
+        tags: str | Sequence[str] | None = None,
         expand_context: bool = False,
         context_window: int = 1,
         ef_search: int | None = None,
@@ -322,11 +325,12 @@ class Vault(VaultWrites):
         similarity, human relevance and text quality: the VaultLayer hybrid-search contract); by
         default hybrid when the store holds vectors of the configured embedder, else keyword.
 
-        ``where`` filters notes inside every retriever: ``{"path": "folder/", "tags":
-        ["project"], "status": "done"}`` (path prefix, required tags, frontmatter values). See
+        ``where`` filters frontmatter inside every retriever (docs/filters.md); ``path`` keeps
+        notes under a folder or path prefix, ``tags`` notes holding every tag given. See
         `vrom.search.query` for the keyword query syntax.
         """
-        hits = self.corpus.search(query, k, where, mode, per_document=per_note, ef_search=ef_search)
+        notes = parse_where(where, path=path, tags=tags)
+        hits = self.corpus.search(query, k, notes, mode, per_document=per_note, ef_search=ef_search)
         return self._finished(hits, expand_context, context_window)
 
     def search_report(
@@ -336,6 +340,8 @@ class Vault(VaultWrites):
         where: Mapping[str, Any] | None = None,
         mode: str | None = None,
         *,
+        path: str | None = None,
+        tags: str | Sequence[str] | None = None,
         expand_context: bool = False,
         context_window: int = 1,
         ef_search: int | None = None,
@@ -345,10 +351,11 @@ class Vault(VaultWrites):
 
         Where `search` refuses a mode by meaning that cannot run (no embedder, no vector
         yet), this searches by keyword and says why; it also counts the chunks with vectors.
-        ``per_note`` as for `search` (the CLI and MCP pass it unless asked for chunks).
+        ``per_note`` (the CLI's and MCP's default), ``where``, ``path``, ``tags`` as for `search`.
         """
+        notes = parse_where(where, path=path, tags=tags)
         report = self.corpus.search_report(
-            query, k, where, mode, per_document=per_note, ef_search=ef_search
+            query, k, notes, mode, per_document=per_note, ef_search=ef_search
         )
         hits = self._finished(list(report.results), expand_context, context_window)
         return dataclasses.replace(report, results=hits)
@@ -370,6 +377,8 @@ class Vault(VaultWrites):
         where: Mapping[str, Any] | None = None,
         *,
         mode: str | None = None,
+        path: str | None = None,
+        tags: str | Sequence[str] | None = None,
         expand_context: bool = False,
         context_window: int = 1,
         include_sources: bool = True,
@@ -387,7 +396,14 @@ class Vault(VaultWrites):
                 f"max_tokens must be an integer of at least 50, not {shown(max_tokens)}"
             )
         hits = self.search(
-            query, k, where, mode=mode, expand_context=expand_context, context_window=context_window
+            query,
+            k,
+            where,
+            mode=mode,
+            path=path,
+            tags=tags,
+            expand_context=expand_context,
+            context_window=context_window,
         )
         context = format_context(
             hits, max_tokens, include_sources, query, relative_cutoff=relative_cutoff

@@ -14,6 +14,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
+from vrom.cli.filter_option import add_where_option, parse_where_option
 from vrom.cli.global_options import add_global_options
 from vrom.cli.output import print_json, score_label, styler
 from vrom.cli.vault_options import where
@@ -74,6 +75,7 @@ def add_memory_command(
             default="active",
             help="only memories with this status (default: active)",
         )
+        add_where_option(sub, "project, type, status, source, tags, created, updated")
 
     sub = action("remember", "Store a new memory.")
     sub.add_argument("title", metavar="TITLE", help="one line, up to 200 characters")
@@ -182,10 +184,17 @@ def run_memory(
                 until=_when(args.until),
                 mode=args.mode,
                 half_life_days=args.half_life_days,
+                where=parse_where_option(args.where),
             )
             show = _format_hits
         case "list":
-            result = memories.list(args.project, args.type, args.status, args.limit)
+            result = memories.list(
+                args.project,
+                args.type,
+                args.status,
+                args.limit,
+                where=parse_where_option(args.where),
+            )
             show = _format_list
         case "get":
             result = memories.get(args.id)

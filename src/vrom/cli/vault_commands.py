@@ -8,12 +8,12 @@ Each parses its arguments, calls `vrom.Vault`, and prints the result as text
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from vrom.cli.background import embed_in_background
+from vrom.cli.filter_option import add_where_option, parse_where_option
 from vrom.cli.global_options import GLOBAL_OPTIONS, add_global_options, settings_of
 from vrom.cli.output import print_json, styler
 from vrom.cli.packs import search_pack
@@ -40,28 +40,6 @@ from vrom.settings import REGISTRY_URL_ENV
 from vrom.vault import Vault
 
 WARNINGS_SHOWN = 10
-
-
-def _parse_where(items: Sequence[str], path: str | None, tags: Sequence[str]) -> dict[str, Any]:
-    """Return the ``where`` mapping the ``--where``, ``--path`` and ``--tag`` flags ask for."""
-    where: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ValidationError(f"--where takes KEY=VALUE, not {item!r}")
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
-        where[key.strip()] = value if isinstance(value, (str, int, float, bool)) else raw
-    if path:
-        if "path" in where and where["path"] != path:
-            raise ValidationError("give the path prefix once: --path or --where path=..., not both")
-        where["path"] = path
-    if tags:
-        given = [where.pop(key) for key in ("tag", "tags") if key in where]
-        where["tags"] = [*given, *tags]
-    return where
 
 
 # -- commands --------------------------------------------------------------------------------
@@ -182,8 +160,8 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
         report = vault.search_report(
             args.query,
             k=args.k,
-            where=_where(args),
             mode=args.mode,
+            **_filters(args),
             expand_context=args.expand_context,
             context_window=args.context_window,
             ef_search=args.ef_search,
@@ -214,8 +192,9 @@ def _search(args: argparse.Namespace, out: TextIO) -> int:
     return search_pack(args, out)
 
 
-def _where(args: argparse.Namespace) -> dict[str, Any] | None:
-    return _parse_where(args.where, args.path, args.tag) or None
+def _filters(args: argparse.Namespace) -> dict[str, Any]:
+    """Return the ``where``, ``path`` and ``tags`` a search's flags ask for."""
+    return {"where": parse_where_option(args.where), "path": args.path, "tags": args.tag or None}
 
 
 # -- parser ----------------------------------------------------------------------------------
@@ -271,13 +250,7 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         )
 
     def filters(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--where",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="keep notes whose frontmatter KEY equals VALUE (repeatable)",
-        )
+        add_where_option(sub, "the notes' frontmatter")
         sub.add_argument("--path", help="keep notes under this folder or path prefix")
         sub.add_argument(
             "--tag",
@@ -402,8 +375,8 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
                 a.query,
                 max_tokens=a.max_tokens,
                 k=a.k,
-                where=_where(a),
                 mode=a.mode,
+                **_filters(a),
                 expand_context=a.expand_context,
                 context_window=a.context_window,
             ),

@@ -45,9 +45,10 @@ The `{name}` MCP server serves this vault; opencode names its tools `{name}_<too
 
 ## Find
 - `vault_search`: find notes by meaning and keywords. `query` takes words, a question,
-  `"an exact phrase"`, `-excluded`, `prefix*`; `where` filters (`{{"path": "Projects/",
-  "tags": ["project"], "status": "done"}}`); `mode` is hybrid (default), keyword, vector or
-  rerank. It returns `k` notes, each with its best chunk (`chunks: true` for the best chunks).
+  `"an exact phrase"`, `-excluded`, `prefix*`; `path` (a folder) and `tags` (all required)
+  narrow it, and `where` filters on frontmatter (`{{"status": "done", "year": {{"$gte":
+  2024}}}}`; operators `$ne $gt $gte $lt $lte $in $nin $contains $and $or`); `mode` is hybrid
+  (default), keyword, vector or rerank. It returns `k` notes, each with its best chunk (`chunks: true` for the best chunks).
   Every hit carries its note path, heading, chunk id and content hash: cite `path › heading`
   in answers. Use it first, before saying the notes do not cover something.
   A hit marked `stale` is past its note's `stale_after`: say so when you rely on it. A hit with

@@ -23,7 +23,7 @@ from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import NotRequired, TypedDict  # pydantic reads them on Python < 3.12
 
 from vrom._background_embedding import EmbeddingProgress
@@ -48,6 +48,20 @@ from vrom.server.bounds import Cut
 from vrom.server.watch import WatcherStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+FILTER_GRAMMAR = (
+    "a JSON object in the one filter grammar (Chroma's): {field: value} for equality (a list"
+    " field: it holds the value), {field: {op: value}} with $eq $ne $gt $gte $lt $lte (numbers,"
+    " or ISO 8601 dates compared as instants), $in $nin (a list), $contains (a list field"
+    " holds it), and {$and: [...]}, {$or: [...]}; several keys must all hold"
+)
+"""What every tool's filter argument takes (docs/filters.md is the long version)."""
+
+
+def where_argument(fields: str, example: str) -> Any:
+    """Return the ``Field`` of a tool's ``where`` argument over ``fields``."""
+    return Field(description=f"Filter on {fields}: {FILTER_GRAMMAR}. Example: {example}")
+
 
 READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 REWRITE = ToolAnnotations(

@@ -3,7 +3,7 @@
 (No ``from __future__ import annotations``: the SDK reads the tool functions' annotations.)
 """
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
@@ -16,6 +16,7 @@ from vrom.server.declared import (
     MemoryStatsReply,
     RecallReply,
     tool,
+    where_argument,
 )
 from vrom.server.state import ServerState
 from vrom.server.tools import call_on_vault
@@ -91,6 +92,13 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
             Literal["hybrid", "keyword", "vector"] | None,
             Field(description="hybrid (default with a model), keyword or vector"),
         ] = None,
+        where: Annotated[
+            dict[str, Any] | None,
+            where_argument(
+                "project, type, status, source, tags and the dates created and updated",
+                '{"type": {"$in": ["decision", "fact"]}, "created": {"$gte": "2026-01-01"}}',
+            ),
+        ] = None,
     ) -> RecallReply:
         """Recall memories by meaning and keywords, best first."""
         return await call_on_vault(
@@ -106,6 +114,7 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
                 until=until,
                 half_life_days=half_life_days,
                 mode=mode,
+                where=where,
             ),
         )
 

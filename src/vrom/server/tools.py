@@ -48,6 +48,7 @@ from vrom.server.declared import (
     TagsReply,
     WriteReply,
     tool,
+    where_argument,
 )
 from vrom.server.replies import (
     failure_reply,
@@ -173,10 +174,17 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         ] = 10,
         where: Annotated[
             dict[str, Any] | None,
-            Field(
-                description="Filter: {'path': 'Projects/', 'tags': ['a'], 'status': 'done', "
-                "'year': {'$gte': 2020}}"
+            where_argument(
+                "the notes' frontmatter",
+                '{"status": "done", "year": {"$gte": 2020}}',
             ),
+        ] = None,
+        path: Annotated[
+            str | None, Field(description="Only notes under this folder or path prefix")
+        ] = None,
+        tags: Annotated[
+            list[str] | None,
+            Field(description="Only notes holding every one of these tags (nested tags match)"),
         ] = None,
         expand_context: Annotated[
             bool, Field(description="Add each hit's neighbouring chunks as context_text")
@@ -212,6 +220,8 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
                 k=offset + k,
                 where=where,
                 mode=mode,
+                path=path,
+                tags=tags,
                 expand_context=expand_context,
                 per_note=not chunks,
             ),

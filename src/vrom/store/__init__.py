@@ -6,13 +6,13 @@ backend class or runs SQL, so the PostgreSQL + pgvector backend sits beside SQLi
 changing the engines or the SDK. A store never imports from the layers above it.
 """
 
+from vrom.filters import Condition, Scalar
 from vrom.store.factory import Location, database_file, open_store
 from vrom.store.records import (
-    CONDITION_OPS,
+    MEMORY_FIELDS,
     MEMORY_STATUSES,
     VECTOR_ENCODING_META_KEY,
     ChunkRecord,
-    Condition,
     DocumentRecord,
     DocumentState,
     DocumentWrite,
@@ -24,7 +24,6 @@ from vrom.store.records import (
     MemoryFilter,
     MemoryKeywordRow,
     MemoryRecord,
-    Scalar,
     Sidecar,
     StoreCounts,
     StoredChunk,
@@ -46,7 +45,7 @@ from vrom.store.storable import check_document, unstorable
 from vrom.store.urls import is_server_url, is_url, mask_url
 
 __all__ = [
-    "CONDITION_OPS",
+    "MEMORY_FIELDS",
     "MEMORY_STATUSES",
     "VECTOR_ENCODING_META_KEY",
     "ChunkRecord",

@@ -10,18 +10,22 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
+from vrom.store.filter_sql import memory_filter_sql
 from vrom.store.postgres_database import PgDatabase
 from vrom.store.postgres_dialect import PgDialect
+from vrom.store.postgres_query import DIALECT as FILTERS
 from vrom.store.postgres_query import fold, text_search, weighted_vector_sql
 from vrom.store.postgres_vectors import PgMemoryVectors
 from vrom.store.records import KeywordQuery, MemoryFilter, MemoryKeywordRow, MemoryRecord
-from vrom.store.rows import MEMORY_COLUMNS, memory_filter_sql, memory_from_row
+from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.sql_dialect import Statements
 from vrom.store.sql_memories import SqlMemories
 
 
 class PgMemories(SqlMemories):
     """The memories of one namespace (`vrom.store.MemoryStore`)."""
+
+    filters = FILTERS
 
     def __init__(self, db: PgDatabase) -> None:
         super().__init__(PgDialect(db))
@@ -48,7 +52,7 @@ class PgMemories(SqlMemories):
             if query.is_empty:
                 return []
             search = text_search(query, "memories")
-            filter_sql, params = memory_filter_sql(where, "%s")
+            filter_sql, params = memory_filter_sql(where, self.filters)
             rows = run.rows(
                 f"WITH {search.terms} SELECT {MEMORY_COLUMNS}, {search.score('m.search')} AS score"
                 f" FROM memories m WHERE m.search @@ ({search.match}){filter_sql}"

@@ -12,20 +12,20 @@ extension a server may lack).
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
-import json
 import re
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from vrom.filters import Scalar, field_values, instant_of
+from vrom.store.filter_sql import FilterDialect
+from vrom.store.filter_sql import where_sql as shared_where_sql
 from vrom.store.fts_text import segment, segment_query_term
 from vrom.store.postgres_schema import TEXT_SEARCH_CONFIG
-from vrom.store.records import Condition, KeywordQuery, Scalar, Where
-from vrom.store.sql_dialect import escape_like
+from vrom.store.records import KeywordQuery, Where
 
 CONFIG = f"'{TEXT_SEARCH_CONFIG}'::regconfig"
 RANK_WEIGHTS = "'{0.1, 0.25, 0.5, 1.0}'::float4[]"
@@ -151,156 +151,53 @@ def text_search(query: KeywordQuery, table: str) -> TextSearch:
 
 # -- metadata fields -------------------------------------------------------------------------
 
-_ISO_INSTANT = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?)?\s*"
-    r"(Z|z|[+-]\d{2}:\d{2})?"
-)
-
-
-def instant_of(text: str) -> float | None:
-    """Return the Unix time an ISO 8601 date or datetime names (UTC unless it has an offset),
-    or None for other text: what SQLite's ``julianday`` reads of a field's value."""
-    match = _ISO_INSTANT.fullmatch(text.strip())
-    if match is None:
-        return None
-    year, month, day, hour, minute, second, fraction, offset = match.groups()
-    try:
-        zone = dt.timezone.utc
-        if offset and offset not in ("Z", "z"):
-            sign = -1 if offset[0] == "-" else 1
-            hours, minutes = int(offset[1:3]), int(offset[4:6])
-            zone = dt.timezone(sign * dt.timedelta(hours=hours, minutes=minutes))
-        moment = dt.datetime(
-            int(year),
-            int(month),
-            int(day),
-            int(hour or 0),
-            int(minute or 0),
-            int(second or 0),
-            tzinfo=zone,
-        )
-    except ValueError:
-        return None
-    return moment.timestamp() + (float("0." + fraction) if fraction else 0.0)
-
 
 def _number(value: int | float) -> Decimal | int:
     """Return a number as PostgreSQL's ``numeric`` holds it exactly (a float by its repr)."""
     return value if isinstance(value, int) else Decimal(repr(value))
 
 
-def _field(key: str, value: Any) -> tuple[str, str, str | None, Any, float | None] | None:
-    """Return the ``fields`` row of one scalar value (None for null, a list or a mapping)."""
+def _field(key: str, value: Scalar) -> tuple[str, str, str | None, Any, float | None]:
+    """Return the ``fields`` row of one scalar value."""
     if isinstance(value, bool):
         return (key, "bool", None, int(value), None)
     if isinstance(value, (int, float)):
         return (key, "number", None, _number(value), None)
-    if isinstance(value, str):
-        return (key, "text", value, None, instant_of(value))
-    return None
+    return (key, "text", value, None, instant_of(value))
 
 
 def field_rows(frontmatter: Mapping[str, Any]) -> Iterator[tuple[str, str, str | None, Any, Any]]:
-    """Yield (key, kind, text, number, instant) for every scalar a ``where`` can test.
-
-    As the SQLite store's ``field_values``: a scalar field, each scalar item of a list field,
-    and one level into mappings (``a.b``), a mapping in a list included.
-    """
+    """Yield (key, kind, text, number, instant) for every scalar a filter can test
+    (`vrom.filters.field_values`), each once."""
     seen: set[tuple[str, str, Any]] = set()
-
-    def emit(key: str, value: Any) -> Iterator[tuple[str, str, str | None, Any, Any]]:
+    for key, value in field_values(frontmatter):
         row = _field(key, value)
-        if row is not None and (marker := (row[0], row[1], row[2] or row[3])) not in seen:
+        if (marker := (row[0], row[1], row[2] or row[3])) not in seen:
             seen.add(marker)
             yield row
 
-    # the stored JSON's types: what a JSON round trip keeps
-    data = json.loads(json.dumps(frontmatter, ensure_ascii=False))
-    for key, value in data.items():
-        if isinstance(value, list):
-            for item in value:
-                if isinstance(item, dict):
-                    for member, inner in item.items():
-                        if not isinstance(inner, (list, dict)):
-                            yield from emit(f"{key}.{member}", inner)
-                elif not isinstance(item, list):
-                    yield from emit(key, item)
-        elif isinstance(value, dict):
-            for member, inner in value.items():
-                if isinstance(inner, list):
-                    for item in inner:
-                        if not isinstance(item, (list, dict)):
-                            yield from emit(f"{key}.{member}", item)
-                elif not isinstance(inner, dict):
-                    yield from emit(f"{key}.{member}", inner)
-        else:
-            yield from emit(key, value)
+
+def _in_list(column: str, values: Sequence[Any], kind: str) -> tuple[str, list[Any]]:
+    if kind == "text":
+        return f"{column} = ANY(%s)", [list(values)]
+    # one type for the whole array: psycopg dumps no list of ints and Decimals mixed
+    numbers = [Decimal(v) if isinstance(v, int) else v for v in values]
+    return f"{column} = ANY(%s::numeric[])", [numbers]
 
 
-_COMPARISONS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+DIALECT = FilterDialect(
+    mark="%s",
+    text_value="text_value",
+    number_value="number_value",
+    instant="instant",
+    path_prefix="left(d.path, %s) = %s",
+    in_list=_in_list,
+    json_items=lambda column: f"jsonb_array_elements_text({column}::jsonb) AS j(value)",
+    number=_number,
+)
+"""PostgreSQL's filter SQL: a field's instant is the ``instant`` column `field_rows` fills."""
 
 
 def where_sql(where: Where | None) -> tuple[str, list[Any]]:
     """Return `` AND ...`` clauses testing document ``d`` against a filter, and parameters."""
-    if where is None:
-        return "", []
-    clauses: list[str] = []
-    params: list[Any] = []
-    if where.path_prefix:
-        clauses.append("left(d.path, %s) = %s")
-        params += [len(where.path_prefix), where.path_prefix]
-    for tag in where.tags:
-        clauses.append(
-            "EXISTS (SELECT 1 FROM tags t WHERE t.document_id = d.id"
-            " AND (t.tag = %s OR t.tag LIKE %s ESCAPE '\\'))"
-        )
-        params += [tag, escape_like(tag) + "/%"]
-    for condition in where.conditions:
-        clause, values = _condition_sql(condition)
-        clauses.append(clause)
-        params += values
-    return "".join(f" AND {c}" for c in clauses), params
-
-
-def _kind(value: Scalar) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    return "number" if isinstance(value, (int, float)) else "text"
-
-
-def _condition_sql(condition: Condition) -> tuple[str, list[Any]]:
-    """Return the SQL test of one condition on document ``d`` (through the ``fields`` rows)."""
-    op, value = condition.op, condition.value
-    if op in _COMPARISONS and isinstance(value, str):
-        instant = instant_of(value)
-        return (
-            "d.id IN (SELECT document_id FROM fields WHERE key = %s AND kind = 'text'"
-            f" AND instant {_COMPARISONS[op]} %s)",
-            [condition.field, instant],
-        )
-    if op in _COMPARISONS:
-        assert isinstance(value, (int, float))
-        return (
-            "d.id IN (SELECT document_id FROM fields WHERE key = %s AND kind = 'number'"
-            f" AND number_value {_COMPARISONS[op]} %s)",
-            [condition.field, _number(value)],
-        )
-    values: tuple[Scalar, ...] = value if isinstance(value, tuple) else (value,)
-    tests: list[str] = []
-    params: list[Any] = [condition.field]
-    texts = [v for v in values if isinstance(v, str)]
-    numbers = [_number(v) for v in values if isinstance(v, (int, float)) and _kind(v) == "number"]
-    flags = [int(v) for v in values if isinstance(v, bool)]
-    if texts:
-        tests.append("(kind = 'text' AND text_value = ANY(%s))")
-        params.append(texts)
-    if numbers:
-        tests.append("(kind = 'number' AND number_value = ANY(%s::numeric[]))")
-        params.append(numbers)
-    if flags:
-        tests.append("(kind = 'bool' AND number_value = ANY(%s::numeric[]))")
-        params.append(flags)
-    subquery = f"SELECT document_id FROM fields WHERE key = %s AND ({' OR '.join(tests)})"
-    if op in ("ne", "nin"):
-        return f"d.id NOT IN ({subquery})", params
-    return f"d.id IN ({subquery})", params
+    return shared_where_sql(where, DIALECT)

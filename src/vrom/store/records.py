@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vrom.filters import Filter
+
 
 @dataclass(frozen=True)
 class DocumentRecord:
@@ -153,38 +155,15 @@ class KeywordQuery:
         return not (self.terms or self.phrases)
 
 
-Scalar = str | int | float | bool
-
-CONDITION_OPS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte")
-
-
-@dataclass(frozen=True)
-class Condition:
-    """A test of one metadata field.
-
-    ``eq``: the field equals ``value`` or is a list holding it; ``in``: the same for any of the
-    values (``value`` is a tuple); ``ne``/``nin``: the negations (a missing field passes);
-    ``gt``/``gte``/``lt``/``lte``: the field is a number and compares so with ``value``, or,
-    when ``value`` is text (an ISO 8601 UTC datetime), the field is an ISO 8601 date or datetime
-    and compares so as an instant. ``field`` ``a.b`` is member ``b`` of a mapping ``a`` (or of
-    the mappings in a list ``a``).
-    """
-
-    field: str
-    op: str
-    value: Scalar | tuple[Scalar, ...]
-
-
 @dataclass(frozen=True)
 class Where:
-    """A metadata filter: a path prefix, required tags (nested tags match), field conditions.
-
-    All parts must hold.
+    """A document filter: a path prefix, required tags (nested tags match), and filters of the
+    one grammar (`vrom.filters`) over the document's fields. All parts must hold.
     """
 
     path_prefix: str | None = None
     tags: tuple[str, ...] = ()
-    conditions: tuple[Condition, ...] = ()
+    conditions: tuple[Filter, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -288,18 +267,25 @@ class MemoryRecord:
     superseded_by: str | None = None
 
 
+MEMORY_FIELDS = {
+    "project": "text",
+    "type": "text",
+    "status": "text",
+    "source": "text",
+    "tags": "list",
+    "created": "date",
+    "updated": "date",
+}
+"""The fields a memory filter tests (`vrom.filters.parse_filter`'s ``fields``): ``created`` is
+the memory's timestamp, ``updated`` when it last changed."""
+
+
 @dataclass(frozen=True)
 class MemoryFilter:
-    """Which memories a read sees: every given part must hold (None: any).
+    """Which memories a read sees: those passing ``where``, a filter over `MEMORY_FIELDS`
+    (None: all)."""
 
-    ``since`` and ``until`` bound the memory's ``created_unix`` (its timestamp), both included.
-    """
-
-    project: str | None = None
-    type: str | None = None
-    status: str | None = None
-    since: float | None = None
-    until: float | None = None
+    where: Filter | None = None
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from vrom.store.records import MemoryFilter, MemoryRecord, StoredChunk, StoredDocument
+from vrom.store.records import MemoryRecord, StoredChunk, StoredDocument
 
 CHUNK_COLUMNS = """
     c.id, c.document_id, c.position, c.heading_path,
@@ -62,21 +62,3 @@ def memory_from_row(row: Sequence[Any]) -> MemoryRecord:
     values[7] = tuple(json.loads(values[7]))
     values[8] = tuple(json.loads(values[8]))
     return MemoryRecord(*values)
-
-
-def memory_filter_sql(where: MemoryFilter, mark: str) -> tuple[str, list[Any]]:
-    """Return `` AND ...`` clauses on memory ``m`` for a filter, and their parameters, with
-    ``mark`` the backend's parameter placeholder (``?`` or ``%s``)."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    for condition, value in (
-        ("m.project =", where.project),
-        ("m.type =", where.type),
-        ("m.status =", where.status),
-        ("m.created_unix >=", where.since),
-        ("m.created_unix <=", where.until),
-    ):
-        if value is not None:
-            clauses.append(f" AND {condition} {mark}")
-            params.append(value)
-    return "".join(clauses), params

@@ -12,8 +12,9 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from vrom.store.filter_sql import FilterDialect, memory_filter_sql
 from vrom.store.records import (
     KeywordQuery,
     MemoryCounts,
@@ -21,7 +22,7 @@ from vrom.store.records import (
     MemoryKeywordRow,
     MemoryRecord,
 )
-from vrom.store.rows import MEMORY_COLUMNS, memory_filter_sql, memory_from_row
+from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.sql_dialect import AFTER_EVERY_KEY, Dialect, Statements
 from vrom.store.storable import check_memory
 
@@ -37,6 +38,9 @@ _WRITE_COLUMNS = (
 class SqlMemories:
     """Agent memories: rows, their keyword index, and their vectors (``vectors``): the memories
     role of a store, over its dialect; a backend adds its keyword index."""
+
+    filters: ClassVar[FilterDialect]
+    """The backend's dialect of filter SQL (`vrom.store.filter_sql`)."""
 
     def __init__(self, dialect: Dialect) -> None:
         self._sql = dialect
@@ -145,7 +149,7 @@ class SqlMemories:
 
     def keys_matching(self, where: MemoryFilter) -> builtins.list[int]:
         """Return the integer keys of the memories passing the filter, by key."""
-        filter_sql, params = memory_filter_sql(where, "?")
+        filter_sql, params = memory_filter_sql(where, self.filters)
         with self._sql.reading("filtering memories") as run:
             rows = run.rows(
                 f"SELECT m.key FROM memories m WHERE 1 = 1{filter_sql} ORDER BY m.key", params
@@ -168,7 +172,7 @@ class SqlMemories:
 
     def list(self, where: MemoryFilter, limit: int) -> builtins.list[MemoryRecord]:
         """Return up to ``limit`` memories passing the filter, newest first."""
-        filter_sql, params = memory_filter_sql(where, "?")
+        filter_sql, params = memory_filter_sql(where, self.filters)
         with self._sql.reading("listing memories") as run:
             rows = run.rows(
                 f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE 1 = 1{filter_sql}"

@@ -22,6 +22,7 @@ from vrom.errors import NotFoundError, StorageError
 from vrom.store.migration import pending
 from vrom.store.schema import MIGRATIONS, READABLE_SCHEMAS
 from vrom.store.sqlite_connect import _checked_key, _driver, _statements
+from vrom.store.sqlite_query import register_functions
 
 BUSY_TIMEOUT_SECONDS = 60.0
 STALE_CREATION_SECONDS = 3600.0
@@ -79,6 +80,7 @@ class Database:
             )
         except self.driver.Error as exc:
             raise StorageError(f"cannot open store {self.location}: {exc}") from exc
+        register_functions(self.conn)
         try:
             if self._key is not None:
                 # PRAGMA takes no bound parameters: the key is quoted as an SQL string literal
@@ -103,6 +105,7 @@ class Database:
             self.conn = self.driver.connect(
                 uri, uri=True, isolation_level=None, check_same_thread=False
             )
+            register_functions(self.conn)
             version = self.stored_version()
         except self.driver.Error as exc:
             raise self.error("opening", exc) from exc

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import builtins
 
+from vrom.store.filter_sql import memory_filter_sql
 from vrom.store.fts_text import segment
 from vrom.store.records import KeywordQuery, MemoryFilter, MemoryKeywordRow, MemoryRecord
-from vrom.store.rows import MEMORY_COLUMNS, memory_filter_sql, memory_from_row
+from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.sql_dialect import Statements
 from vrom.store.sql_memories import SqlMemories
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_dialect import SQLiteDialect
+from vrom.store.sqlite_query import DIALECT as FILTERS
 from vrom.store.sqlite_query import match_expression
 from vrom.store.sqlite_vectors import SQLiteMemoryVectors
 
@@ -25,6 +27,8 @@ MEMORY_BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0)
 
 class SQLiteMemories(SqlMemories):
     """The memories of one store (`vrom.store.MemoryStore`), over its database connection."""
+
+    filters = FILTERS
 
     def __init__(self, db: Database) -> None:
         super().__init__(SQLiteDialect(db))
@@ -59,7 +63,7 @@ class SQLiteMemories(SqlMemories):
             if query.is_empty:
                 return []
             weights = ", ".join(str(w) for w in MEMORY_BM25_WEIGHTS)
-            filter_sql, params = memory_filter_sql(where, "?")
+            filter_sql, params = memory_filter_sql(where, self.filters)
             # ranked on ids and scores alone; only the rows kept are read whole (a memory's
             # text carried through the sort cost a fifth of the time on SciFact's abstracts)
             rows = run.rows(

@@ -1,4 +1,5 @@
-"""Turn the engines' query records into SQLite's dialects: FTS5 MATCH and SQL filters.
+"""Turn the engines' query records into SQLite's dialects: FTS5 MATCH, and the `FilterDialect` the
+one filter compiler (`vrom.store.filter_sql`) writes SQLite's filters in.
 
 No user string reaches SQLite unquoted: terms and phrases become FTS5 strings, filter values and
 field names become bound parameters.
@@ -6,11 +7,17 @@ field names become bound parameters.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Any
 
+from vrom.filters import instant_of
+from vrom.store.filter_sql import FilterDialect
+from vrom.store.filter_sql import where_sql as shared_where_sql
 from vrom.store.fts_text import segment_query_term
-from vrom.store.records import Condition, KeywordQuery, Scalar, Where
-from vrom.store.sql_dialect import escape_like
+from vrom.store.records import KeywordQuery, Where
+
+INSTANT_FUNCTION = "vrom_instant"
 
 
 def _quote(text: str) -> str:
@@ -33,70 +40,35 @@ def match_expression(query: KeywordQuery) -> str:
     return expression
 
 
+def _in_list(column: str, values: Sequence[Any], kind: str) -> tuple[str, list[Any]]:
+    return f"{column} IN ({', '.join('?' for _ in values)})", list(values)
+
+
+DIALECT = FilterDialect(
+    mark="?",
+    text_value="value",
+    number_value="value",
+    instant=f"{INSTANT_FUNCTION}(value)",
+    path_prefix="substr(d.path, 1, ?) = ?",
+    in_list=_in_list,
+    json_items=lambda column: f"json_each({column}) j",
+)
+"""SQLite's filter SQL: a field's instant is read by `vrom.filters.instant_of`, registered on
+every connection (`register_functions`), so both backends and the reference read a date alike."""
+
+
+def register_functions(conn: Any) -> None:
+    """Give a connection the functions filter SQL calls."""
+    conn.create_function(INSTANT_FUNCTION, 1, _instant, deterministic=True)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _instant(value: object) -> float | None:
+    # cached: a store's date values repeat from search to search, and parsing one in Python
+    # costs ~10 us, three times what julianday costs in C
+    return instant_of(value) if isinstance(value, str) else None
+
+
 def where_sql(where: Where | None) -> tuple[str, list[Any]]:
-    if where is None:
-        return "", []
-    clauses: list[str] = []
-    params: list[Any] = []
-    if where.path_prefix:
-        clauses.append("substr(d.path, 1, ?) = ?")
-        params += [len(where.path_prefix), where.path_prefix]
-    for tag in where.tags:
-        clauses.append(
-            "EXISTS (SELECT 1 FROM tags t WHERE t.document_id = d.id"
-            " AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
-        )
-        params += [tag, escape_like(tag) + "/%"]
-    for condition in where.conditions:
-        clause, values = _condition_sql(condition)
-        clauses.append(clause)
-        params += values
-    return "".join(f" AND {c}" for c in clauses), params
-
-
-_COMPARISONS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
-
-
-def _kind(value: Scalar) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    return "number" if isinstance(value, (int, float)) else "text"
-
-
-def _condition_sql(condition: Condition) -> tuple[str, list[Any]]:
-    """Return the SQL test of one condition on document ``d`` and its parameters.
-
-    It looks the values up in the ``fields`` table (a document's scalar metadata values, a list
-    field's items one by one), so a filter costs index lookups, not a parse of every
-    document's JSON. A list field passes when any of its items does.
-    """
-    op, value = condition.op, condition.value
-    if op in _COMPARISONS and isinstance(value, str):
-        # an ISO 8601 date or datetime: text fields holding one, compared as instants (julianday
-        # applies their UTC offsets); the GLOB keeps out text julianday would read as a day
-        # number ("2026")
-        return (
-            "d.id IN (SELECT document_id FROM fields WHERE key = ? AND kind = 'text'"
-            " AND value GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'"
-            f" AND julianday(value) {_COMPARISONS[op]} julianday(?))",
-            [condition.field, value],
-        )
-    if op in _COMPARISONS:
-        # numbers only: SQLite would order any text above any number
-        return (
-            "d.id IN (SELECT document_id FROM fields WHERE key = ? AND kind = 'number'"
-            f" AND value {_COMPARISONS[op]} ?)",
-            [condition.field, value],
-        )
-    values: tuple[Scalar, ...] = value if isinstance(value, tuple) else (value,)
-    by_kind: dict[str, list[Any]] = {}
-    for one in values:
-        by_kind.setdefault(_kind(one), []).append(int(one) if isinstance(one, bool) else one)
-    tests, params = [], [condition.field]
-    for kind, group in by_kind.items():
-        tests.append(f"(kind = ? AND value IN ({', '.join('?' for _ in group)}))")
-        params += [kind, *group]
-    subquery = f"SELECT document_id FROM fields WHERE key = ? AND ({' OR '.join(tests)})"
-    if op in ("ne", "nin"):
-        return f"d.id NOT IN ({subquery})", params
-    return f"d.id IN ({subquery})", params
+    """Return `` AND ...`` clauses testing document ``d`` against a filter, and parameters."""
+    return shared_where_sql(where, DIALECT)
