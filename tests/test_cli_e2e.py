@@ -564,7 +564,10 @@ FILTERS: list[tuple[list[str], set[str]]] = [
     (["--where", "status=active"], {"Atlas.md"}),
     (["--where", "status=done"], {"Beacon.md"}),
     (["--where", "audience=human"], {"Guides/Setup.md", "Guides/walrus.md"}),
-    (["--where", "tags=infra"], {"Atlas.md", "Beacon.md"}),  # `tags` is the tag filter
+    # issue 28 item 3: `tags` in a filter is the frontmatter field (Beacon's #infra is inline),
+    # never the note's tags, which --tag filters
+    (["--where", "tags=infra"], {"Atlas.md"}),
+    (["--tag", "infra"], {"Atlas.md", "Beacon.md"}),
     (["--where", "owners=jon"], {"Atlas.md"}),  # a list field matches when it holds the value
     (["--where", "owners=jo"], set()),
     (["--tag", "project", "--where", "status=done"], {"Beacon.md"}),
