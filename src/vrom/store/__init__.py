@@ -29,6 +29,7 @@ from vrom.store.records import (
     StoreCounts,
     StoredChunk,
     StoredDocument,
+    StoreState,
     VectorChanges,
     Where,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "Sidecar",
     "Store",
     "StoreCounts",
+    "StoreState",
     "StoredChunk",
     "StoredDocument",
     "VectorChanges",

@@ -369,6 +369,7 @@ class PgDatabase:
                 with self.guard("starting a write"):
                     self._lock(current)
                 self._local.writing = True
+                self._local.held = None  # what the snapshot's state read may change now
             yield
             return
         with self._own_transaction("starting a write") as conn:
@@ -416,10 +417,12 @@ class PgDatabase:
             with self.guard("reading"):
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             self._local.conn, self._local.writing = conn, False
+            self._local.held = {}
             try:
                 yield
             finally:
                 self._local.conn, self._local.writing = None, False
+                self._local.held = None
 
     @contextmanager
     def local_transaction(self) -> Iterator[Connection]:
@@ -452,14 +455,25 @@ class PgDatabase:
 
     def put_meta(self, conn: Connection, key: str, value: str) -> None:
         """Set a ``meta`` value on ``conn`` (inside the caller's transaction)."""
+        if self.held is not None:
+            self.held.pop(key, None)
         conn.execute(
             "INSERT INTO meta(key, value) VALUES (%s, %s)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
 
+    @property
+    def held(self) -> dict[str, str | None] | None:
+        """Inside a snapshot nothing has written in, the meta values `state` read (else None)."""
+        return getattr(self._local, "held", None)
+
     def get_meta(self, key: str) -> str | None:
-        """Return a value of the ``meta`` table, or None."""
+        """Return a value of the ``meta`` table, or None (inside a snapshot, the one `held`
+        if the store's state was read)."""
+        held = self.held
+        if held is not None and key in held:
+            return held[key]
         with self.guard("reading meta"), self.connection() as conn:
             return self.meta_value(conn, key)
 

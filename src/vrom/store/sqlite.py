@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from vrom.errors import StorageError
-from vrom.store.records import Sidecar, StoreCounts
+from vrom.store import sqlite_keyword
+from vrom.store.records import Sidecar, StoreCounts, StoreState
 from vrom.store.schema import CONSISTENCY_CHECKS, FTS_TOKENIZER
 from vrom.store.sqlite_database import BUSY_TIMEOUT_SECONDS, Database
 from vrom.store.sqlite_documents import SQLiteDocuments
@@ -96,6 +97,12 @@ class SQLiteStore:
     def transaction(self) -> AbstractContextManager[None]:
         """Run the block's writes as one transaction (re-entrant: inner blocks join the outer)."""
         return self._db.transaction()
+
+    def state(self) -> StoreState:
+        """Return the generations, keyword version and newest memory key in one read (held
+        for the rest of a snapshot: `vrom.store.Store.state`)."""
+        with self._db.guard("reading the store's state"):
+            return sqlite_keyword.state(self._db)
 
     def snapshot(self) -> AbstractContextManager[None]:
         """Reads inside the block see one state of the store (a read transaction)."""
