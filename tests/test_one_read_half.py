@@ -8,6 +8,10 @@ PostgreSQL at the driver's cursors.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -146,3 +150,42 @@ def test_one_read_half_postgresql_reads_one_store_state(
             assert len(reads) == 1, (name, statements)
     finally:
         vault.close()
+
+
+def test_one_read_half_search_report_is_a_sequence_of_hits(example_vault: Vault) -> None:
+    report = example_vault.search_report(QUERY, 3)
+    assert len(report) == len(report.results) > 0
+    assert report[0] is report.results[0]
+    assert list(report) == list(report.results)
+    assert list(report[:2]) == list(report.results[:2])
+
+
+def test_surface_hybrid_search_and_mode_rerank_say_they_run_rerank(
+    write_vault: Callable[[dict[str, str | bytes]], Path], tmp_path: Path
+) -> None:
+    """Issue 28 item 7: `vrom hybrid-search` runs mode rerank; its help and its output say so,
+    and so does `vrom search --mode rerank`, while stdout stays what scripts read."""
+    root = write_vault({"Switch.md": f"# Switch\n\nThe {QUERY} in the rack.\n"})
+    env = {k: v for k, v in os.environ.items() if k not in ("VROM_VAULT", "VAULT_ROOT")}
+    env.update(VROM_STATE_DIR=str(tmp_path / "cli-state"), VROM_EMBEDDER="fake")
+
+    def vrom(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "vrom", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    assert "mode rerank" in " ".join(vrom("hybrid-search", "--help").stdout.split())
+    assert "what hybrid-search runs" in " ".join(vrom("search", "--help").stdout.split())
+    vrom("index", str(root), "--quiet")
+    for command in (["hybrid-search"], ["search", "--mode", "rerank"]):
+        text = vrom(*command, QUERY, "--vault", str(root))
+        assert text.stdout.startswith("1. Switch.md"), command
+        assert "mode rerank" in text.stderr, command
+        report = json.loads(vrom(*command, QUERY, "--json", "--vault", str(root)).stdout)
+        assert report["mode"] == "rerank", command

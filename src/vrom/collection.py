@@ -55,8 +55,7 @@ from vrom.ingest.embedding import (
 )
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
 from vrom.results import Hit, changed_hit
-from vrom.search.keyword import check_k
-from vrom.search.query import check_query, parse_metadata_where
+from vrom.search.query import parse_metadata_where
 from vrom.search.vector import INDEX_KINDS, check_ef_search, check_mode
 from vrom.store import (
     ChunkRecord,
@@ -301,9 +300,7 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            check_query(query)
-            check_k(k)
-            mode = self._mode(mode)
+            mode = self._mode(mode)  # the query and k are validated once, by the core
             where_filter = parse_metadata_where(where)
             hits = self._corpus.search(
                 query, k, where_filter, mode, per_document=True, ef_search=ef_search

@@ -75,9 +75,7 @@ def state(db: Database) -> StoreState:
                 _VERSION: keyword,
             }
         )
-    return StoreState(
-        int(chunk_generation or 0), int(memory_generation or 0), keyword, int(newest)
-    )
+    return StoreState(int(chunk_generation or 0), int(memory_generation or 0), keyword, int(newest))
 
 
 def postings(db: Database) -> KeywordPostings:
