@@ -92,21 +92,12 @@ class PostgresStore:
         return self._db.transaction()
 
     def state(self) -> StoreState:
-        """Return the generations and newest memory key in one read (held for the rest of a
-        snapshot: `vrom.store.Store.state`); there is no keyword version to read."""
-        keys = ("vector_generation", "memory_vector_generation")
-        with self._db.guard("reading the store's state"), self._db.connection() as conn:
-            row = conn.execute(
-                "SELECT (SELECT value FROM meta WHERE key = %s),"
-                " (SELECT value FROM meta WHERE key = %s),"
-                " (SELECT coalesce(max(key), 0) FROM memories)",
-                keys,
-            ).fetchone()
-        assert row is not None
-        held = self._db.held
-        if held is not None:
-            held.update(zip(keys, (None if v is None else str(v) for v in row[:2]), strict=True))
-        return StoreState(int(row[0] or 0), int(row[1] or 0), None, int(row[2]))
+        """Return the generations and newest memory key (`vrom.store.Store.state`): inside a
+        snapshot each meta value is read once and held; there is no keyword version."""
+        newest = self._memories.newest_key()
+        return StoreState(
+            self._vectors.generation(), self._memories.vectors.generation(), None, newest
+        )
 
     def snapshot(self) -> AbstractContextManager[None]:
         """Reads inside the block see one committed state (REPEATABLE READ)."""

@@ -41,6 +41,7 @@ from vrom.store.postgres_schema import (
     SCHEMA_VERSION,
     TABLES,
     TEXT_SEARCH,
+    statements,
 )
 from vrom.store.urls import credentials_problem, mask_url, scrub, server_of
 
@@ -176,7 +177,7 @@ class PgDatabase:
                 raise NotFoundError(f"no vrom namespace {self.namespace!r} at {self.shown_url}")
             self._install_pgvector(conn)
             if not (registry and registry[0]):
-                for statement in _statements(BOOTSTRAP):
+                for statement in statements(BOOTSTRAP):
                     conn.execute(statement)
             has_config = conn.execute(
                 "SELECT count(*) FROM pg_ts_config c JOIN pg_namespace n"
@@ -184,7 +185,7 @@ class PgDatabase:
                 (REGISTRY_SCHEMA,),
             ).fetchone()
             if not (has_config and has_config[0]):
-                for statement in _statements(TEXT_SEARCH):
+                for statement in statements(TEXT_SEARCH):
                     conn.execute(statement)
             extension = conn.execute(
                 "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
@@ -205,7 +206,7 @@ class PgDatabase:
                 schema = f"{NAMESPACE_SCHEMA_PREFIX}{row[0]}"
                 conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
                 self._use_schema(conn, schema, extension_schema, local=True)
-                for statement in _statements(TABLES):
+                for statement in statements(TABLES):
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO meta(key, value) VALUES ('schema_version', %s),"
@@ -219,7 +220,7 @@ class PgDatabase:
             version = int(stored[0]) if stored else 0
             if 1 <= version < SCHEMA_VERSION:  # under the registry's lock: one migrates
                 for step in range(version + 1, SCHEMA_VERSION + 1):
-                    for statement in _statements(MIGRATIONS[step]):
+                    for statement in statements(MIGRATIONS[step]):
                         conn.execute(statement)
                 conn.execute(
                     "UPDATE meta SET value = %s WHERE key = 'schema_version'",
@@ -368,8 +369,7 @@ class PgDatabase:
             if not self.writing:
                 with self.guard("starting a write"):
                     self._lock(current)
-                self._local.writing = True
-                self._local.held = None  # what the snapshot's state read may change now
+                self._local.writing, self._local.held = True, None
             yield
             return
         with self._own_transaction("starting a write") as conn:
@@ -416,13 +416,11 @@ class PgDatabase:
         with self._own_transaction("reading") as conn:
             with self.guard("reading"):
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            self._local.conn, self._local.writing = conn, False
-            self._local.held = {}
+            self._local.conn, self._local.writing, self._local.held = conn, False, {}
             try:
                 yield
             finally:
-                self._local.conn, self._local.writing = None, False
-                self._local.held = None
+                self._local.conn, self._local.writing, self._local.held = None, False, None
 
     @contextmanager
     def local_transaction(self) -> Iterator[Connection]:
@@ -455,27 +453,23 @@ class PgDatabase:
 
     def put_meta(self, conn: Connection, key: str, value: str) -> None:
         """Set a ``meta`` value on ``conn`` (inside the caller's transaction)."""
-        if self.held is not None:
-            self.held.pop(key, None)
+        (getattr(self._local, "held", None) or {}).pop(key, None)
         conn.execute(
             "INSERT INTO meta(key, value) VALUES (%s, %s)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
 
-    @property
-    def held(self) -> dict[str, str | None] | None:
-        """Inside a snapshot nothing has written in, the meta values `state` read (else None)."""
-        return getattr(self._local, "held", None)
-
     def get_meta(self, key: str) -> str | None:
-        """Return a value of the ``meta`` table, or None (inside a snapshot, the one `held`
-        if the store's state was read)."""
-        held = self.held
+        """Return a value of the ``meta`` table, or None (read once in a snapshot)."""
+        held = getattr(self._local, "held", None)  # a snapshot nothing has written in
         if held is not None and key in held:
-            return held[key]
+            return held[key]  # type: ignore[no-any-return]
         with self.guard("reading meta"), self.connection() as conn:
-            return self.meta_value(conn, key)
+            value = self.meta_value(conn, key)
+        if held is not None:
+            held[key] = value
+        return value
 
     def set_meta(self, key: str, value: str) -> None:
         """Set a value of the ``meta`` table."""
@@ -504,10 +498,3 @@ def _reason(text: str) -> str:
     if "server closed the connection" in lowered or "terminating connection" in lowered:
         return "the server closed the connection"
     return ""
-
-
-def _statements(script: str) -> Iterator[str]:
-    """Yield the statements of a script of plain DDL (no ``;`` inside a statement)."""
-    for statement in script.split(";"):
-        if statement.strip():
-            yield statement

@@ -13,6 +13,8 @@ code point, as in SQLite and Python, whatever the database's locale.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 SCHEMA_VERSION = 2
 """The version of a namespace's tables this vrom writes; an older one is brought up to it
 (`MIGRATIONS`), a newer one refused."""
@@ -201,3 +203,10 @@ CONSISTENCY_CHECKS: dict[str, str] = {
     "superseded memories whose successor is missing": "SELECT count(*) FROM memories"
     " WHERE superseded_by IS NOT NULL AND superseded_by NOT IN (SELECT id FROM memories)",
 }
+
+
+def statements(script: str) -> Iterator[str]:
+    """Yield the statements of a script of plain DDL (no ``;`` inside a statement)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            yield statement
