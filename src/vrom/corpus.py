@@ -310,10 +310,11 @@ class Corpus:
             state = self.store.state()
             vector_state = "" if asked == "keyword" else self._vector_state(state)
             ran, fallback = self._mode_to_run(asked, vector_state, fallback_allowed=report)
+            # counted once a search (a store without a keyword version counts every search)
+            counts = self._counts(state) if report or ran == "hybrid" else None
             hits = self._ranked(
-                ran, vector_state, query, parsed, k, where_filter, per_document, ef_search, state
+                ran, vector_state, query, parsed, k, where_filter, per_document, ef_search, counts
             )
-            counts = self._counts(state) if report else None
         return hits, ran, fallback, counts
 
     def _mode_to_run(
@@ -342,9 +343,10 @@ class Corpus:
         where: Where | None,
         per_document: bool,
         ef_search: int | None,
-        state: StoreState,
+        counts: tuple[int, int] | None,
     ) -> list[Hit]:
-        """Return the hits of ``mode`` (inside the search's snapshot)."""
+        """Return the hits of ``mode`` (inside the search's snapshot); ``counts`` is the
+        search's (chunk vectors, chunks), for hybrid's share of chunks with vectors."""
         if mode == "keyword":
             return self._ranking.keyword_hits(parsed, k, where, per_document)
         if vector_state == "empty":
@@ -363,8 +365,9 @@ class Corpus:
         allowed = None if where is None else self.store.documents.chunk_ids_matching(where)
         if mode == "vector":
             return self._ranking.vector_hits(parsed, vector, k, allowed, ef_search, per_document)
+        assert counts is not None  # counted for every hybrid search
         return self._ranking.hybrid_hits(
-            parsed, vector, k, where, allowed, ef_search, per_document, self._counts(state)
+            parsed, vector, k, where, allowed, ef_search, per_document, counts
         )
 
     def _counts(self, state: StoreState) -> tuple[int, int]:
