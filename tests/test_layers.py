@@ -52,6 +52,7 @@ LAYERS = {
     "store": STORE,
     "errors": BASE,
     "results": BASE,
+    "vault_results": BASE,  # what vault reads and writes and the admin commands return
     "_async": BASE,  # asyncio.to_thread, imported only when an async face runs a call
     # the one reader of the environment: a leaf, asked by faces, facades and the
     # user-facing embedder constructors (an OpenAI key); test_settings_once_... checks it

@@ -42,8 +42,7 @@ from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.collection_write import add_documents, remove_document
 from vrom.ingest.embedding import bind_embedder
 from vrom.results import Hit, changed_hit
-from vrom.search.keyword import check_k
-from vrom.search.query import check_query, parse_metadata_where
+from vrom.search.query import parse_metadata_where
 from vrom.search.vector import INDEX_KINDS, check_ef_search, check_mode
 from vrom.settings import STORAGE_KEY_ENV, Settings
 from vrom.store import (
@@ -265,9 +264,7 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            check_query(query)
-            check_k(k)
-            mode = self._mode(mode)
+            mode = self._mode(mode)  # the query and k are validated once, by the core
             where_filter = parse_metadata_where(where)
             hits = self._corpus.search(
                 query, k, where_filter, mode, per_document=True, ef_search=ef_search

@@ -1,8 +1,10 @@
 """`Corpus`: the search core every facade stands on.
 
 A corpus is one store, one embedder binding and the vector indexes over the store's chunk and
-memory vectors. `Corpus.search` is the only ranking path for chunks (keyword, vector, hybrid,
-rerank), and `Corpus.recall` the only one for memories; `Vault`, `Collection`, `AgentMemory`
+memory vectors. `Corpus.search_report` (and `Corpus.search`, its hits) is the one entry point for
+chunks in every mode (keyword, vector, hybrid, rerank) and `Corpus.recall` the one for memories:
+each validates the query once, then reads one store state (`vrom.store.Store.state`) and ranks
+in one snapshot (`vrom.search.ranking`, `vrom.search.recall`); `Vault`, `Collection`, `AgentMemory`
 and `Memories` add their own words (notes and links; add/remove; mount/evict; remember/archive)
 around them and never rank by themselves.
 
@@ -15,11 +17,8 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-import functools
-import time
-from collections.abc import Callable, Mapping, Sequence
-from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from vrom.embed import Embedder, EmbedderBinding
 from vrom.errors import NotFoundError, ValidationError, shown
@@ -40,42 +39,12 @@ from vrom.ingest.embedding import (
     stored_fingerprint,
 )
 from vrom.results import Hit, SearchReport, VectorInfo
-from vrom.search.fusion import first_k, first_pool, fuse_arrays, fuse_rankings, widen
-from vrom.search.keyword import KeywordRanker, check_k, make_hit, prior_factor, rank_keyword
-from vrom.search.query import as_filter, check_query, parse_query, query_words
+from vrom.search.keyword import KeywordRanker, check_k
+from vrom.search.query import as_filter, check_query, parse_query
+from vrom.search.ranking import ChunkRanking
+from vrom.search.recall import Parts, rank_memories
 from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
-from vrom.store import (
-    KeywordQuery,
-    MemoryFilter,
-    MemoryKeywordRow,
-    MemoryRecord,
-    Store,
-    StoredChunk,
-    Where,
-)
-
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-Parts = dict[str, float]
-"""A hit's score parts: ``bm25``, ``vector``, ``fused``, ``rrf``, ``prior`` (whichever took
-part; see `vrom.search.fusion.fuse`)."""
-
-
-def _one_part(name: str, scores: Sequence[float], at: int) -> Parts:
-    """Return the score parts of a candidate ranked by one retriever: its score, named."""
-    return {name: scores[at]}
-
-
-def _fused_memories(
-    keyword_rows: Sequence[MemoryKeywordRow], similar: Sequence[tuple[str, float]]
-) -> tuple[list[str], list[float], list[float], Callable[[int], Parts]]:
-    """Return recall's hybrid candidates fused (`fuse_rankings`): their memory ids, fused
-    scores, RRF and a function giving the score parts of the one at a position."""
-    candidates, fused = fuse_rankings([(row.memory.id, row.bm25) for row in keyword_rows], similar)
-    ids = [candidates[n] for n in fused.ids.tolist()]
-    return ids, fused.fused.tolist(), fused.rrf.tolist(), fused.parts
+from vrom.store import KeywordQuery, MemoryFilter, MemoryRecord, Store, StoreState, Where
 
 
 class Corpus:
@@ -127,6 +96,7 @@ class Corpus:
             **options,
         )
         self.keyword = KeywordRanker(store.documents)
+        self._ranking = ChunkRanking(store, self.keyword, self.index, metric)
         self._counted: tuple[tuple[int, bytes], tuple[int, int]] | None = None  # see `_counts`
 
     # -- the model -------------------------------------------------------------------------
@@ -195,9 +165,10 @@ class Corpus:
 
         Another model's vectors raise `ModelError` (a search by meaning would too).
         """
-        return "hybrid" if self._vector_state() == "ready" else "keyword"
+        with self.store.snapshot():
+            return "hybrid" if self._vector_state(self.store.state()) == "ready" else "keyword"
 
-    def _vector_state(self) -> str:
+    def _vector_state(self, store_state: StoreState) -> str:
         """Return whether searches by meaning can run: ``ready``; ``empty`` (nothing stored
         yet: nothing to find); ``no-model`` (keyword only); ``no-vectors`` (documents, but no
         vector yet). Another model's vectors raise `ModelError`, naming both models.
@@ -205,7 +176,7 @@ class Corpus:
         Checked once per vector generation: the model can only change with a rebuild, which
         clears the vectors and so moves the generation.
         """
-        generation = self.store.vectors.generation()
+        generation = store_state.vector_generation
         if self._checked is not None and self._checked[0] == generation:
             return self._checked[1]
         embedder = self.embedder
@@ -266,7 +237,7 @@ class Corpus:
             memory_vectors=memory_vectors,
         )
 
-    # -- chunks ----------------------------------------------------------------------------
+    # -- the one search entry point --------------------------------------------------------
 
     def search(
         self,
@@ -278,7 +249,8 @@ class Corpus:
         per_document: bool = False,
         ef_search: int | None = None,
     ) -> list[Hit]:
-        """Return the ``k`` best chunks for ``query``, best first.
+        """Return the ``k`` best chunks for ``query``, best first (`search_report`'s hits,
+        except that a mode by meaning that cannot run is refused, not run by keyword).
 
         ``mode``: ``keyword`` (BM25 with the human-relevance prior), ``vector`` (nearest in
         meaning; ``score`` is the cosine similarity), ``hybrid`` (both fused,
@@ -289,33 +261,7 @@ class Corpus:
         in each ranking: `FusedCandidates.by_group`). ``ef_search`` widens an HNSW search. A
         blank ``query`` is a `ValidationError`.
         """
-        check_query(query)
-        check_k(k)
-        check_ef_search(ef_search, k)
-        mode = check_mode(self.default_mode() if mode is None else mode)
-        parsed, where_filter = parse_query(query), as_filter(where)
-        if mode == "keyword":
-            return self._keyword(parsed, k, where_filter, per_document)
-        state = self._vector_state()
-        if state == "empty":
-            return []
-        if state == "no-model":
-            raise ValidationError(self._why_not(state, mode))
-        if state == "no-vectors":
-            raise NotFoundError(self._why_not(state, mode))
-        vector = self.require_embedder(f"{mode} search").embed_query(query)
-        if mode == "rerank":
-            from vrom.search.rerank import rerank_search  # numpy: only with vectors
-
-            return rerank_search(
-                self.store, vector, parsed, k, where_filter, per_document, self.keyword.search
-            )
-        allowed = (
-            None if where_filter is None else self.store.documents.chunk_ids_matching(where_filter)
-        )
-        if mode == "vector":
-            return self._vector(parsed, vector, k, allowed, ef_search, per_document)
-        return self._hybrid(parsed, vector, k, where_filter, allowed, ef_search, per_document)
+        return self._searched(query, k, where, mode, per_document, ef_search, report=False)[0]
 
     def search_report(
         self,
@@ -335,197 +281,110 @@ class Corpus:
         when vectors exist but no embedder is configured, or an embedder but no vector yet.
         Another model's vectors are still refused: a mistake to fix, not a state to work around.
         """
-        check_query(query)  # before the vector state is read: a blank query is the problem
-        fallback = None
-        if mode is None:  # hybrid once it can run; keyword-only stores are not told off
-            state = self._vector_state()
-            ran = "hybrid" if state == "ready" else "keyword"
-            if state == "no-vectors" or (state == "no-model" and self.store.vectors.has_any()):
-                fallback = self._why_not(state, "hybrid")
-        else:
-            ran = check_mode(mode)
-            if ran != "keyword":
-                state = self._vector_state()
-                if state in ("no-model", "no-vectors"):
-                    ran, fallback = "keyword", self._why_not(state, ran)
-        hits = self.search(query, k, where, ran, per_document=per_document, ef_search=ef_search)
-        vectors, chunks = self._counts()
-        return SearchReport(hits, ran, fallback, vectors, chunks)
+        hits, ran, fallback, counts = self._searched(
+            query, k, where, mode, per_document, ef_search, report=True
+        )
+        assert counts is not None
+        return SearchReport(hits, ran, fallback, *counts)
 
-    def _keyword(
-        self, parsed: KeywordQuery, k: int, where: Where | None, per_document: bool
-    ) -> list[Hit]:
-        with self.store.snapshot():  # the chunks read last are the ones ranked first
-            ranked = rank_keyword(self.keyword.search, parsed, k, where, per_document=per_document)
-            # whole chunks are read only for the hits returned
-            chunks = self._chunks([row.chunk_id for _, row in ranked])
-        words = query_words(parsed)
-        return [
-            make_hit(
-                chunks[row.chunk_id],
-                score,
-                {"bm25": row.bm25, "prior": prior_factor(row.human_relevance_score)},
-                words,
-                kind="bm25",
-            )
-            for score, row in ranked
-            if row.chunk_id in chunks
-        ]
-
-    def _vector(
+    def _searched(
         self,
-        parsed: KeywordQuery,
-        vector: npt.NDArray[np.float32],
+        query: str,
         k: int,
-        allowed: Sequence[int] | None,
-        ef_search: int | None,
+        where: Mapping[str, Any] | Where | None,
+        mode: str | None,
         per_document: bool,
-    ) -> list[Hit]:
-        chunks: dict[int, StoredChunk] = {}
-        owners: dict[int, tuple[int, float]] = {}  # candidate -> (document, prior)
-
-        def rank(pool: int) -> tuple[list[tuple[int, float, int]], bool]:
-            ef = None if ef_search is None else max(ef_search, pool)
-            nearest = self.index.nearest(vector, pool, allowed, ef)
-            unseen = [i for i, _ in nearest if i not in owners]
-            if per_document:  # a wider pool than the hits: only each candidate's document
-                owners.update(self._owners(unseen))
-            else:  # the first k candidates that exist are the hits: read them whole
-                chunks.update(self._chunks(unseen))
-                owners.update(
-                    (i, (chunks[i].document_id, chunks[i].human_relevance_score))
-                    for i in unseen
-                    if i in chunks
-                )
-            kept = first_k(
-                ((i, score, owners[i][0]) for i, score in nearest if i in owners),
-                k,
-                itemgetter(2) if per_document else None,
+        ef_search: int | None,
+        *,
+        report: bool,
+    ) -> tuple[list[Hit], str, str | None, tuple[int, int] | None]:
+        """Return the hits, the mode that ran, why it is not the one asked for, and (with
+        ``report``) the vector coverage: validated once, ranked in one snapshot from one read
+        of the store's state (`vrom.store.Store.state`), in every mode."""
+        check_query(query)  # before the store is read: a blank query is the problem
+        check_k(k)
+        check_ef_search(ef_search, k)
+        asked = None if mode is None else check_mode(mode)
+        parsed, where_filter = parse_query(query), as_filter(where)
+        with self.store.snapshot():
+            state = self.store.state()
+            vector_state = "" if asked == "keyword" else self._vector_state(state)
+            ran, fallback = self._mode_to_run(asked, vector_state, fallback_allowed=report)
+            # counted once a search (a store without a keyword version counts every search)
+            counts = self._counts(state) if report or ran == "hybrid" else None
+            hits = self._ranked(
+                ran, vector_state, query, parsed, k, where_filter, per_document, ef_search, counts
             )
-            return kept, len(nearest) == pool
+        return hits, ran, fallback, counts
 
-        with self.store.snapshot():  # the chunks read are the ones ranked
-            kept = widen(rank, k, 2 * k if per_document else k)
-            unread = [i for i, _, _ in kept if i not in chunks]
-            if unread:
-                chunks.update(self._chunks(unread))
-        words = query_words(parsed)
-        # the score is the metric's similarity: cosine, dot, or minus the euclidean distance
-        return [
-            make_hit(chunks[i], score, {"vector": score}, words, kind=self._metric)
-            for i, score, _ in kept
-            if i in chunks
-        ]
+    def _mode_to_run(
+        self, asked: str | None, vector_state: str, *, fallback_allowed: bool
+    ) -> tuple[str, str | None]:
+        """Return the mode to run and why it is not the one asked for (None: as asked)."""
+        if asked is None:  # hybrid once it can run; keyword-only stores are not told off
+            ran = "hybrid" if vector_state == "ready" else "keyword"
+            if fallback_allowed and (
+                vector_state == "no-vectors"
+                or (vector_state == "no-model" and self.store.vectors.has_any())
+            ):
+                return ran, self._why_not(vector_state, "hybrid")
+            return ran, None
+        if fallback_allowed and asked != "keyword" and vector_state in ("no-model", "no-vectors"):
+            return "keyword", self._why_not(vector_state, asked)
+        return asked, None
 
-    def _hybrid(
+    def _ranked(
         self,
+        mode: str,
+        vector_state: str,
+        query: str,
         parsed: KeywordQuery,
-        vector: npt.NDArray[np.float32],
         k: int,
         where: Where | None,
-        allowed: Sequence[int] | None,
-        ef_search: int | None,
         per_document: bool,
+        ef_search: int | None,
+        counts: tuple[int, int] | None,
     ) -> list[Hit]:
-        import numpy as np  # loaded with the vectors
+        """Return the hits of ``mode`` (inside the search's snapshot); ``counts`` is the
+        search's (chunk vectors, chunks), for hybrid's share of chunks with vectors."""
+        if mode == "keyword":
+            return self._ranking.keyword_hits(parsed, k, where, per_document)
+        if vector_state == "empty":
+            return []
+        if vector_state == "no-model":
+            raise ValidationError(self._why_not(vector_state, mode))
+        if vector_state == "no-vectors":
+            raise NotFoundError(self._why_not(vector_state, mode))
+        vector = self.require_embedder(f"{mode} search").embed_query(query)
+        if mode == "rerank":
+            from vrom.search.rerank import rerank_search  # numpy: only with vectors
 
-        owners: dict[int, tuple[int, float]] = {}  # candidate -> (document, prior)
-        # while embedding runs, the vector ranking sees only the chunks that have vectors
-        vectors, total = self._counts()
-        share = min(1.0, vectors / total) if total else 1.0
-        passing = None if allowed is None or share >= 1 else set(allowed)
-
-        def rank(pool: int) -> tuple[list[tuple[float, int, Parts, int]], bool]:
-            keyword_rows = self.keyword.search(parsed, pool, where)
-            ef = None if ef_search is None else max(ef_search, pool)
-            nearest = self.index.nearest(vector, pool, allowed, ef)
-            unseen: set[int] = set()
-            if share < 1:  # a keyword hit without a vector yet: its keyword part stands in
-                seeable = [row.chunk_id for row in keyword_rows]
-                if passing is not None:
-                    seeable = [i for i in seeable if i in passing]
-                have = (
-                    {i for i, _ in self.index.nearest(vector, len(seeable), seeable, None)}
-                    if seeable
-                    else set()
-                )
-                unseen = {row.chunk_id for row in keyword_rows if row.chunk_id not in have}
-            fused = fuse_arrays(
-                np.fromiter((r.chunk_id for r in keyword_rows), np.int64, len(keyword_rows)),
-                np.fromiter((r.bm25 for r in keyword_rows), np.float64, len(keyword_rows)),
-                np.fromiter((i for i, _ in nearest), np.int64, len(nearest)),
-                np.fromiter((score for _, score in nearest), np.float64, len(nearest)),
-                share,
-                np.fromiter((r.chunk_id in unseen for r in keyword_rows), bool) if unseen else None,
+            return rerank_search(
+                self.store, vector, parsed, k, where, per_document, self.keyword.search
             )
-            owners.update(
-                (row.chunk_id, (row.document_id, row.human_relevance_score)) for row in keyword_rows
-            )
-            ids = fused.ids.tolist()
-            if not ids:
-                return [], False
-            # vector-only candidates: their document and its prior
-            owners.update(self._owners([i for i in ids if i not in owners]))
-            known = [i in owners for i in ids]  # the others were deleted between the retrievals
-            if not all(known):
-                fused = fused.take(np.fromiter(known, bool, len(known)))
-            cited = fused.ids
-            if per_document:  # each document matched by its best chunk in each ranking
-                fused, cited = fused.by_group(
-                    np.fromiter((owners[i][0] for i in cited.tolist()), np.int64, len(cited))
-                )
-                documents = fused.ids.tolist()
-            else:
-                documents = [owners[i][0] for i in cited.tolist()]
-            relevance = [owners[i][1] for i in cited.tolist()]
-            factors = {score: prior_factor(score) for score in set(relevance)}
-            priors = np.fromiter((factors[r] for r in relevance), np.float64, len(relevance))
-            scores = fused.fused * priors
-            kept: list[tuple[float, int, Parts, int]] = []
-            for at in np.lexsort((cited, -fused.rrf, -scores))[:k].tolist():
-                parts = fused.parts(at)
-                parts["prior"] = float(priors[at])
-                kept.append((float(scores[at]), int(cited[at]), parts, documents[at]))
-            return kept, len(keyword_rows) == pool or len(nearest) == pool
+        allowed = None if where is None else self.store.documents.chunk_ids_matching(where)
+        if mode == "vector":
+            return self._ranking.vector_hits(parsed, vector, k, allowed, ef_search, per_document)
+        assert counts is not None  # counted for every hybrid search
+        return self._ranking.hybrid_hits(
+            parsed, vector, k, where, allowed, ef_search, per_document, counts
+        )
 
-        with self.store.snapshot():  # chunks are read from the state the ranks came from
-            scored = widen(rank, k, first_pool(k))
-            chunks = self._chunks([i for _, i, _, _ in scored])
-        words = query_words(parsed)
-        return [
-            make_hit(chunks[i], score, parts, words, kind="fused")
-            for score, i, parts, _ in scored
-            if i in chunks
-        ]
-
-    def _counts(self) -> tuple[int, int]:
-        """Return (chunk vectors, chunks) in the store.
+    def _counts(self, state: StoreState) -> tuple[int, int]:
+        """Return (chunk vectors, chunks) in the store, in the caller's snapshot.
 
         Counting reads every row of both tables (vectors are wide: ~7 ms on 11k chunks), so the
         counts are kept until the vector generation or the keyword index's version moves: every
         write of a chunk changes the one, of a vector the other. A store without a keyword
         version (PostgreSQL) is counted every time.
         """
-        with self.store.snapshot():
-            version = self.keyword.version()
-            key = None if version is None else (self.store.vectors.generation(), version)
-            if key is not None and self._counted is not None and self._counted[0] == key:
-                return self._counted[1]
-            counts = (self.store.vectors.count(), self.store.documents.chunk_count())
+        version = state.keyword_version
+        key = None if version is None else (state.vector_generation, version)
+        if key is not None and self._counted is not None and self._counted[0] == key:
+            return self._counted[1]
+        counts = (self.store.vectors.count(), self.store.documents.chunk_count())
         self._counted = None if key is None else (key, counts)
         return counts
-
-    def _chunks(self, chunk_ids: list[int]) -> dict[int, StoredChunk]:
-        """Return the whole chunks of the hits returned, by id, from one read."""
-        return {c.chunk_id: c for c in self.store.documents.get_chunks(chunk_ids)}
-
-    def _owners(self, chunk_ids: list[int]) -> dict[int, tuple[int, float]]:
-        """Return ranked candidates' (document id, prior), those gone left out: from the
-        keyword copy's arrays when it is current, else read light (no text, no metadata)."""
-        if not chunk_ids:
-            return {}
-        owners = self.keyword.owners(chunk_ids)
-        return self.store.documents.chunk_owners(chunk_ids) if owners is None else owners
 
     # -- memories --------------------------------------------------------------------------
 
@@ -544,7 +403,8 @@ class Corpus:
         ``vector``. With ``half_life_days`` a memory's score is multiplied by ``recency``,
         ``0.5 ** (age in days / half_life_days)`` (its age from its timestamp to now; 1 for a
         memory timed in the future), among the candidates the retrievers found. Memories not
-        embedded yet are embedded first. Ties go to the newer memory.
+        embedded yet are embedded first. Ties go to the newer memory. Like `search`, it is
+        validated once and ranked in one snapshot from one read of the store's state.
         """
         check_query(query)
         check_k(k)
@@ -553,70 +413,33 @@ class Corpus:
             mode = "keyword" if embedder is None else "hybrid"
         elif mode not in ("keyword", "vector", "hybrid"):
             raise ValidationError(f"mode must be one of keyword, vector, hybrid, not {shown(mode)}")
-        pool = first_pool(k)
-        parsed = parse_query(query)
-        keyword_rows = (
-            [] if mode == "vector" else self.store.memories.keyword_search(parsed, pool, where)
-        )
-        records = {row.memory.id: row.memory for row in keyword_rows}
-        # the candidates: their ids, scores and RRF (ties), and their score parts by position
-        ids: list[str]
-        scores: list[float]
-        rrf: list[float] | None = None
-        parts_at: Callable[[int], Parts]
-        if mode == "keyword":
-            ids = [row.memory.id for row in keyword_rows]
-            scores = [row.bm25 for row in keyword_rows]
-            parts_at = functools.partial(_one_part, "bm25", scores)
-        else:
+        if mode != "keyword":
             embedder = self.require_embedder(f"{mode} recall")
-            self._embed_new_memories(embedder)
-            allowed = self.store.memories.keys_matching(where)
-            nearest = self._memory_index.nearest(embedder.embed_query(query), pool, allowed)
-            by_key = self.store.memories.by_keys([key for key, _ in nearest])
-            records.update((memory.id, memory) for memory in by_key.values())
-            similar = [(by_key[key].id, s) for key, s in nearest if key in by_key]
-            if mode == "vector":
-                ids = [memory_id for memory_id, _ in similar]
-                scores = [score for _, score in similar]
-                parts_at = functools.partial(_one_part, "vector", scores)
-            else:
-                ids, scores, rrf, parts_at = _fused_memories(keyword_rows, similar)
-        recency: list[float] | None = None
-        if half_life_days is not None:
-            now = time.time()
-            recency = [
-                0.5 ** (max(0.0, now - records[memory_id].created_unix) / 86_400 / half_life_days)
-                for memory_id in ids
-            ]
-            scores = [score * factor for score, factor in zip(scores, recency, strict=True)]
-        order = sorted(
-            range(len(ids)),
-            key=lambda at: (
-                -scores[at],
-                -(rrf[at] if rrf is not None else 0.0),
-                -records[ids[at]].created_unix,
-                ids[at],
-            ),
-        )
-        recalled = []
-        for at in order[:k]:  # parts only for the memories returned
-            parts = parts_at(at)
-            if recency is not None:
-                parts["recency"] = recency[at]
-            recalled.append((records[ids[at]], scores[at], parts))
-        return recalled
-
-    def _embed_new_memories(self, embedder: Embedder) -> None:
-        """Embed the memories without a vector, unless none was added and no vector dropped
-        since the last time all had one: finding none reads every memory (~9 ms at 5,000)."""
-        vectors = self.store.memories.vectors
-        marker = (self.store.memories.newest_key(), vectors.generation())
-        if marker == self._memories_embedded:
-            return
-        embed_missing_memories(self.store, embedder)
-        # read again: embedding moved the generation; a memory added meanwhile moves the key
-        self._memories_embedded = (marker[0], vectors.generation())
+        parsed = parse_query(query)
+        if embedder is None or mode == "keyword":  # one read: no state to check, no snapshot
+            return rank_memories(
+                self.store, self._memory_index, parsed, None, k, where, mode, half_life_days
+            )
+        for attempt in range(2):
+            with self.store.snapshot():
+                state = self.store.state()
+                marker = (state.newest_memory_key, state.memory_vector_generation)
+                if marker == self._memories_embedded or attempt:
+                    return rank_memories(
+                        self.store,
+                        self._memory_index,
+                        parsed,
+                        embedder.embed_query(query),
+                        k,
+                        where,
+                        mode,
+                        half_life_days,
+                    )
+            # new memories, or vectors dropped: embed them (a write) outside the snapshot
+            embed_missing_memories(self.store, embedder)
+            # read again: embedding moved the generation; a memory added meanwhile moves the key
+            self._memories_embedded = (marker[0], self.store.memories.vectors.generation())
+        raise AssertionError("unreachable: the second attempt ranks")
 
     # -- life ------------------------------------------------------------------------------
 

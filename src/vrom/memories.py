@@ -40,8 +40,6 @@ from vrom.ingest.embedding import (
     memory_texts,
 )
 from vrom.search.fusion import MAX_K
-from vrom.search.keyword import check_k
-from vrom.search.query import check_query
 from vrom.store import MEMORY_FIELDS, MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
 
 MEMORY_TYPES = ("note", "decision", "fact", "preference", "todo", "observation")
@@ -428,8 +426,7 @@ class Memories:
         ``0.5 ** (age in days / half_life_days)`` (``recency`` in the parts). Query syntax is
         keyword search's: words, "phrases", -excluded, prefix*.
         """
-        check_query(query)
-        check_k(k)
+        # the query and k are validated once, by the core (`Corpus.recall`)
         if half_life_days is not None and (
             isinstance(half_life_days, bool)
             or not isinstance(half_life_days, int | float)

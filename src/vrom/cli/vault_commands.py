@@ -150,6 +150,10 @@ def _sqlite_vec_info(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+RERANK = "keyword candidates reranked by meaning, human relevance and text quality"
+"""What mode rerank runs, as the CLI says it (help and a note on stderr)."""
+
+
 def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
     """Search the vault; say on stderr when the search fell back to keyword, and why.
 
@@ -171,6 +175,8 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
     note = styler(sys.stderr)("note:", "yellow")
     if report.fallback:
         sys.stderr.write(f"{note} searched by keyword: {report.fallback}\n")
+    elif report.mode == "rerank":  # hybrid-search's name promises fusion: say what ran
+        sys.stderr.write(f"{note} mode rerank: {RERANK} (not fused: --mode hybrid)\n")
     elif report.mode != "keyword" and report.vectors < report.chunks:
         sys.stderr.write(
             f"{note} only {vector_coverage(report.vectors, report.chunks)} chunks have vectors"
@@ -304,8 +310,9 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         (
             "hybrid-search",
             "rerank",
-            "Keyword candidates reranked by meaning, human relevance and text quality "
-            "(each hit carries fts_score, vector_score, text_quality_score, ranking_runtime).",
+            f"Search in mode rerank: {RERANK}, the same as 'vrom search --mode rerank' (each"
+            " hit carries fts_score, vector_score, text_quality_score, ranking_runtime); for"
+            " keyword and vector scores fused, 'vrom search --mode hybrid'.",
         ),
     ):
         sub = command(name, _search_vault, help_text)
@@ -336,8 +343,9 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
                 "--mode",
                 choices=MODES,
                 default=None,
-                help="keyword, vector, hybrid (normalised scores fused) or rerank (as hybrid-search); "
-                "default: hybrid when the vault has vectors (vector with --pack)",
+                help="keyword, vector, hybrid (normalised keyword and vector scores fused) or"
+                f" rerank ({RERANK}: what hybrid-search runs); default: hybrid when the vault has"
+                " vectors (vector with --pack)",
             )
         else:
             sub.set_defaults(mode=mode)

@@ -28,6 +28,7 @@ from vrom.store.records import (
     StoreCounts,
     StoredChunk,
     StoredDocument,
+    StoreState,
     VectorChanges,
     Where,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "Sidecar",
     "Store",
     "StoreCounts",
+    "StoreState",
     "StoredChunk",
     "StoredDocument",
     "VectorChanges",

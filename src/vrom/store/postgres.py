@@ -29,7 +29,7 @@ from vrom.store.postgres_schema import (
     TEXT_SEARCH_CONFIG,
 )
 from vrom.store.postgres_vectors import PgChunkVectors
-from vrom.store.records import Sidecar, StoreCounts
+from vrom.store.records import Sidecar, StoreCounts, StoreState
 from vrom.store.sql_store import SqlStore
 
 DEFAULT_NAMESPACE = "default"
@@ -53,6 +53,14 @@ class PostgresStore(SqlStore[PgDocuments, PgChunkVectors, PgMemories]):
     def namespace(self) -> str:
         """The namespace this store is."""
         return self._db.namespace
+
+    def state(self) -> StoreState:
+        """Return the generations and newest memory key (`vrom.store.Store.state`): inside a
+        snapshot each meta value is read once and held; there is no keyword version."""
+        newest = self._memories.newest_key()
+        return StoreState(
+            self._vectors.generation(), self._memories.vectors.generation(), None, newest
+        )
 
     def close(self) -> None:
         """Close the connections; later calls raise `StorageError`."""

@@ -352,7 +352,7 @@ class PgDatabase:
             if not self.writing:
                 with self.guard("starting a write"):
                     self._lock(current)
-                self._local.writing = True
+                self._local.writing, self._local.held = True, None
             yield
             return
         with self._own_transaction("starting a write") as conn:
@@ -399,11 +399,11 @@ class PgDatabase:
         with self._own_transaction("reading") as conn:
             with self.guard("reading"):
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            self._local.conn, self._local.writing = conn, False
+            self._local.conn, self._local.writing, self._local.held = conn, False, {}
             try:
                 yield
             finally:
-                self._local.conn, self._local.writing = None, False
+                self._local.conn, self._local.writing, self._local.held = None, False, None
 
     @contextmanager
     def local_transaction(self) -> Iterator[Connection]:
@@ -436,6 +436,7 @@ class PgDatabase:
 
     def put_meta(self, conn: Connection, key: str, value: str) -> None:
         """Set a ``meta`` value on ``conn`` (inside the caller's transaction)."""
+        (getattr(self._local, "held", None) or {}).pop(key, None)
         conn.execute(
             "INSERT INTO meta(key, value) VALUES (%s, %s)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -443,9 +444,15 @@ class PgDatabase:
         )
 
     def get_meta(self, key: str) -> str | None:
-        """Return a value of the ``meta`` table, or None."""
+        """Return a value of the ``meta`` table, or None (read once in a snapshot)."""
+        held = getattr(self._local, "held", None)  # a snapshot nothing has written in
+        if held is not None and key in held:
+            return held[key]  # type: ignore[no-any-return]
         with self.guard("reading meta"), self.connection() as conn:
-            return self.meta_value(conn, key)
+            value = self.meta_value(conn, key)
+        if held is not None:
+            held[key] = value
+        return value
 
     def set_meta(self, key: str, value: str) -> None:
         """Set a value of the ``meta`` table."""

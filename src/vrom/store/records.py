@@ -240,6 +240,22 @@ class StoreCounts:
     bytes: int
 
 
+@dataclass(frozen=True)
+class StoreState:
+    """What a search checks its caches against, read once at its start (`Store.state`).
+
+    ``vector_generation`` and ``memory_vector_generation`` change whenever a chunk or memory
+    vector is added or removed; ``keyword_version`` whenever the keyword index changes (None:
+    the store has no version to read, PostgreSQL); ``newest_memory_key`` is the largest memory
+    key (0 without memories).
+    """
+
+    vector_generation: int
+    memory_vector_generation: int
+    keyword_version: bytes | None
+    newest_memory_key: int
+
+
 MEMORY_STATUSES = ("active", "archived", "superseded")
 VECTOR_ENCODING_META_KEY = "vector_encoding"
 """The metadata key recording how chunk vectors are encoded (``float32`` when absent)."""

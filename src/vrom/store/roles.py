@@ -24,6 +24,7 @@ from vrom.store.records import (
     Sidecar,
     StoreCounts,
     StoredChunk,
+    StoreState,
     VectorChanges,
 )
 from vrom.store.sql_documents import SqlDocuments
@@ -232,6 +233,15 @@ class Store(Protocol):
 
     def transaction(self) -> AbstractContextManager[None]:
         """Return a context manager under which writes commit together or not at all."""
+        ...
+
+    def state(self) -> StoreState:
+        """Return the vector generations, keyword version and newest memory key in one read.
+
+        Inside a `snapshot` (which nothing writes in) it is read once: the generations and the
+        keyword version are answered from it until the snapshot ends, so a search reads them
+        once however many of its parts ask.
+        """
         ...
 
     def snapshot(self) -> AbstractContextManager[None]:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from vrom.errors import StorageError
-from vrom.store.records import Sidecar, StoreCounts
+from vrom.store import sqlite_keyword
+from vrom.store.records import Sidecar, StoreCounts, StoreState
 from vrom.store.schema import CONSISTENCY_CHECKS, FTS_TOKENIZER
 from vrom.store.sql_store import SqlStore
 from vrom.store.sqlite_database import BUSY_TIMEOUT_SECONDS, Database
@@ -61,6 +62,12 @@ class SQLiteStore(SqlStore[SQLiteDocuments, SQLiteChunkVectors, SQLiteMemories])
     def encrypted(self) -> bool:
         """True when the database file is encrypted (opened with a key)."""
         return self._db.encrypted
+
+    def state(self) -> StoreState:
+        """Return the generations, keyword version and newest memory key in one read (held
+        for the rest of a snapshot: `vrom.store.Store.state`)."""
+        with self._db.guard("reading the store's state"):
+            return sqlite_keyword.state(self._db)
 
     def close(self) -> None:
         """Close the connection; later calls raise `StorageError`."""

@@ -52,6 +52,8 @@ class Database:
         """
         self._path = None if path is None else Path(path)
         self._depth = 0
+        # inside a read snapshot, the values `state` read (meta keys, the keyword version)
+        self.held: dict[str, Any] | None = None
         self._closed = False
         self._key = _checked_key(key)
         self._read_only = read_only
@@ -286,9 +288,11 @@ class Database:
             yield
             return
         self.conn.execute("BEGIN")
+        self.held = {}
         try:
             yield
         finally:
+            self.held = None
             self.conn.execute("COMMIT")
 
     def reader(self) -> Database | None:
@@ -314,12 +318,17 @@ class Database:
     # -- meta ------------------------------------------------------------------------------
 
     def meta_value(self, key: str) -> str | None:
-        """Return a ``meta`` value, without a guard (inside another guarded block)."""
+        """Return a ``meta`` value, without a guard (inside another guarded block); inside a
+        read snapshot, the one `held` if `state` read it."""
+        if self.held is not None and key in self.held:
+            return self.held[key]  # type: ignore[no-any-return]
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def put_meta(self, key: str, value: str) -> None:
         """Set a ``meta`` value, inside the caller's transaction."""
+        if self.held is not None:
+            self.held.pop(key, None)
         self.conn.execute(
             "INSERT INTO meta(key, value) VALUES (?, ?)"
             " ON CONFLICT(key) DO UPDATE SET value = excluded.value",

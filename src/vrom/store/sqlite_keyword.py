@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from vrom.errors import StorageError
-from vrom.store.records import KeywordPostings
+from vrom.store.records import KeywordPostings, StoreState
 from vrom.store.schema import FTS_TOKENIZER
 
 if TYPE_CHECKING:
@@ -40,12 +40,42 @@ _BATCH_CHARACTERS = 1_000_000
 
 
 def version(db: Database) -> bytes:
-    """Return the keyword index's version: its structure and averages records, joined."""
+    """Return the keyword index's version: its structure and averages records, joined (the
+    one `state` read, inside its snapshot)."""
+    if db.held is not None and _VERSION in db.held:
+        return db.held[_VERSION]  # type: ignore[no-any-return]
     rows = db.conn.execute(
         "SELECT block FROM chunks_fts_data WHERE id IN (?, ?) ORDER BY id",
         (_AVERAGES_ROWID, _STRUCTURE_ROWID),
     ).fetchall()
     return b"\0".join(bytes(row[0]) for row in rows)
+
+
+_VERSION = "chunks_fts version"  # the keyword version's key among the values a snapshot holds
+_GENERATIONS = ("vector_generation", "memory_vector_generation")
+
+
+def state(db: Database) -> StoreState:
+    """Return the store's `StoreState` from one statement; inside a read snapshot the values
+    are held (`Database.held`) and answer the generation and version reads until it ends."""
+    row = db.conn.execute(
+        "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT value FROM meta WHERE key = ?),"
+        " (SELECT block FROM chunks_fts_data WHERE id = ?),"
+        " (SELECT block FROM chunks_fts_data WHERE id = ?),"
+        " (SELECT coalesce(max(key), 0) FROM memories)",
+        (*_GENERATIONS, _AVERAGES_ROWID, _STRUCTURE_ROWID),
+    ).fetchone()
+    chunk_generation, memory_generation, averages, structure, newest = row
+    keyword = b"\0".join(bytes(block) for block in (averages, structure) if block is not None)
+    if db.held is not None:
+        db.held.update(
+            {
+                _GENERATIONS[0]: None if chunk_generation is None else str(chunk_generation),
+                _GENERATIONS[1]: None if memory_generation is None else str(memory_generation),
+                _VERSION: keyword,
+            }
+        )
+    return StoreState(int(chunk_generation or 0), int(memory_generation or 0), keyword, int(newest))
 
 
 def postings(db: Database) -> KeywordPostings:

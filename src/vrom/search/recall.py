@@ -1,0 +1,100 @@
+"""Ranking memories for the search core: keyword, vector and hybrid, with recency.
+
+`rank_memories` is what `vrom.corpus.Corpus.recall` runs inside its one snapshot, after the
+store state is read and new memories are embedded; fusion lives in `vrom.search.fusion`.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from vrom.search.fusion import first_pool, fuse_rankings
+from vrom.search.vector import VectorIndex
+from vrom.store import KeywordQuery, MemoryFilter, MemoryKeywordRow, MemoryRecord, Store
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+Parts = dict[str, float]
+"""A memory's score parts: ``bm25``, ``vector``, ``fused``, ``rrf``, ``recency``."""
+
+
+def _one_part(name: str, scores: Sequence[float], at: int) -> Parts:
+    """Return the score parts of a candidate ranked by one retriever: its score, named."""
+    return {name: scores[at]}
+
+
+def _fused_memories(
+    keyword_rows: Sequence[MemoryKeywordRow], similar: Sequence[tuple[str, float]]
+) -> tuple[list[str], list[float], list[float], Callable[[int], Parts]]:
+    """Return recall's hybrid candidates fused (`fuse_rankings`): their memory ids, fused
+    scores, RRF and a function giving the score parts of the one at a position."""
+    candidates, fused = fuse_rankings([(row.memory.id, row.bm25) for row in keyword_rows], similar)
+    ids = [candidates[n] for n in fused.ids.tolist()]
+    return ids, fused.fused.tolist(), fused.rrf.tolist(), fused.parts
+
+
+def rank_memories(
+    store: Store,
+    index: VectorIndex,
+    parsed: KeywordQuery,
+    vector: npt.NDArray[np.float32] | None,
+    k: int,
+    where: MemoryFilter,
+    mode: str,
+    half_life_days: float | None,
+) -> list[tuple[MemoryRecord, float, Parts]]:
+    """Return the ``k`` memories best matching, with their score and its parts (see
+    `vrom.corpus.Corpus.recall`); ``vector`` is the query's (None in keyword mode)."""
+    pool = first_pool(k)
+    keyword_rows = [] if mode == "vector" else store.memories.keyword_search(parsed, pool, where)
+    records = {row.memory.id: row.memory for row in keyword_rows}
+    # the candidates: their ids, scores and RRF (ties), and their score parts by position
+    ids: list[str]
+    scores: list[float]
+    rrf: list[float] | None = None
+    parts_at: Callable[[int], Parts]
+    if vector is None:
+        ids = [row.memory.id for row in keyword_rows]
+        scores = [row.bm25 for row in keyword_rows]
+        parts_at = functools.partial(_one_part, "bm25", scores)
+    else:
+        allowed = store.memories.keys_matching(where)
+        nearest = index.nearest(vector, pool, allowed)
+        by_key = store.memories.by_keys([key for key, _ in nearest])
+        records.update((memory.id, memory) for memory in by_key.values())
+        similar = [(by_key[key].id, s) for key, s in nearest if key in by_key]
+        if mode == "vector":
+            ids = [memory_id for memory_id, _ in similar]
+            scores = [score for _, score in similar]
+            parts_at = functools.partial(_one_part, "vector", scores)
+        else:
+            ids, scores, rrf, parts_at = _fused_memories(keyword_rows, similar)
+    recency: list[float] | None = None
+    if half_life_days is not None:
+        now = time.time()
+        recency = [
+            0.5 ** (max(0.0, now - records[memory_id].created_unix) / 86_400 / half_life_days)
+            for memory_id in ids
+        ]
+        scores = [score * factor for score, factor in zip(scores, recency, strict=True)]
+    order = sorted(
+        range(len(ids)),
+        key=lambda at: (
+            -scores[at],
+            -(rrf[at] if rrf is not None else 0.0),
+            -records[ids[at]].created_unix,
+            ids[at],
+        ),
+    )
+    recalled = []
+    for at in order[:k]:  # parts only for the memories returned
+        parts = parts_at(at)
+        if recency is not None:
+            parts["recency"] = recency[at]
+        recalled.append((records[ids[at]], scores[at], parts))
+    return recalled
