@@ -30,6 +30,9 @@ class PgDialect(Dialect):
     def text_list(self, expr: str) -> str:
         return f"json_agg({expr})::text"
 
+    def meta(self, run: Statements, key: str) -> str | None:
+        return self.db.get_meta(key)  # read once in a snapshot
+
     @contextmanager
     def reading(self, action: str) -> Iterator[Statements]:
         with self.db.guard(action), self.db.connection() as conn:

@@ -61,6 +61,10 @@ class Statements:
         row = self.one(sql, params)
         return None if row is None else row[0]
 
+    def meta(self, key: str) -> str | None:
+        """Return a ``meta`` value (inside a snapshot, the one the store's `state` holds)."""
+        return self._dialect.meta(self, key)
+
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run ``sql``; return how many rows it changed."""
         return int(self.conn.execute(self._dialect.sql(sql), params).rowcount)
@@ -111,6 +115,12 @@ class Dialect:
     def text_list(self, expr: str) -> str:
         """Return an aggregate of ``expr`` as the text of a JSON array."""
         return f"json_group_array({expr})"
+
+    def meta(self, run: Statements, key: str) -> str | None:
+        """Return a ``meta`` value read by ``run``; a backend answers from what a snapshot's
+        `state` read holds."""
+        value = run.scalar("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if value is None else str(value)
 
     def reading(self, action: str) -> AbstractContextManager[Statements]:
         """Run the block's reads on the current connection; driver errors name ``action``."""

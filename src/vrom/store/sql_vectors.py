@@ -99,7 +99,7 @@ class SqlVectors:
     def generation(self) -> int:
         """Return a number that changes whenever any vector is added or removed."""
         with self._sql.reading("reading meta") as run:
-            value = run.scalar("SELECT value FROM meta WHERE key = ?", (self._t.generation_meta,))
+            value = run.meta(self._t.generation_meta)
             return int(value or 0)
 
     def change_number(self) -> int:

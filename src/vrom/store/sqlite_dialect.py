@@ -15,6 +15,9 @@ class SQLiteDialect(Dialect):
     def __init__(self, db: Database) -> None:
         self.db = db
 
+    def meta(self, run: Statements, key: str) -> str | None:
+        return self.db.meta_value(key)  # held inside a snapshot's state
+
     @contextmanager
     def reading(self, action: str) -> Iterator[Statements]:
         with self.db.guard(action):
