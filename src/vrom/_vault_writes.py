@@ -1,4 +1,5 @@
-"""The writing half of a `Vault`: indexing and embedding, syncing, writing notes, formats, export.
+"""The writing half of a `Vault`: indexing and embedding, syncing, writing notes, formats, export,
+and what the store holds (its stats, backend, vectors).
 
 `Vault` inherits these methods; its read half (search, context, notes and links) stays in
 `vrom.vault`. Each method works on the vault's parts built by `Vault.__init__`: the indexer,
@@ -9,6 +10,7 @@ the files (`vrom._vault_files`), the formats (`vrom._vault_format`) and the sync
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -23,17 +25,20 @@ from vrom.corpus import Corpus
 from vrom.errors import ValidationError
 from vrom.export import export_store
 from vrom.ingest.confine import confine
-from vrom.ingest.embed_job import EmbeddingBusy
-from vrom.ingest.embedding import EmbedProgress
-from vrom.ingest.indexer import Indexer, ProgressCallback
+from vrom.ingest.embed_job import EmbeddingBusy, embedding_status
+from vrom.ingest.embedding import EmbedProgress, stored_fingerprint
+from vrom.ingest.indexer import STRATEGY_META_KEY, Indexer, ProgressCallback
 from vrom.ingest.sync import SyncProgress
 from vrom.results import (
+    BackendInfo,
     DeleteResult,
     ExportSummary,
     FormatReport,
     IndexSummary,
     Note,
     SyncSummary,
+    VaultStats,
+    VectorInfo,
     WriteResult,
 )
 from vrom.store import Location, Store
@@ -64,6 +69,47 @@ class VaultWrites:
         def get_note(
             self, path_or_id: str | int, *, purpose: ReadPurpose = "reference"
         ) -> Note: ...
+
+    # -- what the store holds -----------------------------------------------------------
+
+    def stats(self) -> VaultStats:
+        """Return counts and sizes of the vault's store."""
+        counts = self.store.counts()
+        fingerprint = stored_fingerprint(self.store)
+        last = self.store.get_meta("last_indexed_unix")
+        return VaultStats(
+            vault_root=str(self.root),
+            store_path=self.store.location,
+            notes=counts.documents,
+            chunks=counts.chunks,
+            links=counts.links,
+            unresolved_links=self.store.documents.unresolved_link_count(),
+            tags=counts.tags,
+            store_bytes=counts.bytes,
+            last_indexed_unix=None if last is None else float(last),
+            chunk_strategy=json.loads(self.store.get_meta(STRATEGY_META_KEY) or "{}"),
+            vectors=counts.vectors,
+            embedding_model=None if fingerprint is None else fingerprint.describe(),
+            embedding=embedding_status(self.store),
+        )
+
+    def backend_info(self) -> BackendInfo:
+        """Return what the store backend is and can do, where writes land first, and how
+        searches by meaning run (vector mode, model and fingerprint, index settings)."""
+        vectors = self.corpus.vector_info()
+        return BackendInfo(
+            **self.store.describe(),
+            vector_mode=vectors.vector_mode,
+            embedding_model=vectors.embedding_model,
+            embedding_fingerprint=vectors.embedding_fingerprint,
+            vector_index=vectors.index_settings,
+        )
+
+    def vector_info(self) -> VectorInfo:
+        """Return the vault's vectors and how they are searched: count, dims, dtype, model
+        fingerprint, vector mode, index settings and the graph file's state (see
+        `vrom.results.VectorInfo`)."""
+        return self.corpus.vector_info()
 
     # -- syncing ---------------------------------------------------------------------------
 

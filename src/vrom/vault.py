@@ -23,8 +23,6 @@ from vrom.errors import NotFoundError, ValidationError, shown
 from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.confine import ReadPurpose
-from vrom.ingest.embed_job import embedding_status
-from vrom.ingest.embedding import stored_fingerprint
 from vrom.ingest.freshness import fresh_notes
 from vrom.ingest.indexer import (
     STRATEGY_META_KEY,
@@ -35,7 +33,6 @@ from vrom.ingest.parse import is_utf8, shown_path
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
 from vrom.memories import Memories
 from vrom.results import (
-    BackendInfo,
     Context,
     FolderListing,
     Hit,
@@ -44,8 +41,6 @@ from vrom.results import (
     Related,
     SearchReport,
     TagCount,
-    VaultStats,
-    VectorInfo,
     changed_hit,
 )
 from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
@@ -433,45 +428,6 @@ class Vault(VaultWrites):
         note is named as for `get_note`, ``purpose`` included.
         """
         return self._notes.related(path_or_id, k, purpose, similar_too=self.corpus.has_vectors())
-
-    def stats(self) -> VaultStats:
-        """Return counts and sizes of the vault's store."""
-        counts = self.store.counts()
-        fingerprint = stored_fingerprint(self.store)
-        last = self.store.get_meta("last_indexed_unix")
-        return VaultStats(
-            vault_root=str(self.root),
-            store_path=self.store.location,
-            notes=counts.documents,
-            chunks=counts.chunks,
-            links=counts.links,
-            unresolved_links=self.store.documents.unresolved_link_count(),
-            tags=counts.tags,
-            store_bytes=counts.bytes,
-            last_indexed_unix=None if last is None else float(last),
-            chunk_strategy=json.loads(self.store.get_meta(STRATEGY_META_KEY) or "{}"),
-            vectors=counts.vectors,
-            embedding_model=None if fingerprint is None else fingerprint.describe(),
-            embedding=embedding_status(self.store),
-        )
-
-    def backend_info(self) -> BackendInfo:
-        """Return what the store backend is and can do, where writes land first, and how
-        searches by meaning run (vector mode, model and fingerprint, index settings)."""
-        vectors = self.corpus.vector_info()
-        return BackendInfo(
-            **self.store.describe(),
-            vector_mode=vectors.vector_mode,
-            embedding_model=vectors.embedding_model,
-            embedding_fingerprint=vectors.embedding_fingerprint,
-            vector_index=vectors.index_settings,
-        )
-
-    def vector_info(self) -> VectorInfo:
-        """Return the vault's vectors and how they are searched: count, dims, dtype, model
-        fingerprint, vector mode, index settings and the graph file's state (see
-        `vrom.results.VectorInfo`)."""
-        return self.corpus.vector_info()
 
     # -- files -----------------------------------------------------------------------------
     # Every path below is confined to the vault by `vrom.ingest.confine.confine`:
