@@ -214,14 +214,14 @@ from vrom import Collection, Embedder
 from vrom.index import background, hnsw
 
 adding = threading.Event()
-real_add = hnsw._add
+real_add = hnsw.add_rows
 
 def add_once_the_process_exits(*args):
     adding.set()
     background._EXITING.wait()  # the graph's threads run while the process exits
     real_add(*args)
 
-hnsw._add = add_once_the_process_exits
+hnsw.add_rows = add_once_the_process_exits
 docs = Collection.open("docs", embedder=Embedder.fake(256), storage=sys.argv[1], index="hnsw")
 assert len(docs.search("river1 copper3", k=5)) == 5
 adding.wait()

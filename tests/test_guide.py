@@ -68,5 +68,5 @@ def test_the_guide_links_resolve() -> None:
 def test_the_guide_and_the_mode_help_say_hybrid_fuses_normalised_scores_not_ranks() -> None:
     helps = _subcommand_help()
     mode_help = " ".join(helps["search"].split())
-    assert "hybrid (normalised scores fused)" in mode_help
+    assert "hybrid (normalised keyword and vector scores fused)" in mode_help
     assert "rank fusion" not in mode_help and "by rank" not in TEXT

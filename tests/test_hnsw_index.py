@@ -19,7 +19,7 @@ from vrom.index.hnsw import HnswIndex, _prefers_exact
 from vrom.ingest.embedding import FINGERPRINT_META_KEY
 from vrom.search import vector as vector_module
 from vrom.search.vector import EXACT_CEILING, HNSW_THRESHOLD
-from vrom.store import ChunkRecord, DocumentRecord
+from vrom.store import ChunkRecord, DocumentRecord, Where
 from vrom.store.sqlite import SQLiteStore
 
 DIMS = 32
@@ -330,7 +330,7 @@ def test_the_searcher_switches_to_hnsw_at_the_threshold(store: SQLiteStore) -> N
     assert growing.index.current is index, "kept while the store is unchanged"
     _add_note(store, "c/more.md", _unit_vectors(50, seed=3))
     assert isinstance(growing.index.wait_for_graph(), HnswIndex)
-    hits = growing.search("chunk", k=5, where={"path": "c/"}, mode="vector")
+    hits = growing.search("chunk", k=5, where=Where(path_prefix="c/"), mode="vector")
     assert len(hits) == 5 and all(h.path == "c/more.md" for h in hits)
 
 
