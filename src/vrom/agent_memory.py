@@ -102,15 +102,16 @@ class AgentMemory(PackModels):
         """``log_level``: None (the default) leaves logging as the application configured it;
         ``debug``, ``info``, ``warning`` (or ``warn``), ``error``, ``critical`` or ``silent``
         is set on the ``vrom`` logger, as the seed's SDK does (for the whole process, as logging
-        levels are: only when asked for); ``silent`` also hides the warnings vrom raises during this object's calls (an unsigned
-        pack, a stale registry), so nothing is written at all. ``embedder``: a model to use for
-        packs built with it (besides the ones vrom ships: the default model and the fake one).
-        ``http_client``: an ``httpx.Client`` for the registry and downloads (proxies, auth).
-        ``trusted_keys``: publisher keys (public key texts, ``.pub`` paths or `PublicKey`) a
-        pack must be signed by; None reads ``$VROM_TRUSTED_KEYS``, and none at all accepts
-        unsigned packs with a warning. ``cache_quota``: the most bytes cached packs may take
-        (a number, or a size such as ``"2GiB"``); None reads ``$VROM_CACHE_QUOTA``, and none at
-        all is 10 GiB (``"unlimited"``: the disk is the limit). A pull evicts the least recently used packs
+        levels are: only when asked for); ``silent`` also hides the warnings vrom raises during
+        this object's calls (an unsigned pack, a stale registry), so nothing is written at all.
+        ``embedder``: a model to use for packs built with it (besides the ones vrom ships: the
+        default model and the fake one). ``http_client``: an ``httpx.Client`` for the registry
+        and downloads (proxies, auth). ``trusted_keys``: publisher keys (public key texts,
+        ``.pub`` paths or `PublicKey`) a pack must be signed by; None reads
+        ``$VROM_TRUSTED_KEYS``, and none at all accepts unsigned packs with a warning.
+        ``cache_quota``: the most bytes cached packs may take (a number, or a size such as
+        ``"2GiB"``); None reads ``$VROM_CACHE_QUOTA``, and none at all is 10 GiB
+        (``"unlimited"``: the disk is the limit). A pull evicts the least recently used packs
         (never the mounted one) to make room, and a pack that cannot fit is refused before it
         is downloaded. ``settings``: what the environment configures
         (`vrom.settings.Settings`), resolved from it now when not given; the arguments beat it."""
