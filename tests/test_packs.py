@@ -341,6 +341,24 @@ def test_beir_corpus_pack(tmp_path: Path) -> None:
         assert first.metadata["url"] == "https://example.org/d1"
 
 
+def test_a_pack_is_built_plain_when_the_storage_key_variable_is_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$VROM_STORAGE_KEY encrypts a user's collections, never a pack's work store: a pack is
+    a plain file every client reads (the build failed: "corpus.db is not a vrom store")."""
+    pytest.importorskip("sqlcipher3")  # the key is refused without SQLCipher: nothing to test
+    monkeypatch.setenv("VROM_STORAGE_KEY", "a user's collection key")
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    _corpus(beir / "corpus.jsonl", [{"_id": "d1", "title": "Wind", "text": "Turbines turn."}])
+    build_pack(beir, tmp_path / "pack", pack_id="wind", version="1.0.0", embedder=Embedder.fake())
+    publish_pack(tmp_path / "pack", tmp_path / "registry")
+    with AgentMemory(registry_url=str(tmp_path / "registry"), cache_dir=tmp_path / "c") as memory:
+        memory.init()
+        memory.mount("wind")
+        assert memory.search("turbines", top_k=1)[0].metadata["source_file"] == "d1"
+
+
 def test_an_unreadable_index_is_reported_after_download(tmp_path: Path) -> None:
     pack = tmp_path / "pack"
     build_pack(EXAMPLE_VAULT, pack, pack_id="broken", version="1.0.0", embedder=Embedder.fake())

@@ -50,6 +50,7 @@ from vrom.packs.signing import (
     SigningKey,
     check_own_signature,
 )
+from vrom.settings import Settings
 from vrom.store import Store, open_store
 from vrom.vault import Vault
 
@@ -158,7 +159,11 @@ def _index_source(
     documents = _corpus_documents(
         source.path / "corpus.jsonl" if source.kind == "beir" else source.path
     )
-    with Collection.open(pack_id, embedder=embedder, storage=store_file, index="flat") as docs:
+    # Settings() and not the environment's: $VROM_STORAGE_KEY encrypts a user's collections,
+    # never a pack's store, which every client reads as a plain file
+    with Collection.open(
+        pack_id, embedder=embedder, storage=store_file, index="flat", settings=Settings()
+    ) as docs:
         batch: list[dict[str, Any]] = []
         done = 0
         for document in documents:
