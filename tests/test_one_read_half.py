@@ -9,9 +9,7 @@ PostgreSQL at the driver's cursors.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 
 import pytest
 from postgres_server import StoreSpot
+from vrom_cli import run_vrom
 
 from vrom import Embedder, Vault
 from vrom.memories import Memories
@@ -166,17 +165,9 @@ def test_surface_hybrid_search_and_mode_rerank_say_they_run_rerank(
     """Issue 28 item 7: `vrom hybrid-search` runs mode rerank; its help and its output say so,
     and so does `vrom search --mode rerank`, while stdout stays what scripts read."""
     root = write_vault({"Switch.md": f"# Switch\n\nThe {QUERY} in the rack.\n"})
-    env = {k: v for k, v in os.environ.items() if k not in ("VROM_VAULT", "VAULT_ROOT")}
-    env.update(VROM_STATE_DIR=str(tmp_path / "cli-state"), VROM_EMBEDDER="fake")
 
     def vrom(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "vrom", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = run_vrom(tmp_path / "cli-state", *args, embedder="fake")
         assert done.returncode == 0, done.stderr
         return done
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from vrom_cli import run_vrom
 
 from vrom import Vault
 from vrom.results import Hit
@@ -133,17 +132,8 @@ def test_vault_search_over_mcp_gives_notes_unless_asked_for_chunks(vault_root: P
 
 
 def test_vrom_search_gives_notes_unless_told_chunks(vault_root: Path, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("VROM_VAULT", "VAULT_ROOT")}
-    env.update(VROM_STATE_DIR=str(tmp_path / "cli-state"), VROM_EMBEDDER="none")
-
     def vrom(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "vrom", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = run_vrom(tmp_path / "cli-state", *args, embedder="none")
         assert done.returncode == 0, done.stderr
         return done
 
