@@ -339,14 +339,8 @@ class PgChunkVectors(SqlChunkVectors, _PgVectorTable):
         self, run: Statements, new_chunks: Sequence[tuple[int, str | None]], own: dict[str, bytes]
     ) -> None:
         """Give new chunks (id, embedded-input hash or None) the vector stored for the same
-        input: in ``own`` (the rewritten documents', read before their rewrite), else any
-        chunk's (one query for all)."""
-        wanted = {h for _, h in new_chunks if h is not None}
-        if not wanted:
-            return
-        lacking = [h for h in wanted if h not in own]
-        found = {**self.found(run, lacking), **own}
-        rows_in = [(key, found[h], h) for key, h in new_chunks if h is not None and h in found]
+        input (`reused`)."""
+        rows_in = self.reused(run, new_chunks, own)
         if not rows_in:
             return
         conn = run.conn

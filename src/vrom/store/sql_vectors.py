@@ -184,6 +184,19 @@ class SqlChunkVectors(SqlVectors):
         )
         return {row[0]: bytes(row[1]) for row in rows}
 
+    def reused(
+        self, run: Statements, new_chunks: Sequence[tuple[int, str | None]], own: dict[str, bytes]
+    ) -> list[tuple[int, bytes, str]]:
+        """Return (chunk id, vector, embedded-input hash) for each new chunk (id, hash or None)
+        whose input has a stored vector: in ``own`` (the rewritten documents', read before
+        their rewrite), else any chunk's (`found`: one read for all); each backend writes them
+        in its `reuse`."""
+        wanted = {h for _, h in new_chunks if h is not None}
+        if not wanted:
+            return []
+        found = {**self.found(run, [h for h in wanted if h not in own]), **own}
+        return [(key, found[h], h) for key, h in new_chunks if h is not None and h in found]
+
 
 class SqlMemoryVectors(SqlVectors):
     """The memories' vectors' reads (`vrom.store.MemoryVectors`), keyed by memory key."""

@@ -108,24 +108,8 @@ class SQLiteChunkVectors(SqlChunkVectors, _Writes):
         self, run: Statements, new: Sequence[tuple[int, str | None]], reusable: dict[str, bytes]
     ) -> None:
         """Give new chunks (id, embedded-input hash; None: unknown, none given) the vector
-        stored for the same input: ``reusable`` (the document's own, read before its
-        rewrite), else any chunk's."""
-        any_vectors = run.scalar(
-            "SELECT EXISTS (SELECT 1 FROM vectors WHERE input_hash IS NOT NULL)"
-        )
-        if not any_vectors and not reusable:
-            return
-        rows = []
-        for chunk_id, wanted in new:
-            if wanted is None:
-                continue
-            data = reusable.get(wanted)
-            if data is None and any_vectors:
-                data = run.scalar(
-                    "SELECT data FROM vectors WHERE input_hash = ? LIMIT 1", (wanted,)
-                )
-            if data is not None:
-                rows.append((chunk_id, data, wanted))
+        stored for the same input (`reused`)."""
+        rows = self.reused(run, new, reusable)
         if rows:
             run.many("INSERT INTO vectors(chunk_id, data, input_hash) VALUES (?, ?, ?)", rows)
             self.bump_generation()
