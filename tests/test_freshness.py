@@ -104,6 +104,21 @@ def test_an_edit_that_keeps_size_and_time_goes_unseen_as_by_vrom_index(vault: Va
     assert _freshness(vault.search("heron", k=10))["Kept.md"] is False
 
 
+@pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid", "rerank"])
+def test_hits_of_every_mode_say_whether_their_note_changed(
+    write_vault: Any, tmp_path: Path, mode: str
+) -> None:
+    """Freshness is decided where the hits are made, from the state read with them: no mode
+    leaves it unset."""
+    root = write_vault(NOTES)
+    with Vault.open(root, state_dir=tmp_path / "state", embedder=Embedder.fake()) as vault:
+        vault.index()
+        _change_the_notes(root)
+        hits = vault.search("heron", k=10, mode=mode, per_note=True)
+        assert set(_freshness(hits).items()) <= set(EXPECTED.items()), mode
+        assert {hit.path for hit in hits} >= {"Kept.md", "Same size.md"}, mode
+
+
 def test_freshness_is_checked_once_per_note(
     vault: Vault, write_vault: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

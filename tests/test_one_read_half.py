@@ -19,7 +19,7 @@ import pytest
 from postgres_server import StoreSpot
 from vrom_cli import run_vrom
 
-from vrom import Embedder, Vault
+from vrom import Embedder, SearchReport, Vault
 from vrom.memories import Memories
 
 EXAMPLE_VAULT = Path(__file__).resolve().parents[1] / "examples" / "vault"
@@ -93,15 +93,17 @@ def test_one_read_half_a_warm_hybrid_search_issues_at_most_six_statements(
 
 
 def test_one_read_half_a_warm_vault_search_reads_one_store_state(example_vault: Vault) -> None:
-    """The vault adds one read to the core's: whether each hit's note is still as indexed."""
+    """The vault adds no read to the core's: what tells whether each hit's note is still as
+    indexed (its size, time and hash) comes with the hit's own row, in the search's snapshot."""
 
-    def search() -> object:
+    def search() -> SearchReport:
         return example_vault.search_report(QUERY, 10)
 
     warm(search)
     with sqlite_statements(example_vault) as statements:
-        search()
-    assert len(statements) <= 7, statements
+        report = search()
+    assert report and all(hit.fresh is True for hit in report), "each note's state was read"
+    assert len(statements) <= 6, statements
     assert statements.count("BEGIN") == 1, statements
     assert sum("vector_generation" in s for s in statements) == 1, statements
 

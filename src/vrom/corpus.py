@@ -41,7 +41,7 @@ from vrom.ingest.embedding import (
 from vrom.results import Hit, SearchReport, VectorInfo
 from vrom.search.keyword import KeywordRanker, check_k
 from vrom.search.query import as_filter, check_query, parse_query
-from vrom.search.ranking import ChunkRanking
+from vrom.search.ranking import ChunkRanking, Freshness
 from vrom.search.recall import Parts, rank_memories
 from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
 from vrom.store import KeywordQuery, MemoryFilter, MemoryRecord, Store, StoreState, Where
@@ -98,6 +98,17 @@ class Corpus:
         self.keyword = KeywordRanker(store.documents)
         self._ranking = ChunkRanking(store, self.keyword, self.index, metric)
         self._counted: tuple[tuple[int, bytes], tuple[int, int]] | None = None  # see `_counts`
+
+    @property
+    def freshness(self) -> Freshness | None:
+        """How each hit's ``fresh`` is decided: whether its document's file still holds what
+        was indexed, checked from the state read with the hit (a vault sets it:
+        `vrom.ingest.freshness.fresh_notes`); None, for stores of no files: ``fresh`` is None."""
+        return self._ranking.freshness
+
+    @freshness.setter
+    def freshness(self, check: Freshness | None) -> None:
+        self._ranking.freshness = check
 
     # -- the model -------------------------------------------------------------------------
 
@@ -360,7 +371,14 @@ class Corpus:
             from vrom.search.rerank import rerank_search  # numpy: only with vectors
 
             return rerank_search(
-                self.store, vector, parsed, k, where, per_document, self.keyword.search
+                self.store,
+                vector,
+                parsed,
+                k,
+                where,
+                per_document,
+                self.keyword.search,
+                self._ranking.freshness,
             )
         allowed = None if where is None else self.store.documents.chunk_ids_matching(where)
         if mode == "vector":

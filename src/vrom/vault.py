@@ -41,7 +41,6 @@ from vrom.results import (
     Related,
     SearchReport,
     TagCount,
-    changed_hit,
 )
 from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
 from vrom.search.query import parse_where
@@ -72,6 +71,7 @@ class Vault(VaultWrites):
         and where its store is when that is on a database server."""
         self.corpus = corpus
         """The search core: this vault's store, model and vector indexes."""
+        corpus.freshness = functools.partial(fresh_notes, root)  # each hit's ``fresh``
         self.store = corpus.store
         self._options = options
         self._state_base = state_base
@@ -357,12 +357,11 @@ class Vault(VaultWrites):
 
     def _finished(self, hits: list[Hit], expand_context: bool, context_window: int) -> list[Hit]:
         """Return the core's ``hits`` as the vault gives them: joined to their neighbouring
-        chunks when asked, and with ``fresh`` set: whether each note on disk still holds what
-        was indexed (`vrom.ingest.freshness`; checked once per note)."""
+        chunks when asked. Each says whether its note on disk still holds what was indexed
+        (``fresh``: the core checks it once per note, `vrom.ingest.freshness`)."""
         if expand_context:
             hits = expand_hits(self.store, hits, context_window)
-        fresh = fresh_notes(self.root, self.store, (hit.path for hit in hits))
-        return [changed_hit(hit, fresh=fresh[hit.path]) for hit in hits]
+        return hits
 
     def context(
         self,

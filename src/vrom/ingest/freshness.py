@@ -16,26 +16,31 @@ import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from vrom.ingest.walk import is_note_in_vault, read_regular_file
-from vrom.store import DocumentState, Store
+from vrom.store import StoredChunk
 
 
-def fresh_notes(root: Path, store: Store, paths: Iterable[str]) -> dict[str, bool]:
-    """Return, for each distinct vault-relative note path, whether the file still holds what
-    the store indexed (see the module docstring): the stored states in one read, one ``stat`` a
-    note."""
-    wanted = list(dict.fromkeys(paths))
-    states = store.documents.states(wanted)
-    return {path: note_is_fresh(root, path, states.get(path)) for path in wanted}
+class IndexedFile(NamedTuple):
+    """What the store indexed of a note file: its size, modification time and SHA-256."""
+
+    size: int
+    mtime: float
+    sha256: str
 
 
-def note_is_fresh(root: Path, path: str, indexed: DocumentState | None) -> bool:
+def fresh_notes(root: Path, chunks: Iterable[StoredChunk]) -> dict[str, bool]:
+    """Return, for each distinct note the chunks are of (by vault-relative path), whether the
+    file still holds what the store indexed (see the module docstring): the indexed state
+    comes with each chunk, read in the search's own snapshot; one ``stat`` a note."""
+    indexed = {c.path: IndexedFile(c.document_size, c.mtime, c.document_hash) for c in chunks}
+    return {path: note_is_fresh(root, path, state) for path, state in indexed.items()}
+
+
+def note_is_fresh(root: Path, path: str, indexed: IndexedFile) -> bool:
     """Return True when the note at ``path`` (relative to the resolved vault ``root``) still
-    holds what ``indexed`` says was indexed; False when it changed, is gone, or was never
-    indexed (``indexed`` None)."""
-    if indexed is None:
-        return False
+    holds what ``indexed`` says was indexed; False when it changed or is gone."""
     file = root / path
     try:
         now = os.stat(file)  # through a symlink, as the walk that indexed it
@@ -51,4 +56,4 @@ def note_is_fresh(root: Path, path: str, indexed: DocumentState | None) -> bool:
         data = read_regular_file(file)
     except OSError:
         return False
-    return hashlib.sha256(data).hexdigest() == indexed.content_hash
+    return hashlib.sha256(data).hexdigest() == indexed.sha256

@@ -59,10 +59,16 @@ def prior_factor(human_relevance_score: float) -> float:
 
 
 def make_hit(
-    chunk: StoredChunk, score: float, scores: Mapping[str, float], words: list[str], *, kind: str
+    chunk: StoredChunk,
+    score: float,
+    scores: Mapping[str, float],
+    words: list[str],
+    *,
+    kind: str,
+    fresh: bool | None = None,
 ) -> Hit:
     """Return the `Hit` for a stored chunk, with an excerpt around ``words``; ``kind`` says what
-    ``score`` is (`Hit.score_kind`).
+    ``score`` is (`Hit.score_kind`), ``fresh`` whether its file still holds it (`Hit.fresh`).
 
     A note whose ``stale_after`` (OKF v0.2 §5.5) has passed gives a hit marked ``stale``: it is
     decided now, at search time, since a note goes stale without changing.
@@ -91,6 +97,7 @@ def make_hit(
         score_kind=kind,
         stale=expires is not None and dt.datetime.now(dt.timezone.utc) >= expires,
         stale_after=None if expires is None else expires.isoformat(),
+        fresh=fresh,
     )
 
 

@@ -8,7 +8,7 @@ widening live in `vrom.search.fusion`; rerank, a mode of the same path, in `vrom
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 Parts = dict[str, float]
 """A hit's score parts: ``bm25``, ``vector``, ``fused``, ``rrf``, ``prior`` (whichever took
 part; see `vrom.search.fusion.fuse`)."""
+Freshness = Callable[[Iterable[StoredChunk]], Mapping[str, bool]]
+"""Whether the files of the chunks' documents still hold what was indexed, by path (a vault's:
+`vrom.ingest.freshness.fresh_notes`): each hit's ``fresh``."""
 
 
 @dataclass
@@ -37,6 +40,7 @@ class ChunkRanking:
     keyword: KeywordRanker
     index: VectorIndex
     metric: str
+    freshness: Freshness | None = None
 
     def keyword_hits(
         self, parsed: KeywordQuery, k: int, where: Where | None, per_document: bool
@@ -46,18 +50,15 @@ class ChunkRanking:
             ranked = rank_keyword(self.keyword.search, parsed, k, where, per_document=per_document)
             # whole chunks are read only for the hits returned
             chunks = self._chunks([row.chunk_id for _, row in ranked])
-        words = query_words(parsed)
-        return [
-            make_hit(
-                chunks[row.chunk_id],
+        ranks = (
+            (
+                row.chunk_id,
                 score,
                 {"bm25": row.bm25, "prior": prior_factor(row.human_relevance_score)},
-                words,
-                kind="bm25",
             )
             for score, row in ranked
-            if row.chunk_id in chunks
-        ]
+        )
+        return self.hits(chunks, ranks, parsed, "bm25")
 
     def vector_hits(
         self,
@@ -97,13 +98,9 @@ class ChunkRanking:
             unread = [i for i, _, _ in kept if i not in chunks]
             if unread:
                 chunks.update(self._chunks(unread))
-        words = query_words(parsed)
         # the score is the metric's similarity: cosine, dot, or minus the euclidean distance
-        return [
-            make_hit(chunks[i], score, {"vector": score}, words, kind=self.metric)
-            for i, score, _ in kept
-            if i in chunks
-        ]
+        ranks = ((i, score, {"vector": score}) for i, score, _ in kept)
+        return self.hits(chunks, ranks, parsed, self.metric)
 
     def hybrid_hits(
         self,
@@ -182,11 +179,26 @@ class ChunkRanking:
         with self.store.snapshot():  # chunks are read from the state the ranks came from
             scored = widen(rank, k, first_pool(k))
             chunks = self._chunks([i for _, i, _, _ in scored])
+        return self.hits(
+            chunks, ((i, score, parts) for score, i, parts, _ in scored), parsed, "fused"
+        )
+
+    def hits(
+        self,
+        chunks: Mapping[int, StoredChunk],
+        ranks: Iterable[tuple[int, float, Parts]],
+        parsed: KeywordQuery,
+        kind: str,
+    ) -> list[Hit]:
+        """Return the hits of the ranked ``(chunk id, score, parts)`` whose chunks were read
+        (those deleted since are left out), each marked ``fresh`` when the ranking knows how
+        to check its file (once a document)."""
+        found = [(chunks[i], score, parts) for i, score, parts in ranks if i in chunks]
+        fresh = {} if self.freshness is None else self.freshness(c for c, _, _ in found)
         words = query_words(parsed)
         return [
-            make_hit(chunks[i], score, parts, words, kind="fused")
-            for score, i, parts, _ in scored
-            if i in chunks
+            make_hit(chunk, score, parts, words, kind=kind, fresh=fresh.get(chunk.path))
+            for chunk, score, parts in found
         ]
 
     def _chunks(self, chunk_ids: list[int]) -> dict[int, StoredChunk]:

@@ -20,6 +20,7 @@ from vrom.results import Hit
 from vrom.search.fusion import first_k, first_pool, widen
 from vrom.search.keyword import KeywordSearch, make_hit
 from vrom.search.query import query_words
+from vrom.search.ranking import Freshness
 from vrom.store import KeywordQuery, KeywordRow, Store, StoredChunk, Where
 
 WEIGHTS = {"fts": 0.45, "vector": 0.35, "human": 0.10, "quality": 0.10}
@@ -53,12 +54,14 @@ def rerank_search(
     where: Where | None,
     per_document: bool = False,
     keyword_search: KeywordSearch | None = None,
+    freshness: Freshness | None = None,
 ) -> list[Hit]:
     """Return the ``k`` best keyword candidates after reranking them (see the module docstring).
 
     ``per_document`` keeps each document's best candidate only, widening the candidate pool
     while a few documents' chunks leave fewer than ``k`` documents. ``keyword_search`` finds
-    the candidates (the store's own by default; the search core passes its `KeywordRanker`).
+    the candidates (the store's own by default; the search core passes its `KeywordRanker`);
+    ``freshness`` marks each hit's ``fresh``, as the other modes do.
     """
     search = keyword_search or store.documents.keyword_search
     started = time.perf_counter()
@@ -96,10 +99,17 @@ def rerank_search(
     kept = widen(rank, k, first_pool(k))
     runtime = round((time.perf_counter() - started) * 1000, 3)
     words = query_words(query)
+    fresh = {} if freshness is None else freshness(chunks[row.chunk_id] for _, _, row, _ in kept)
     hits = []
     for score, _, row, parts in kept:
+        chunk = chunks[row.chunk_id]
         hit = make_hit(
-            chunks[row.chunk_id], score, {"bm25": row.bm25, **parts}, words, kind="rerank"
+            chunk,
+            score,
+            {"bm25": row.bm25, **parts},
+            words,
+            kind="rerank",
+            fresh=fresh.get(chunk.path),
         )
         hits.append(
             dataclasses.replace(

@@ -117,7 +117,9 @@ class StoredDocument:
 class StoredChunk:
     """A chunk row read back from the store, with the fields of its note that hits cite.
 
-    ``metadata`` is the note's frontmatter (a collection document's metadata).
+    ``metadata`` is the note's frontmatter (a collection document's metadata);
+    ``document_hash`` and ``document_size`` are the note file's SHA-256 and size as indexed
+    (with ``mtime``, what tells whether the file still holds it: `vrom.ingest.freshness`).
     """
 
     chunk_id: int
@@ -134,6 +136,8 @@ class StoredChunk:
     title: str
     mtime: float
     human_relevance_score: float
+    document_hash: str
+    document_size: int
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -14,7 +14,7 @@ CHUNK_COLUMNS = """
     coalesce(nullif(c.text, ''), (SELECT substr(t.text, c.char_start + 1, c.char_end - c.char_start)
         FROM document_texts t WHERE t.document_id = c.document_id), ''),
     c.char_start, c.char_end, c.prev_id, c.next_id, c.content_hash, d.path, d.title, d.mtime,
-    d.human_relevance_score, d.frontmatter
+    d.human_relevance_score, d.content_hash, d.size, d.frontmatter
 """
 """A chunk ``c`` joined with its document ``d``; a chunk stored without text (SQLite schema 8)
 is its slice of the document's text (``substr`` counts characters in both, as Python does)."""

@@ -10,7 +10,7 @@ from vrom.store.rows import CHUNK_COLUMNS
 _CHUNK_COLUMNS_BEFORE_8 = """
     c.id, c.document_id, c.position, c.heading_path, c.text, c.char_start, c.char_end,
     c.prev_id, c.next_id, c.content_hash, d.path, d.title, d.mtime, d.human_relevance_score,
-    d.frontmatter
+    d.content_hash, d.size, d.frontmatter
 """
 
 
