@@ -1,13 +1,11 @@
-"""How `SQLiteStore` reaches its file: the DB-API driver (SQLCipher for a key) and SQL scripts.
+"""How `SQLiteStore` reaches its file: the DB-API driver (SQLCipher for a key).
 
-Checks an encryption key before it is used, picks the driver that can open the store, and splits
-a migration script into statements so it runs inside the caller's transaction.
+Checks an encryption key before it is used and picks the driver that can open the store.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 from vrom.errors import StorageError, ValidationError
@@ -32,18 +30,3 @@ def _driver(encrypted: bool) -> Any:
             "an encrypted store needs SQLCipher: pip install 'vrom[encrypted]'"
         ) from exc
     return dbapi2
-
-
-def _statements(script: str) -> Iterator[str]:
-    """Yield the statements of an SQL script one by one (a trigger body holds ``;`` too).
-
-    ``executescript`` would run them all, but it commits first: a migration must stay inside
-    the transaction that also records its version.
-    """
-    pending = ""
-    for part in script.split(";"):
-        pending += part + ";"
-        if sqlite3.complete_statement(pending):
-            if pending.strip(" \n;"):
-                yield pending
-            pending = ""

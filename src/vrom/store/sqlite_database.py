@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from vrom.errors import NotFoundError, StorageError
-from vrom.store.migration import pending
+from vrom.store.migration import migrate, pending, stored_version
 from vrom.store.schema import MIGRATIONS, READABLE_SCHEMAS
-from vrom.store.sqlite_connect import _checked_key, _driver, _statements
+from vrom.store.sqlite_connect import _checked_key, _driver
 from vrom.store.sqlite_query import register_functions
 
 BUSY_TIMEOUT_SECONDS = 60.0
 STALE_CREATION_SECONDS = 3600.0
+_HAS_META = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
 
 
 class Database:
@@ -209,25 +210,15 @@ class Database:
                 time.sleep(0.05)
 
     def stored_version(self) -> int:
-        has_meta = self.conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-        ).fetchone()
-        if not has_meta:
-            return 0
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        return int(row[0]) if row else 0
+        """Return the schema version the store records (0: none yet)."""
+        return stored_version(self.conn, _HAS_META)
 
     def _migrate(self) -> None:
         """Apply the migrations the store lacks (`vrom.store.migration`), under the write lock."""
         if not pending(MIGRATIONS, self.stored_version(), self.location):
             return
         with self.transaction():  # BEGIN IMMEDIATE: a second opener waits here, then reads
-            for migration in pending(MIGRATIONS, self.stored_version(), self.location):
-                for statement in _statements(migration.script):
-                    self.conn.execute(statement)
-                if migration.then is not None:
-                    migration.then(self.conn)
-                self.put_meta("schema_version", str(migration.version))
+            migrate(self.conn, MIGRATIONS, _HAS_META, self.location, "?")
             if self.meta_value("created_unix") is None:
                 self.put_meta("created_unix", repr(time.time()))
 
@@ -344,12 +335,6 @@ class Database:
         """Set a value of the ``meta`` table."""
         with self.guard("writing meta"), self.transaction():
             self.put_meta(key, value)
-
-    def select_in(self, sql: str, ids: Sequence[Any]) -> Iterator[Sequence[Any]]:
-        """Yield the rows of ``sql`` whose ``{marks}`` takes the ids, a few hundred at a time."""
-        for start in range(0, len(ids), 500):  # SQLite caps the parameters of one statement
-            batch = list(ids[start : start + 500])
-            yield from self.conn.execute(sql.format(marks=", ".join("?" * len(batch))), batch)
 
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Return the first column of the first row of ``sql``."""
