@@ -313,10 +313,9 @@ added nested frontmatter fields, which a `where` on an older pack does not find;
 chunk keeps its own text (`vrom.store.sqlite_rows.chunk_columns` reads either); 9 only added
 what a writer reuses vectors by."""
 
-# What a sound store satisfies beyond PRAGMA integrity_check: label -> SQL counting violations.
+# What a sound store satisfies beyond PRAGMA integrity_check and `vrom.store.sql_store.CHECKS`:
+# label -> SQL counting violations.
 CONSISTENCY_CHECKS: dict[str, str] = {
-    "notes whose chunk count is wrong": "SELECT count(*) FROM documents d WHERE d.chunk_count !="
-    " (SELECT count(*) FROM chunks c WHERE c.document_id = d.id)",
     "chunks without a note": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
     " (SELECT 1 FROM documents d WHERE d.id = c.document_id)",
     "chunks missing from the keyword index": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
@@ -338,9 +337,6 @@ CONSISTENCY_CHECKS: dict[str, str] = {
     " (SELECT 1 FROM documents d WHERE d.id = t.document_id)",
     "vectors without a chunk": "SELECT count(*) FROM vectors v WHERE NOT EXISTS"
     " (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)",
-    "chunks with broken prev/next links": "SELECT count(*) FROM chunks c WHERE (c.next_id IS NOT NULL AND NOT EXISTS"
-    " (SELECT 1 FROM chunks n WHERE n.id = c.next_id AND n.prev_id = c.id))"
-    " OR (c.prev_id IS NULL) != (c.position = 0)",
     # NOT IN builds one temporary index, where NOT EXISTS would scan the keyword index per row
     "memories missing from the memory keyword index": "SELECT count(*) FROM memories"
     " WHERE id NOT IN (SELECT memory_id FROM memories_fts)",
@@ -351,6 +347,4 @@ CONSISTENCY_CHECKS: dict[str, str] = {
     "memory vectors without a memory": "SELECT count(*) FROM memory_vectors"
     " WHERE key NOT IN (SELECT key FROM memories WHERE key IS NOT NULL)",
     "memories without a key": "SELECT count(*) FROM memories WHERE key IS NULL",
-    "superseded memories whose successor is missing": "SELECT count(*) FROM memories"
-    " WHERE superseded_by IS NOT NULL AND superseded_by NOT IN (SELECT id FROM memories)",
 }

@@ -17,6 +17,19 @@ D = TypeVar("D", bound=SqlDocuments)
 V = TypeVar("V")
 M = TypeVar("M", bound=SqlMemories)
 
+CHECKS: dict[str, str] = {
+    "notes whose chunk count is wrong": "SELECT count(*) FROM documents d WHERE d.chunk_count !="
+    " (SELECT count(*) FROM chunks c WHERE c.document_id = d.id)",
+    "chunks with broken prev/next links": "SELECT count(*) FROM chunks c WHERE"
+    " (c.next_id IS NOT NULL AND NOT EXISTS"
+    " (SELECT 1 FROM chunks n WHERE n.id = c.next_id AND n.prev_id = c.id))"
+    " OR ((c.prev_id IS NULL) != (c.position = 0))",
+    "superseded memories whose successor is missing": "SELECT count(*) FROM memories"
+    " WHERE superseded_by IS NOT NULL AND superseded_by NOT IN (SELECT id FROM memories)",
+}
+"""What a sound store satisfies on either backend (each adds its own): label -> SQL counting
+violations."""
+
 
 class Database(Protocol):
     """A backend's database, as the store uses it."""
@@ -84,6 +97,7 @@ class SqlStore(Generic[D, V, M]):
 
     @staticmethod
     def failed_checks(run: Statements, checks: dict[str, str]) -> list[str]:
-        """Return ``<count> <label>`` for each of ``checks`` (label -> SQL counting violations)
-        that finds any."""
-        return [f"{count} {label}" for label, sql in checks.items() if (count := run.scalar(sql))]
+        """Return ``<count> <label>`` for each of `CHECKS` and a backend's ``checks`` that finds
+        any."""
+        both = {**CHECKS, **checks}
+        return [f"{count} {label}" for label, sql in both.items() if (count := run.scalar(sql))]

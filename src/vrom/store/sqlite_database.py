@@ -18,15 +18,35 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from vrom.errors import NotFoundError, StorageError
+from vrom.errors import NotFoundError, StorageError, ValidationError
 from vrom.store.migration import migrate, pending, stored_version
 from vrom.store.schema import MIGRATIONS, READABLE_SCHEMAS
-from vrom.store.sqlite_connect import _checked_key, _driver
 from vrom.store.sqlite_query import register_functions
 
 BUSY_TIMEOUT_SECONDS = 60.0
 STALE_CREATION_SECONDS = 3600.0
 _HAS_META = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+
+
+def _checked_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or "\x00" in key:
+        raise ValidationError("an encryption key must be a non-empty string without NUL")
+    return key
+
+
+def _driver(encrypted: bool) -> Any:
+    """Return the DB-API module to open stores with: sqlite3, or SQLCipher's for a key."""
+    if not encrypted:
+        return sqlite3
+    try:
+        from sqlcipher3 import dbapi2
+    except ImportError as exc:
+        raise StorageError(
+            "an encrypted store needs SQLCipher: pip install 'vrom[encrypted]'"
+        ) from exc
+    return dbapi2
 
 
 class Database:
@@ -42,36 +62,37 @@ class Database:
     ) -> None:
         """Open the store at ``path``; a missing file is created unless ``create`` is False.
 
-        A new store is built under a temporary name and appears at ``path`` only once its schema
-        is committed, so no process ever sees a half-made store. An existing file must hold a
-        vrom schema: another program's database is refused before anything is written to it.
-        ``path=None`` keeps the store in memory (gone when closed). With ``key`` the file is
-        encrypted with SQLCipher (the ``encrypted`` extra): every page, the WAL included, is
-        unreadable without the key, and a wrong key is a `StorageError`. ``read_only`` opens an
-        existing file as immutable (a verified pack: nothing, not even a WAL switch, is written;
-        its schema must be this vrom's).
+        An existing file must hold a vrom schema: another program's database is refused before
+        anything is written to it. ``path=None`` keeps the store in memory (gone when closed).
+        With ``key`` the file is encrypted with SQLCipher (the ``encrypted`` extra): every page,
+        the WAL included, is unreadable without the key, and a wrong key is a `StorageError`.
+        ``read_only`` opens an existing file as immutable (a verified pack: nothing, not even a
+        WAL switch, is written; its schema must be this vrom's).
         """
-        self._path = None if path is None else Path(path)
+        self.path = None if path is None else Path(path)
+        # the database file's path (``:memory:`` for a store in memory)
+        self.location = ":memory:" if self.path is None else str(self.path)
         self._depth = 0
         # inside a read snapshot, the values `state` read (meta keys, the keyword version)
         self.held: dict[str, Any] | None = None
         self._closed = False
         self._key = _checked_key(key)
+        self.encrypted = self._key is not None
         self._read_only = read_only
         self.driver = _driver(self._key is not None)
-        if self._path is None:
+        if self.path is None:
             self._connect(None, require_schema=False)
             return
         if read_only:
-            self._connect_read_only(self._path)
+            self._connect_read_only(self.path)
             return
-        if not self._path.exists():
+        if not self.path.exists():
             if not create:
                 raise NotFoundError(
-                    f"no store at {self._path}: index the vault first ('vrom index')"
+                    f"no store at {self.path}: index the vault first ('vrom index')"
                 )
-            self._create_file(self._path)
-        self._connect(self._path, require_schema=True)
+            self._create_file(self.path)
+        self._connect(self.path, require_schema=True)
 
     def _connect(self, path: Path | None, *, require_schema: bool) -> None:
         try:
@@ -151,21 +172,6 @@ class Database:
 
     # -- connection ------------------------------------------------------------------------
 
-    @property
-    def location(self) -> str:
-        """The database file's path (``:memory:`` for a store in memory)."""
-        return ":memory:" if self._path is None else str(self._path)
-
-    @property
-    def path(self) -> Path | None:
-        """The database file, or None for a store in memory."""
-        return self._path
-
-    @property
-    def encrypted(self) -> bool:
-        """True when the database file is encrypted (opened with a key)."""
-        return self._key is not None
-
     def error(self, action: str, exc: Exception) -> StorageError:
         text = str(exc)
         if "locked" in text or "busy" in text:
@@ -187,7 +193,7 @@ class Database:
 
     def _configure(self) -> None:
         if (
-            self._path is not None
+            self.path is not None
             and self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
         ):
             self._enable_wal()
@@ -291,9 +297,9 @@ class Database:
         thread (a background build): its transactions are its own, so it never reads inside
         this connection's, nor ends one. None in memory (there is no file to open again)."""
         self.check_open()
-        if self._path is None:
+        if self.path is None:
             return None
-        return Database(self._path, create=False, key=self._key, read_only=self._read_only)
+        return Database(self.path, create=False, key=self._key, read_only=self._read_only)
 
     def check_open(self) -> None:
         """Raise `StorageError` if the store was closed."""
