@@ -7,7 +7,7 @@ indexes of one created today. Each backend's runner applies the missing migratio
 transaction under the store's write lock, together with the ``schema_version`` it records in
 ``meta``: a crash leaves the old version or the new, and a second process opening the store
 meanwhile waits, then finds it upgraded. A store of a newer schema than this vrom knows is
-refused (`newer_schema`).
+refused (`pending`).
 
 To add a migration: append ``Migration("m010_what_it_adds", script)`` to the backend's list
 (`vrom.store.schema.MIGRATIONS`, `vrom.store.postgres_migrations.MIGRATIONS`) and never edit
@@ -57,7 +57,10 @@ def checked(*migrations: Migration) -> tuple[Migration, ...]:
 def pending(migrations: Sequence[Migration], stored: int, location: str) -> Sequence[Migration]:
     """Return the migrations a store at version ``stored`` lacks, in order; refuse a newer one."""
     if stored > len(migrations):
-        raise newer_schema(location, stored, len(migrations))
+        raise StorageError(
+            f"store {location} has schema version {stored}, newer than this vrom understands"
+            f" ({len(migrations)}): upgrade vrom"
+        )
     return migrations[stored:]
 
 
@@ -101,11 +104,3 @@ def statements(script: str) -> Iterator[str]:
             if pending.strip(" \n;"):
                 yield pending
             pending = ""
-
-
-def newer_schema(location: str, stored: int, known: int) -> StorageError:
-    """Return the error that refuses a store written by a newer vrom."""
-    return StorageError(
-        f"store {location} has schema version {stored}, newer than this vrom understands"
-        f" ({known}): upgrade vrom"
-    )
