@@ -40,12 +40,8 @@ class PostgresStore(SqlStore[PgDocuments, PgChunkVectors, PgMemories]):
     """A store in one namespace of a PostgreSQL database; see the module docstring."""
 
     def __init__(self, url: str, namespace: str | None = None, *, create: bool = True) -> None:
-        """Open ``namespace`` (default ``default``) of the database at ``url``.
-
-        The namespace is created unless ``create`` is False (`NotFoundError`). An unreachable
-        server, a database without pgvector, or a namespace of another schema version is a
-        one-line `StorageError` that never shows the URL's password.
-        """
+        """Open ``namespace`` (default ``default``) of the database at ``url``, creating it
+        unless ``create`` is False (see `PgDatabase`)."""
         self._db = PgDatabase(url, namespace or DEFAULT_NAMESPACE, create=create)
         vectors = PgChunkVectors(self._db)
         super().__init__(self._db, PgDocuments(self._db, vectors), vectors, PgMemories(self._db))

@@ -1,13 +1,11 @@
 """The default store backend: one SQLite database file (WAL mode, FTS5) per vault or collection.
 
-Readers and one writer work at the same time (WAL); a busy timeout makes a second writer wait
-instead of failing. Every write happens inside a transaction, so a process killed at any moment
-leaves each document either fully written or not at all.
-
-`SQLiteStore` is made of parts that share one `Database` connection: `SQLiteDocuments`
-(documents, chunks, links, tags, keyword search), `SQLiteChunkVectors` and `SQLiteMemories`
-(with their `SQLiteMemoryVectors`). It keeps the store-wide work itself: metadata,
-transactions, counts, the integrity check, and the files beside the database.
+Every write happens inside a transaction (`vrom.store.sqlite_database`), so a process killed
+at any moment leaves each document either fully written or not at all. `SQLiteStore` is made of
+parts that share one `Database` connection: `SQLiteDocuments` (documents, chunks, links, tags,
+keyword search), `SQLiteChunkVectors` and `SQLiteMemories` (with their `SQLiteMemoryVectors`).
+It keeps what is SQLite's own: the state read, the integrity check, the files beside the
+database.
 """
 
 from __future__ import annotations
