@@ -260,14 +260,14 @@ def test_an_older_store_is_migrated_and_its_field_index_filled(tmp_path: Path) -
     """A store made by an earlier vrom (schema 2) gains the change log and the field index."""
     import sqlite3
 
+    from vrom.store.migration import statements
     from vrom.store.schema import MIGRATIONS
-    from vrom.store.sqlite_connect import _statements
     from vrom.store.sqlite_query import where_sql
 
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
     for migration in MIGRATIONS[:2]:
-        for statement in _statements(migration.script):
+        for statement in statements(migration.script):
             conn.execute(statement)
     conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
     conn.execute(

@@ -6,7 +6,7 @@ backend class or runs SQL, so the PostgreSQL + pgvector backend sits beside SQLi
 changing the engines or the SDK. A store never imports from the layers above it.
 """
 
-from vrom.filters import Condition, Scalar
+from vrom.filters import Condition
 from vrom.store.factory import Location, database_file, open_store
 from vrom.store.records import (
     MEMORY_FIELDS,
@@ -20,12 +20,10 @@ from vrom.store.records import (
     KeywordQuery,
     KeywordRow,
     LinkRecord,
-    MemoryCounts,
     MemoryFilter,
     MemoryKeywordRow,
     MemoryRecord,
     Sidecar,
-    StoreCounts,
     StoredChunk,
     StoredDocument,
     StoreState,
@@ -36,7 +34,6 @@ from vrom.store.roles import (
     DocumentStore,
     KeywordPostingsSource,
     MemoryStore,
-    MemoryVectors,
     NearestVectors,
     Store,
     VectorSource,
@@ -61,17 +58,13 @@ __all__ = [
     "KeywordRow",
     "LinkRecord",
     "Location",
-    "MemoryCounts",
     "MemoryFilter",
     "MemoryKeywordRow",
     "MemoryRecord",
     "MemoryStore",
-    "MemoryVectors",
     "NearestVectors",
-    "Scalar",
     "Sidecar",
     "Store",
-    "StoreCounts",
     "StoreState",
     "StoredChunk",
     "StoredDocument",

@@ -7,7 +7,7 @@ indexes of one created today. Each backend's runner applies the missing migratio
 transaction under the store's write lock, together with the ``schema_version`` it records in
 ``meta``: a crash leaves the old version or the new, and a second process opening the store
 meanwhile waits, then finds it upgraded. A store of a newer schema than this vrom knows is
-refused (`newer_schema`).
+refused (`pending`).
 
 To add a migration: append ``Migration("m010_what_it_adds", script)`` to the backend's list
 (`vrom.store.schema.MIGRATIONS`, `vrom.store.postgres_migrations.MIGRATIONS`) and never edit
@@ -17,7 +17,8 @@ one that shipped: a store already past it would not run the change.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,13 +57,50 @@ def checked(*migrations: Migration) -> tuple[Migration, ...]:
 def pending(migrations: Sequence[Migration], stored: int, location: str) -> Sequence[Migration]:
     """Return the migrations a store at version ``stored`` lacks, in order; refuse a newer one."""
     if stored > len(migrations):
-        raise newer_schema(location, stored, len(migrations))
+        raise StorageError(
+            f"store {location} has schema version {stored}, newer than this vrom understands"
+            f" ({len(migrations)}): upgrade vrom"
+        )
     return migrations[stored:]
 
 
-def newer_schema(location: str, stored: int, known: int) -> StorageError:
-    """Return the error that refuses a store written by a newer vrom."""
-    return StorageError(
-        f"store {location} has schema version {stored}, newer than this vrom understands"
-        f" ({known}): upgrade vrom"
-    )
+def stored_version(conn: Any, has_meta: str) -> int:
+    """Return the schema version the store on ``conn`` records (0: none yet); ``has_meta`` is
+    the backend's query of whether its ``meta`` table exists."""
+    row = conn.execute(has_meta).fetchone()
+    if not (row and row[0]):
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(
+    conn: Any, migrations: Sequence[Migration], has_meta: str, location: str, mark: str
+) -> None:
+    """Apply the migrations the store on ``conn`` lacks, each with the ``schema_version`` it
+    records (``mark`` is the driver's placeholder), inside the caller's transaction."""
+    for migration in pending(migrations, stored_version(conn, has_meta), location):
+        for statement in statements(migration.script):
+            conn.execute(statement)
+        if migration.then is not None:
+            migration.then(conn)
+        conn.execute(
+            f"INSERT INTO meta(key, value) VALUES ('schema_version', {mark})"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(migration.version),),
+        )
+
+
+def statements(script: str) -> Iterator[str]:
+    """Yield the statements of an SQL script one by one (a trigger body holds ``;`` too).
+
+    ``executescript`` would run them all, but it commits first: a migration must stay inside
+    the transaction that also records its version.
+    """
+    pending = ""
+    for part in script.split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                yield pending
+            pending = ""

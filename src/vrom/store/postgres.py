@@ -29,7 +29,8 @@ from vrom.store.postgres_schema import (
     TEXT_SEARCH_CONFIG,
 )
 from vrom.store.postgres_vectors import PgChunkVectors
-from vrom.store.records import Sidecar, StoreCounts, StoreState
+from vrom.store.records import Sidecar, StoreState
+from vrom.store.sql_dialect import Statements
 from vrom.store.sql_store import SqlStore
 
 DEFAULT_NAMESPACE = "default"
@@ -39,58 +40,43 @@ class PostgresStore(SqlStore[PgDocuments, PgChunkVectors, PgMemories]):
     """A store in one namespace of a PostgreSQL database; see the module docstring."""
 
     def __init__(self, url: str, namespace: str | None = None, *, create: bool = True) -> None:
-        """Open ``namespace`` (default ``default``) of the database at ``url``.
-
-        The namespace is created unless ``create`` is False (`NotFoundError`). An unreachable
-        server, a database without pgvector, or a namespace of another schema version is a
-        one-line `StorageError` that never shows the URL's password.
-        """
+        """Open ``namespace`` (default ``default``) of the database at ``url``, creating it
+        unless ``create`` is False (see `PgDatabase`)."""
         self._db = PgDatabase(url, namespace or DEFAULT_NAMESPACE, create=create)
         vectors = PgChunkVectors(self._db)
         super().__init__(self._db, PgDocuments(self._db, vectors), vectors, PgMemories(self._db))
 
-    @property
-    def namespace(self) -> str:
-        """The namespace this store is."""
-        return self._db.namespace
-
     def state(self) -> StoreState:
-        """Return the generations and newest memory key (`vrom.store.Store.state`): inside a
-        snapshot each meta value is read once and held; there is no keyword version."""
+        # inside a snapshot each meta value is read once and held; there is no keyword version
         newest = self._memories.newest_key()
         return StoreState(
             self._vectors.generation(), self._memories.vectors.generation(), None, newest
         )
 
     def close(self) -> None:
-        """Close the connections; later calls raise `StorageError`."""
         self._db.close()
 
     def sidecar(self, suffix: str) -> Sidecar | None:
-        """Return None: a store on a server has no files beside it."""
         return None
 
     def compact_copy(self, target: Path) -> None:
-        """Refuse: a pack is a SQLite file, built from a SQLite store."""
         raise StorageError(
             f"store {self.location} is on PostgreSQL: a compact copy (a pack) is made from a"
             " SQLite store; copy this one to a SQLite file first"
         )
 
-    def counts(self) -> StoreCounts:
-        """Return row counts and the space the namespace's tables and indexes take."""
-        with self.documents.sql.snapshot("counting") as run:
-            size = run.scalar(
-                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
-                " JOIN pg_namespace n ON n.oid = c.relnamespace"
-                " WHERE n.nspname = ? AND c.relkind IN ('r', 'm')",
-                (self._db.schema,),
-            )
-            return StoreCounts(**self.row_counts(run), bytes=int(size))
+    def size(self, run: Statements) -> int:
+        """Return the bytes the namespace's tables and indexes take."""
+        size = run.scalar(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = ? AND c.relkind IN ('r', 'm')",
+            (self._db.schema,),
+        )
+        return int(size)
 
     def describe(self) -> dict[str, Any]:
-        """Return backend facts: name, schema version, server and pgvector versions, the
-        vector index, tokenizers and capabilities (the URL's password masked)."""
+        # with the server and pgvector versions and the vector index, the URL's password masked
         with self._db.guard("describing the backend"):
             engine = self._vectors.search_engine()
             return {
@@ -130,15 +116,5 @@ class PostgresStore(SqlStore[PgDocuments, PgChunkVectors, PgMemories]):
             }
 
     def integrity_problems(self) -> list[str]:
-        """Return what is inconsistent in the namespace (empty when it is sound)."""
-        problems = []
-        with (
-            self._db.guard("checking integrity"),
-            self._db.snapshot(),
-            self._db.connection() as conn,
-        ):
-            for label, query in CONSISTENCY_CHECKS.items():
-                count = self._db.scalar(conn, query)
-                if count:
-                    problems.append(f"{count} {label}")
-        return problems
+        with self.documents.sql.snapshot("checking integrity") as run:
+            return self.failed_checks(run, CONSISTENCY_CHECKS)

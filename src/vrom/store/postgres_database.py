@@ -31,7 +31,8 @@ from pgvector.psycopg import register_vector
 from psycopg import errors, sql
 
 from vrom.errors import NotFoundError, StorageError, ValidationError
-from vrom.store.postgres_migrations import migrate, outdated, statements
+from vrom.store.migration import migrate, pending, statements, stored_version
+from vrom.store.postgres_migrations import HAS_META, MIGRATIONS
 from vrom.store.postgres_schema import (
     BOOTSTRAP,
     LOCK_CLASS,
@@ -204,7 +205,9 @@ class PgDatabase:
                 schema = f"{NAMESPACE_SCHEMA_PREFIX}{row[0]}"
                 conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
                 self._use_schema(conn, schema, extension_schema, local=True)
-                migrate(conn, self.location)  # nobody sees the namespace before this commits
+                migrate(
+                    conn, MIGRATIONS, HAS_META, self.location, "%s"
+                )  # nobody sees the namespace before this commits
                 conn.execute(
                     "INSERT INTO meta(key, value) VALUES ('created_unix', %s)", (repr(time.time()),)
                 )
@@ -216,11 +219,11 @@ class PgDatabase:
         older vrom finishes first; a second process opening it meanwhile waits, then finds it
         upgraded)."""
         self._use_schema(conn, self.schema, self.extension_schema, local=False)
-        if not outdated(conn, self.location):
+        if not pending(MIGRATIONS, stored_version(conn, HAS_META), self.location):
             return
         with conn.transaction():
             self._lock(conn)
-            migrate(conn, self.location)
+            migrate(conn, MIGRATIONS, HAS_META, self.location, "%s")
 
     def _install_pgvector(self, conn: Connection) -> None:
         """Create the ``vector`` extension if the database lacks it, or say how to."""

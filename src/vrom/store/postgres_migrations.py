@@ -1,4 +1,4 @@
-"""The PostgreSQL store's named schema migrations (`vrom.store.migration`) and their runner.
+"""The PostgreSQL store's named schema migrations (`vrom.store.migration` runs them).
 
 A namespace's tables (`vrom.store.postgres_schema` describes them) are what ``m001``, ``m002``...
 made of them. A new namespace runs every migration; one an older vrom made runs those it lacks,
@@ -9,12 +9,11 @@ opening an old namespace at once upgrade it once: the second waits, then finds t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 
-from vrom.store.migration import Migration, checked, pending
+from vrom.store.migration import Migration, checked
 from vrom.store.postgres_query import field_rows
 
 Connection = psycopg.Connection[Any]
@@ -184,45 +183,8 @@ MIGRATIONS: tuple[Migration, ...] = checked(
     ),
 )
 
+HAS_META = "SELECT to_regclass('meta') IS NOT NULL"
+"""Whether the namespace first on the search path has its tables (`vrom.store.migration`)."""
 SCHEMA_VERSION = MIGRATIONS[-1].version
 """The version of a namespace's tables this vrom writes; an older one is upgraded, a newer one
 refused."""
-
-
-def statements(script: str) -> Iterator[str]:
-    """Yield the statements of a script of plain DDL (no ``;`` inside a statement)."""
-    for statement in script.split(";"):
-        if statement.strip():
-            yield statement
-
-
-def stored_version(conn: Connection) -> int:
-    """Return the schema version of the namespace ``conn``'s search path names (0: none yet)."""
-    has_meta = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
-    if not (has_meta and has_meta[0]):
-        return 0
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row else 0
-
-
-def outdated(conn: Connection, location: str) -> bool:
-    """Return True if the namespace lacks migrations (read without a lock); refuse a newer one."""
-    return bool(pending(MIGRATIONS, stored_version(conn), location))
-
-
-def migrate(conn: Connection, location: str) -> None:
-    """Apply the migrations the namespace lacks and record its version.
-
-    Call it inside a transaction holding the namespace's write lock, with the namespace first
-    on the search path; a namespace of a newer schema is refused.
-    """
-    for migration in pending(MIGRATIONS, stored_version(conn), location):
-        for statement in statements(migration.script):
-            conn.execute(statement)
-        if migration.then is not None:
-            migration.then(conn)
-        conn.execute(
-            "INSERT INTO meta(key, value) VALUES ('schema_version', %s)"
-            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (str(migration.version),),
-        )

@@ -53,19 +53,12 @@ ALTER TEXT SEARCH CONFIGURATION {TEXT_SEARCH_CONFIG}
     WITH {REGISTRY_SCHEMA}.english_stem;
 """
 
-# What a sound namespace satisfies (foreign keys hold the rest): label -> SQL counting violations.
+# What a sound namespace satisfies beyond `vrom.store.sql_store.CHECKS` (foreign keys hold the
+# rest): label -> SQL counting violations.
 CONSISTENCY_CHECKS: dict[str, str] = {
-    "notes whose chunk count is wrong": "SELECT count(*) FROM documents d WHERE d.chunk_count !="
-    " (SELECT count(*) FROM chunks c WHERE c.document_id = d.id)",
-    "chunks with broken prev/next links": "SELECT count(*) FROM chunks c WHERE"
-    " (c.next_id IS NOT NULL AND NOT EXISTS"
-    " (SELECT 1 FROM chunks n WHERE n.id = c.next_id AND n.prev_id = c.id))"
-    " OR ((c.prev_id IS NULL) != (c.position = 0))",
     "chunks whose text is in no document text": "SELECT count(*) FROM chunks c WHERE c.text = ''"
     " AND c.char_end > c.char_start AND NOT EXISTS"
     " (SELECT 1 FROM document_texts t WHERE t.document_id = c.document_id)",
     "vectors of another size than the others": "SELECT count(*) FROM vectors"
     " WHERE vector_dims(embedding) != (SELECT vector_dims(embedding) FROM vectors LIMIT 1)",
-    "superseded memories whose successor is missing": "SELECT count(*) FROM memories"
-    " WHERE superseded_by IS NOT NULL AND superseded_by NOT IN (SELECT id FROM memories)",
 }

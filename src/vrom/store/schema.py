@@ -23,6 +23,43 @@ def _chunk_strategy_column(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE documents ADD COLUMN chunk_strategy TEXT NOT NULL DEFAULT ''")
 
 
+def _change_log(vectors: str, key: str, log: str) -> str:
+    """Return the DDL of ``log``, the table of ``vectors``' changes, and of the triggers that
+    add the ``key`` of each row added, removed or replaced to it."""
+    return f"""
+    CREATE TABLE {log} (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        {key} INTEGER NOT NULL
+    );
+    CREATE TRIGGER {vectors}_added AFTER INSERT ON {vectors}
+        BEGIN INSERT INTO {log}({key}) VALUES (new.{key}); END;
+    CREATE TRIGGER {vectors}_removed AFTER DELETE ON {vectors}
+        BEGIN INSERT INTO {log}({key}) VALUES (old.{key}); END;
+    CREATE TRIGGER {vectors}_replaced AFTER UPDATE ON {vectors}
+        BEGIN INSERT INTO {log}({key}) VALUES (new.{key}); END;
+    """
+
+
+def _field_values_view(nested: str) -> str:
+    """Return the DDL of the view of each document's scalar frontmatter values (a list field's
+    items one by one), and those the ``UNION ALL`` parts ``nested`` add."""
+    return f"""
+    CREATE VIEW field_values AS
+        SELECT document_id, key,
+            CASE type WHEN 'text' THEN 'text' WHEN 'integer' THEN 'number'
+                WHEN 'real' THEN 'number' ELSE 'bool' END AS kind,
+            CASE type WHEN 'true' THEN 1 WHEN 'false' THEN 0 ELSE atom END AS value
+        FROM (
+            SELECT d.id AS document_id, f.key AS key, f.type AS type, f.atom AS atom
+            FROM documents d, json_each(d.frontmatter) f
+            WHERE f.type NOT IN ('object', 'array', 'null')
+            UNION ALL
+            SELECT d.id, f.key, e.type, e.atom
+            FROM documents d, json_each(d.frontmatter) f, json_each(f.value) e
+            WHERE f.type = 'array' AND e.type NOT IN ('object', 'array', 'null'){nested}
+        )"""
+
+
 MIGRATIONS: tuple[Migration, ...] = checked(
     # 1: notes, chunks, links, tags, keyword index
     Migration(
@@ -104,18 +141,7 @@ MIGRATIONS: tuple[Migration, ...] = checked(
     # behind rebuilds).
     Migration(
         "m003_vector_changes",
-        """
-    CREATE TABLE vector_changes (
-        seq      INTEGER PRIMARY KEY AUTOINCREMENT,
-        chunk_id INTEGER NOT NULL
-    );
-    CREATE TRIGGER vectors_added AFTER INSERT ON vectors
-        BEGIN INSERT INTO vector_changes(chunk_id) VALUES (new.chunk_id); END;
-    CREATE TRIGGER vectors_removed AFTER DELETE ON vectors
-        BEGIN INSERT INTO vector_changes(chunk_id) VALUES (old.chunk_id); END;
-    CREATE TRIGGER vectors_replaced AFTER UPDATE ON vectors
-        BEGIN INSERT INTO vector_changes(chunk_id) VALUES (new.chunk_id); END;
-    """,
+        _change_log("vectors", "chunk_id", "vector_changes"),
     ),
     # 4: the scalar values of each document's frontmatter/metadata (a list field's items one by
     # one), indexed, so a `where` filter is a few index lookups instead of parsing the JSON of
@@ -132,20 +158,9 @@ MIGRATIONS: tuple[Migration, ...] = checked(
         PRIMARY KEY (key, kind, value, document_id)
     ) WITHOUT ROWID;
     CREATE INDEX fields_document ON fields(document_id);
-    CREATE VIEW field_values AS
-        SELECT document_id, key,
-            CASE type WHEN 'text' THEN 'text' WHEN 'integer' THEN 'number'
-                WHEN 'real' THEN 'number' ELSE 'bool' END AS kind,
-            CASE type WHEN 'true' THEN 1 WHEN 'false' THEN 0 ELSE atom END AS value
-        FROM (
-            SELECT d.id AS document_id, f.key AS key, f.type AS type, f.atom AS atom
-            FROM documents d, json_each(d.frontmatter) f
-            WHERE f.type NOT IN ('object', 'array', 'null')
-            UNION ALL
-            SELECT d.id, f.key, e.type, e.atom
-            FROM documents d, json_each(d.frontmatter) f, json_each(f.value) e
-            WHERE f.type = 'array' AND e.type NOT IN ('object', 'array', 'null')
-        );
+    """
+        + _field_values_view("")
+        + """;
     INSERT OR IGNORE INTO fields(key, kind, value, document_id)
         SELECT key, kind, value, document_id FROM field_values;
     CREATE TRIGGER documents_fields_added AFTER INSERT ON documents BEGIN
@@ -223,17 +238,8 @@ MIGRATIONS: tuple[Migration, ...] = checked(
         SELECT m.key, v.data FROM memory_vectors v JOIN memories m ON m.id = v.memory_id;
     DROP TABLE memory_vectors;
     ALTER TABLE memory_vectors_by_key RENAME TO memory_vectors;
-    CREATE TABLE memory_vector_changes (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        key INTEGER NOT NULL
-    );
-    CREATE TRIGGER memory_vectors_added AFTER INSERT ON memory_vectors
-        BEGIN INSERT INTO memory_vector_changes(key) VALUES (new.key); END;
-    CREATE TRIGGER memory_vectors_removed AFTER DELETE ON memory_vectors
-        BEGIN INSERT INTO memory_vector_changes(key) VALUES (old.key); END;
-    CREATE TRIGGER memory_vectors_replaced AFTER UPDATE ON memory_vectors
-        BEGIN INSERT INTO memory_vector_changes(key) VALUES (new.key); END;
-    """,
+    """
+        + _change_log("memory_vectors", "key", "memory_vector_changes"),
     ),
     # 7: a `where` reaches one level into frontmatter (OKF's ``generated.by``,
     # ``verified.at``, ``sources.resource``): the members of a mapping, and of the mappings in
@@ -243,21 +249,9 @@ MIGRATIONS: tuple[Migration, ...] = checked(
     # gives it (`vrom.ingest.relevance`), so a store indexed before ranks it the same.
     Migration(
         "m007_nested_fields",
-        """
-    DROP VIEW field_values;
-    CREATE VIEW field_values AS
-        SELECT document_id, key,
-            CASE type WHEN 'text' THEN 'text' WHEN 'integer' THEN 'number'
-                WHEN 'real' THEN 'number' ELSE 'bool' END AS kind,
-            CASE type WHEN 'true' THEN 1 WHEN 'false' THEN 0 ELSE atom END AS value
-        FROM (
-            SELECT d.id AS document_id, f.key AS key, f.type AS type, f.atom AS atom
-            FROM documents d, json_each(d.frontmatter) f
-            WHERE f.type NOT IN ('object', 'array', 'null')
-            UNION ALL
-            SELECT d.id, f.key, e.type, e.atom
-            FROM documents d, json_each(d.frontmatter) f, json_each(f.value) e
-            WHERE f.type = 'array' AND e.type NOT IN ('object', 'array', 'null')
+        "DROP VIEW field_values;"
+        + _field_values_view(
+            """
             UNION ALL
             SELECT d.id, f.key || '.' || m.key, m.type, m.atom
             FROM documents d, json_each(d.frontmatter) f, json_each(f.value) m
@@ -273,8 +267,9 @@ MIGRATIONS: tuple[Migration, ...] = checked(
             FROM documents d, json_each(d.frontmatter) f, json_each(f.value) i,
                 json_each(i.value) m
             WHERE f.type = 'array' AND i.type = 'object'
-                AND m.type NOT IN ('object', 'array', 'null')
-        );
+                AND m.type NOT IN ('object', 'array', 'null')"""
+        )
+        + """;
     DELETE FROM fields;
     INSERT OR IGNORE INTO fields(key, kind, value, document_id)
         SELECT key, kind, value, document_id FROM field_values;
@@ -318,10 +313,9 @@ added nested frontmatter fields, which a `where` on an older pack does not find;
 chunk keeps its own text (`vrom.store.sqlite_rows.chunk_columns` reads either); 9 only added
 what a writer reuses vectors by."""
 
-# What a sound store satisfies beyond PRAGMA integrity_check: label -> SQL counting violations.
+# What a sound store satisfies beyond PRAGMA integrity_check and `vrom.store.sql_store.CHECKS`:
+# label -> SQL counting violations.
 CONSISTENCY_CHECKS: dict[str, str] = {
-    "notes whose chunk count is wrong": "SELECT count(*) FROM documents d WHERE d.chunk_count !="
-    " (SELECT count(*) FROM chunks c WHERE c.document_id = d.id)",
     "chunks without a note": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
     " (SELECT 1 FROM documents d WHERE d.id = c.document_id)",
     "chunks missing from the keyword index": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
@@ -343,9 +337,6 @@ CONSISTENCY_CHECKS: dict[str, str] = {
     " (SELECT 1 FROM documents d WHERE d.id = t.document_id)",
     "vectors without a chunk": "SELECT count(*) FROM vectors v WHERE NOT EXISTS"
     " (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)",
-    "chunks with broken prev/next links": "SELECT count(*) FROM chunks c WHERE (c.next_id IS NOT NULL AND NOT EXISTS"
-    " (SELECT 1 FROM chunks n WHERE n.id = c.next_id AND n.prev_id = c.id))"
-    " OR (c.prev_id IS NULL) != (c.position = 0)",
     # NOT IN builds one temporary index, where NOT EXISTS would scan the keyword index per row
     "memories missing from the memory keyword index": "SELECT count(*) FROM memories"
     " WHERE id NOT IN (SELECT memory_id FROM memories_fts)",
@@ -356,6 +347,4 @@ CONSISTENCY_CHECKS: dict[str, str] = {
     "memory vectors without a memory": "SELECT count(*) FROM memory_vectors"
     " WHERE key NOT IN (SELECT key FROM memories WHERE key IS NOT NULL)",
     "memories without a key": "SELECT count(*) FROM memories WHERE key IS NULL",
-    "superseded memories whose successor is missing": "SELECT count(*) FROM memories"
-    " WHERE superseded_by IS NOT NULL AND superseded_by NOT IN (SELECT id FROM memories)",
 }

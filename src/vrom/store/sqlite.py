@@ -1,13 +1,11 @@
 """The default store backend: one SQLite database file (WAL mode, FTS5) per vault or collection.
 
-Readers and one writer work at the same time (WAL); a busy timeout makes a second writer wait
-instead of failing. Every write happens inside a transaction, so a process killed at any moment
-leaves each document either fully written or not at all.
-
-`SQLiteStore` is made of parts that share one `Database` connection: `SQLiteDocuments`
-(documents, chunks, links, tags, keyword search), `SQLiteChunkVectors` and `SQLiteMemories`
-(with their `SQLiteMemoryVectors`). It keeps the store-wide work itself: metadata,
-transactions, counts, the integrity check, and the files beside the database.
+Every write happens inside a transaction (`vrom.store.sqlite_database`), so a process killed
+at any moment leaves each document either fully written or not at all. `SQLiteStore` is made of
+parts that share one `Database` connection: `SQLiteDocuments` (documents, chunks, links, tags,
+keyword search), `SQLiteChunkVectors` and `SQLiteMemories` (with their `SQLiteMemoryVectors`).
+It keeps what is SQLite's own: the state read, the integrity check, the files beside the
+database.
 """
 
 from __future__ import annotations
@@ -18,8 +16,9 @@ from typing import Any
 
 from vrom.errors import StorageError
 from vrom.store import sqlite_keyword
-from vrom.store.records import Sidecar, StoreCounts, StoreState
+from vrom.store.records import Sidecar, StoreState
 from vrom.store.schema import CONSISTENCY_CHECKS, FTS_TOKENIZER
+from vrom.store.sql_dialect import Statements
 from vrom.store.sql_store import SqlStore
 from vrom.store.sqlite_database import BUSY_TIMEOUT_SECONDS, Database
 from vrom.store.sqlite_documents import SQLiteDocuments
@@ -38,15 +37,8 @@ class SQLiteStore(SqlStore[SQLiteDocuments, SQLiteChunkVectors, SQLiteMemories])
         key: str | None = None,
         read_only: bool = False,
     ) -> None:
-        """Open the store at ``path``; a missing file is created unless ``create`` is False.
-
-        An existing file must hold a vrom schema: another program's database is refused before
-        anything is written to it. ``path=None`` keeps the store in memory (gone when closed).
-        With ``key`` the file is encrypted with SQLCipher (the ``encrypted`` extra): every page,
-        the WAL included, is unreadable without the key, and a wrong key is a `StorageError`.
-        ``read_only`` opens an existing file as immutable (a verified pack: nothing, not even a
-        WAL switch, is written).
-        """
+        """Open the store at ``path`` (a missing file is created unless ``create`` is False; see
+        `Database` for ``None``, ``key`` and ``read_only``)."""
         self._db = Database(path, create=create, key=key, read_only=read_only)
         vectors = SQLiteChunkVectors(self._db)
         super().__init__(
@@ -58,28 +50,16 @@ class SQLiteStore(SqlStore[SQLiteDocuments, SQLiteChunkVectors, SQLiteMemories])
         """The database file, or None for a store in memory."""
         return self._db.path
 
-    @property
-    def encrypted(self) -> bool:
-        """True when the database file is encrypted (opened with a key)."""
-        return self._db.encrypted
-
     def state(self) -> StoreState:
-        """Return the generations, keyword version and newest memory key in one read (held
-        for the rest of a snapshot: `vrom.store.Store.state`)."""
         with self._db.guard("reading the store's state"):
             return sqlite_keyword.state(self._db)
 
     def close(self) -> None:
-        """Close the connection; later calls raise `StorageError`."""
         self._documents.close_tokenizer()
         self._db.close()
 
     def sidecar(self, suffix: str) -> Sidecar | None:
-        """Return ``<database file><suffix>`` with the database's permission bits, or None.
-
-        None in memory, and for an encrypted store: a derived file beside it (an ANN graph)
-        would hold its vectors in the clear.
-        """
+        """Return ``<database file><suffix>`` with the database's permission bits, or None."""
         path = self._db.path
         if path is None or self._db.encrypted:
             return None
@@ -105,15 +85,12 @@ class SQLiteStore(SqlStore[SQLiteDocuments, SQLiteChunkVectors, SQLiteMemories])
         except self._db.driver.Error as exc:
             raise StorageError(f"cannot finish the copy of {self.location}: {exc}") from exc
 
-    def counts(self) -> StoreCounts:
-        """Return row counts and the store's size on disk (database plus WAL)."""
-        with self.documents.sql.reading("counting") as run:
-            files = () if self._db.path is None else (self._db.path, Path(f"{self._db.path}-wal"))
-            size = sum(p.stat().st_size for p in files if p.exists())
-            return StoreCounts(**self.row_counts(run), bytes=size)
+    def size(self, run: Statements) -> int:
+        """Return the bytes of the database file and its WAL."""
+        files = () if self._db.path is None else (self._db.path, Path(f"{self._db.path}-wal"))
+        return sum(p.stat().st_size for p in files if p.exists())
 
     def describe(self) -> dict[str, Any]:
-        """Return backend facts: name, schema version, tokenizers, capabilities."""
         with self._db.guard("describing the backend"):
             return {
                 "backend": "sqlite",
@@ -139,19 +116,11 @@ class SQLiteStore(SqlStore[SQLiteDocuments, SQLiteChunkVectors, SQLiteMemories])
             }
 
     def integrity_problems(self) -> list[str]:
-        """Return what is inconsistent in the store (empty when it is sound)."""
-        with self._db.guard("checking integrity"):
-            problems = [
-                row[0] for row in self._db.conn.execute("PRAGMA integrity_check") if row[0] != "ok"
-            ]
-            for label, sql in CONSISTENCY_CHECKS.items():
-                count = self._db.scalar(sql)
-                if count:
-                    problems.append(f"{count} {label}")
+        with self.documents.sql.reading("checking integrity") as run:
+            problems = [row[0] for row in run.rows("PRAGMA integrity_check") if row[0] != "ok"]
+            problems += self.failed_checks(run, CONSISTENCY_CHECKS)
             try:
-                self._db.conn.execute(
-                    "INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)"
-                )
+                run.run("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
             except self._db.driver.DatabaseError as exc:
                 problems.append(f"keyword index: {exc}")
             return problems

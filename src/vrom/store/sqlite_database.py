@@ -18,14 +18,35 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from vrom.errors import NotFoundError, StorageError
-from vrom.store.migration import pending
+from vrom.errors import NotFoundError, StorageError, ValidationError
+from vrom.store.migration import migrate, pending, stored_version
 from vrom.store.schema import MIGRATIONS, READABLE_SCHEMAS
-from vrom.store.sqlite_connect import _checked_key, _driver, _statements
 from vrom.store.sqlite_query import register_functions
 
 BUSY_TIMEOUT_SECONDS = 60.0
 STALE_CREATION_SECONDS = 3600.0
+_HAS_META = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+
+
+def _checked_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or "\x00" in key:
+        raise ValidationError("an encryption key must be a non-empty string without NUL")
+    return key
+
+
+def _driver(encrypted: bool) -> Any:
+    """Return the DB-API module to open stores with: sqlite3, or SQLCipher's for a key."""
+    if not encrypted:
+        return sqlite3
+    try:
+        from sqlcipher3 import dbapi2
+    except ImportError as exc:
+        raise StorageError(
+            "an encrypted store needs SQLCipher: pip install 'vrom[encrypted]'"
+        ) from exc
+    return dbapi2
 
 
 class Database:
@@ -41,36 +62,37 @@ class Database:
     ) -> None:
         """Open the store at ``path``; a missing file is created unless ``create`` is False.
 
-        A new store is built under a temporary name and appears at ``path`` only once its schema
-        is committed, so no process ever sees a half-made store. An existing file must hold a
-        vrom schema: another program's database is refused before anything is written to it.
-        ``path=None`` keeps the store in memory (gone when closed). With ``key`` the file is
-        encrypted with SQLCipher (the ``encrypted`` extra): every page, the WAL included, is
-        unreadable without the key, and a wrong key is a `StorageError`. ``read_only`` opens an
-        existing file as immutable (a verified pack: nothing, not even a WAL switch, is written;
-        its schema must be this vrom's).
+        An existing file must hold a vrom schema: another program's database is refused before
+        anything is written to it. ``path=None`` keeps the store in memory (gone when closed).
+        With ``key`` the file is encrypted with SQLCipher (the ``encrypted`` extra): every page,
+        the WAL included, is unreadable without the key, and a wrong key is a `StorageError`.
+        ``read_only`` opens an existing file as immutable (a verified pack: nothing, not even a
+        WAL switch, is written; its schema must be this vrom's).
         """
-        self._path = None if path is None else Path(path)
+        self.path = None if path is None else Path(path)
+        # the database file's path (``:memory:`` for a store in memory)
+        self.location = ":memory:" if self.path is None else str(self.path)
         self._depth = 0
         # inside a read snapshot, the values `state` read (meta keys, the keyword version)
         self.held: dict[str, Any] | None = None
         self._closed = False
         self._key = _checked_key(key)
+        self.encrypted = self._key is not None
         self._read_only = read_only
         self.driver = _driver(self._key is not None)
-        if self._path is None:
+        if self.path is None:
             self._connect(None, require_schema=False)
             return
         if read_only:
-            self._connect_read_only(self._path)
+            self._connect_read_only(self.path)
             return
-        if not self._path.exists():
+        if not self.path.exists():
             if not create:
                 raise NotFoundError(
-                    f"no store at {self._path}: index the vault first ('vrom index')"
+                    f"no store at {self.path}: index the vault first ('vrom index')"
                 )
-            self._create_file(self._path)
-        self._connect(self._path, require_schema=True)
+            self._create_file(self.path)
+        self._connect(self.path, require_schema=True)
 
     def _connect(self, path: Path | None, *, require_schema: bool) -> None:
         try:
@@ -150,21 +172,6 @@ class Database:
 
     # -- connection ------------------------------------------------------------------------
 
-    @property
-    def location(self) -> str:
-        """The database file's path (``:memory:`` for a store in memory)."""
-        return ":memory:" if self._path is None else str(self._path)
-
-    @property
-    def path(self) -> Path | None:
-        """The database file, or None for a store in memory."""
-        return self._path
-
-    @property
-    def encrypted(self) -> bool:
-        """True when the database file is encrypted (opened with a key)."""
-        return self._key is not None
-
     def error(self, action: str, exc: Exception) -> StorageError:
         text = str(exc)
         if "locked" in text or "busy" in text:
@@ -186,7 +193,7 @@ class Database:
 
     def _configure(self) -> None:
         if (
-            self._path is not None
+            self.path is not None
             and self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
         ):
             self._enable_wal()
@@ -209,25 +216,15 @@ class Database:
                 time.sleep(0.05)
 
     def stored_version(self) -> int:
-        has_meta = self.conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-        ).fetchone()
-        if not has_meta:
-            return 0
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        return int(row[0]) if row else 0
+        """Return the schema version the store records (0: none yet)."""
+        return stored_version(self.conn, _HAS_META)
 
     def _migrate(self) -> None:
         """Apply the migrations the store lacks (`vrom.store.migration`), under the write lock."""
         if not pending(MIGRATIONS, self.stored_version(), self.location):
             return
         with self.transaction():  # BEGIN IMMEDIATE: a second opener waits here, then reads
-            for migration in pending(MIGRATIONS, self.stored_version(), self.location):
-                for statement in _statements(migration.script):
-                    self.conn.execute(statement)
-                if migration.then is not None:
-                    migration.then(self.conn)
-                self.put_meta("schema_version", str(migration.version))
+            migrate(self.conn, MIGRATIONS, _HAS_META, self.location, "?")
             if self.meta_value("created_unix") is None:
                 self.put_meta("created_unix", repr(time.time()))
 
@@ -300,9 +297,9 @@ class Database:
         thread (a background build): its transactions are its own, so it never reads inside
         this connection's, nor ends one. None in memory (there is no file to open again)."""
         self.check_open()
-        if self._path is None:
+        if self.path is None:
             return None
-        return Database(self._path, create=False, key=self._key, read_only=self._read_only)
+        return Database(self.path, create=False, key=self._key, read_only=self._read_only)
 
     def check_open(self) -> None:
         """Raise `StorageError` if the store was closed."""
@@ -344,12 +341,6 @@ class Database:
         """Set a value of the ``meta`` table."""
         with self.guard("writing meta"), self.transaction():
             self.put_meta(key, value)
-
-    def select_in(self, sql: str, ids: Sequence[Any]) -> Iterator[Sequence[Any]]:
-        """Yield the rows of ``sql`` whose ``{marks}`` takes the ids, a few hundred at a time."""
-        for start in range(0, len(ids), 500):  # SQLite caps the parameters of one statement
-            batch = list(ids[start : start + 500])
-            yield from self.conn.execute(sql.format(marks=", ".join("?" * len(batch))), batch)
 
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Return the first column of the first row of ``sql``."""

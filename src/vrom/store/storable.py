@@ -14,6 +14,7 @@ record they write (`check_document`, `check_memory`) for whatever reaches them o
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import astuple
 from typing import Any
 
 from vrom.errors import ValidationError
@@ -71,20 +72,7 @@ def check_document(
 
 def check_memory(memory: MemoryRecord) -> None:
     """Raise `ValidationError` naming the memory when any text of it is not storable."""
-    what = f"memory {memory.id!r}"
-    for text in (
-        memory.id,
-        memory.project,
-        memory.type,
-        memory.title,
-        memory.content,
-        memory.source,
-        memory.status,
-        memory.superseded_by,
-        *memory.tags,
-        *memory.related,
-    ):
-        check_text(text, what)
+    check_value(astuple(memory), f"memory {memory.id!r}")
 
 
 def _strings(value: Any) -> Iterator[str]:
