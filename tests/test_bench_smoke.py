@@ -119,3 +119,29 @@ def test_context_budget_benchmark_runs_on_the_example_vault(tmp_path: Path) -> N
     assert 0 <= numbers["repeated_share_mean"] <= numbers["repeated_share_max"] <= 1
     assert all(row["tokens"] <= 300 for row in numbers["rows"])
     assert "distinct_chars_mean" in stdout
+
+
+def test_sync_speed_benchmark_times_both_trees_on_the_example_vault(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    numbers, stdout = run_bench(
+        "sync_speed.py",
+        tmp_path / "sync.json",
+        "--baseline",
+        str(REPO),  # this tree against itself: the bench runs, whatever the numbers
+        "--vault",
+        str(REPO / "examples" / "vault"),
+        "--runs",
+        "2",
+        "--embedder",
+        "fake:16",
+        "--url",
+        postgres_url,
+        timeout=300,
+    )
+    for side in ("baseline", "this"):
+        assert numbers["index_s"][side] > 0
+        assert len(numbers["sync_s"][side]) == 2 and min(numbers["sync_s"][side]) > 0
+    low, high = numbers["ratio_range"]
+    assert 0 < low <= high
+    assert stdout.count(" s\n") == 4 and "baseline / this" in stdout

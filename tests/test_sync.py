@@ -9,6 +9,7 @@ fixture): the engine speaks only the store roles, so every test runs on both.
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,51 @@ def test_a_second_sync_writes_only_what_changed(
         8,
         0,
     )
+
+
+def test_batches_read_while_the_one_before_is_written_arrive_whole_once_and_in_order(
+    indexed: Vault, shared: Callable[[str], Spot], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next batch is read from the source while the target writes this one: each read
+    here waits until the batch before it is inside its transaction (its progress calls), and
+    the target still ends holding the source's notes, row by row, written in path order."""
+    monkeypatch.setattr(sync_engine, "BATCH_NOTES", 2)  # four batches for eight notes
+    writing = threading.Event()
+    read_batch = sync_engine._read_batch
+
+    def read_once_writing(*args: Any) -> Any:
+        if args[-1] != sorted(NOTES)[:2]:  # the first is read before anything is written
+            assert writing.wait(30), "the batch before was never written"
+            writing.clear()
+        return read_batch(*args)
+
+    seen: list[tuple[int, str]] = []
+
+    def progress(done: int, total: int, path: str) -> None:
+        seen.append((done, path))
+        if done % 2 == 0:  # the batch's last note: its transaction is still open
+            writing.set()
+
+    monkeypatch.setattr(sync_engine, "_read_batch", read_once_writing)
+    first = indexed.sync_to(**shared("team").at(), progress=progress)
+    for rel in ("Journal/2024-05-01.md", "Journal/2024-05-03.md", "README.md"):  # 3 batches
+        path = indexed.root / rel
+        path.write_text(path.read_text() + "\nEdited.\n")
+    indexed.index()
+    first_seen = list(seen)
+    seen.clear()
+    writing.clear()  # set by the first sync's last batch, which no read waited for
+    second = indexed.sync_to(**shared("team").at(), progress=progress)
+    assert first_seen == seen == list(enumerate(sorted(NOTES), start=1))
+    assert (first.added, second.changed, second.unchanged) == (8, 3, 5)
+    target = shared("team").open()
+    try:
+        assert contents(target) == contents(indexed.store)
+        states = target.documents.states()
+        ids = [states[path].document_id for path in sorted(NOTES)]
+        assert ids == sorted(ids)  # written in path order (a changed note keeps its id)
+    finally:
+        target.close()
 
 
 def test_vectors_embedded_after_a_sync_follow_at_the_next(
