@@ -25,6 +25,7 @@ LAYERS = {
     "selftest": FACES,
     "__main__": FACES,
     # facades: each keeps its own vocabulary; settings are read here and in the faces only
+    "queryable": FACADES,  # the one read half every facade stands on
     "vault": FACADES,
     "_vault_files": FACADES,
     "_vault_notes": FACADES,

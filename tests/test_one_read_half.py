@@ -96,7 +96,7 @@ def test_one_read_half_a_warm_vault_search_reads_one_store_state(example_vault: 
     """The vault adds one read to the core's: whether each hit's note is still as indexed."""
 
     def search() -> object:
-        return example_vault.search_report(QUERY, 10)
+        return example_vault.search(QUERY, 10, fallback=True)
 
     warm(search)
     with sqlite_statements(example_vault) as statements:
@@ -152,7 +152,7 @@ def test_one_read_half_postgresql_reads_one_store_state(
 
 
 def test_one_read_half_search_report_is_a_sequence_of_hits(example_vault: Vault) -> None:
-    report = example_vault.search_report(QUERY, 3)
+    report = example_vault.search(QUERY, 3, fallback=True)
     assert len(report) == len(report.results) > 0
     assert report[0] is report.results[0]
     assert list(report) == list(report.results)
@@ -180,3 +180,14 @@ def test_surface_hybrid_search_and_mode_rerank_say_they_run_rerank(
         assert "mode rerank" in text.stderr, command
         report = json.loads(vrom(*command, QUERY, "--json", "--vault", str(root)).stdout)
         assert report["mode"] == "rerank", command
+
+
+def test_one_read_half_a_report_equals_a_list_of_the_same_hits(example_vault: Vault) -> None:
+    """`SearchReport` is what `Vault.search` returns; code written for a list keeps working."""
+    report = example_vault.search(QUERY, 3)
+    assert report == list(report.results) and report == tuple(report.results)
+    assert report != list(report.results)[:1] and report != [] and report != "hits"
+    assert example_vault.search("zzzunknownword", mode="keyword") == []
+    again = example_vault.search(QUERY, 3)
+    assert again == report and again.with_hits([]) != report
+    assert again.with_hits(report[:1]) == report[:1]

@@ -163,7 +163,10 @@ class SearchReport(Sequence[Hit]):
     """What a search found, and how: a sequence of its `Hit`s, best first, that also says how
     they were found (what the MCP server's ``vault_search`` returns).
 
-    ``report[0]``, ``len(report)`` and ``for hit in report`` are its hits (``results``).
+    ``report[0]``, ``len(report)`` and ``for hit in report`` are its hits (``results``). A
+    report equals a list or tuple holding the same hits in the same order (``report == []``
+    when nothing was found), so code written for a list of hits keeps working; two reports
+    are equal when every field is.
 
     Fields:
         results: the hits, best first.
@@ -192,6 +195,22 @@ class SearchReport(Sequence[Hit]):
 
     def __len__(self) -> int:
         return len(self.results)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple)):
+            return list(self.results) == list(other)
+        if isinstance(other, SearchReport):
+            return (self.mode, self.fallback, self.vectors, self.chunks) == (
+                other.mode,
+                other.fallback,
+                other.vectors,
+                other.chunks,
+            ) and list(self.results) == list(other.results)
+        return NotImplemented
+
+    def with_hits(self, hits: Sequence[Hit]) -> SearchReport:
+        """Return the report with ``hits`` for its results (finished or viewed otherwise)."""
+        return SearchReport(hits, self.mode, self.fallback, self.vectors, self.chunks)
 
 
 @dataclass(frozen=True)
