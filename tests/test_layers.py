@@ -26,6 +26,7 @@ LAYERS = {
     "__main__": FACES,
     # facades: each keeps its own vocabulary; settings are read here and in the faces only
     "queryable": FACADES,  # the one read half every facade stands on
+    "seed_views": FACADES,  # the seeds' shapes, thin views over the read half
     "vault": FACADES,
     "_vault_files": FACADES,
     "_vault_notes": FACADES,

@@ -74,22 +74,6 @@ class Queryable(Closing):
             return report
         return report.with_hits(expand_hits(self._expansion_store(), report, context_window))
 
-    def _read(
-        self,
-        query: str,
-        k: int,
-        where: Any = None,
-        mode: str | None = None,
-        *,
-        ef_search: int | None = None,
-        expand_context: bool = False,
-        context_window: int = 1,
-        **own: Any,
-    ) -> SearchReport:
-        """Return the read half's report: the core's hits, finished by the facade."""
-        report = self._report(query, k, where, mode, ef_search=ef_search, **own)
-        return self._finished(report, expand_context, context_window)
-
     def search(
         self,
         query: str,
@@ -108,15 +92,8 @@ class Queryable(Closing):
         least ``k``) widens an HNSW search; ``expand_context`` fills each hit's
         ``context_text`` with ``context_window`` neighbouring chunks a side.
         """
-        return self._read(
-            query,
-            k,
-            where,
-            mode,
-            ef_search=ef_search,
-            expand_context=expand_context,
-            context_window=context_window,
-        )
+        report = self._report(query, k, where, mode, ef_search=ef_search)
+        return self._finished(report, expand_context, context_window)
 
     def context(
         self,
@@ -145,14 +122,8 @@ class Queryable(Closing):
             raise ValidationError(
                 f"max_tokens must be an integer of at least 50, not {shown(max_tokens)}"
             )
-        hits = self._read(
-            query,
-            k,
-            where,
-            mode,
-            expand_context=expand_context,
-            context_window=context_window,
-            **own,
+        hits = self._finished(
+            self._report(query, k, where, mode, **own), expand_context, context_window
         )
         context = format_context(
             hits, max_tokens, include_sources, query, relative_cutoff=relative_cutoff

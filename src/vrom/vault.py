@@ -318,19 +318,18 @@ class Vault(Queryable, VaultWrites):
         `vrom.search.query` for the keyword query syntax. `context` gives the same hits as
         LLM-ready text (`vrom.queryable.Queryable.context`; ``path`` and ``tags`` apply).
         """
-        return self._read(
+        report = self._report(
             query,
             k,
             where,
             mode,
             ef_search=ef_search,
-            expand_context=expand_context,
-            context_window=context_window,
             path=path,
             tags=tags,
             per_note=per_note,
             fallback=fallback,
         )
+        return self._finished(report, expand_context, context_window)
 
     def _report(
         self,
