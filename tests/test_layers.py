@@ -39,6 +39,7 @@ LAYERS = {
     "agent_memory": FACADES,
     "_pack_models": FACADES,
     "memories": FACADES,
+    "_memory_results": FACADES,
     "pack_builder": FACADES,
     "evaluation": FACADES,
     "vectordb": FACADES,

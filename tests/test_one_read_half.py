@@ -21,6 +21,7 @@ from vrom_cli import run_vrom
 
 from vrom import Embedder, Vault
 from vrom.memories import Memories
+from vrom.results import SearchReport
 
 EXAMPLE_VAULT = Path(__file__).resolve().parents[1] / "examples" / "vault"
 QUERY = "network switch"
@@ -191,3 +192,31 @@ def test_one_read_half_a_report_equals_a_list_of_the_same_hits(example_vault: Va
     again = example_vault.search(QUERY, 3)
     assert again == report and again.with_hits([]) != report
     assert again.with_hits(report[:1]) == report[:1]
+
+
+def test_one_read_half_memories_search_is_recall_as_hits(example_vault: Vault) -> None:
+    """Memories stand on the read half: `search` is `recall`'s ranking, each memory a `Hit`."""
+    memories = example_vault.memories
+    made = [
+        memories.remember(f"rack {n}", f"the {QUERY} in rack {n}", project="lab", tags=["net"])
+        for n in range(3)
+    ]
+    memories.remember("coffee", "the espresso machine", project="kitchen")
+    recalled = memories.recall(QUERY, 3, project="lab")
+    report = memories.search(QUERY, 3, project="lab")
+    assert isinstance(report, SearchReport) and report.mode == "hybrid"
+    assert [hit.id for hit in report] == [found.memory.id for found in recalled]
+    assert [hit.score for hit in report] == [found.score for found in recalled]
+    assert (report.vectors, report.chunks) == (4, 4)
+    first = report[0]
+    memory = next(m for m in made if m.id == first.id)
+    assert (first.path, first.chunk_id, first.title, first.text) == (
+        memory.id,
+        0,
+        memory.title,
+        memory.content,
+    )
+    assert first.metadata["project"] == "lab" and first.metadata["tags"] == ["net"]
+    assert memories.search(QUERY, 3, where={"project": "kitchen"}, mode="keyword") == []
+    context = memories.context(QUERY, max_tokens=500, project="lab")
+    assert context.sources and context.sources[0].id == first.id and QUERY in context.text

@@ -393,6 +393,15 @@ class Corpus:
 
     # -- memories --------------------------------------------------------------------------
 
+    def recall_mode(self, mode: str | None) -> str:
+        """Return the mode `recall` runs for ``mode``: ``hybrid`` by default with an embedder,
+        else ``keyword``; a mode other than keyword, vector, hybrid is a `ValidationError`."""
+        if mode is None:
+            return "keyword" if self.embedder is None else "hybrid"
+        if mode not in ("keyword", "vector", "hybrid"):
+            raise ValidationError(f"mode must be one of keyword, vector, hybrid, not {shown(mode)}")
+        return mode
+
     def recall(
         self,
         query: str,
@@ -414,10 +423,7 @@ class Corpus:
         check_query(query)
         check_k(k)
         embedder = self.embedder
-        if mode is None:
-            mode = "keyword" if embedder is None else "hybrid"
-        elif mode not in ("keyword", "vector", "hybrid"):
-            raise ValidationError(f"mode must be one of keyword, vector, hybrid, not {shown(mode)}")
+        mode = self.recall_mode(mode)
         if mode != "keyword":
             embedder = self.require_embedder(f"{mode} recall")
         parsed = parse_query(query)

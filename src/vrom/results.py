@@ -77,6 +77,14 @@ __all__ = [
 class Hit:
     """One search result: a chunk of a note, with the provenance needed to cite it exactly.
 
+    A memory found by `vrom.Memories.search` is a hit too, by this convention: ``id`` and
+    ``path`` are the memory's id (``mem_…``: what a context cites), ``chunk_id`` and
+    ``note_id`` are 0 (a memory is no chunk of a note, and has no neighbours), ``title`` its
+    title, ``text`` its whole content (``char_end`` its length), ``modified_unix`` its
+    timestamp, ``content_hash`` the SHA-256 of its content, ``metadata`` its other fields
+    (``project``, ``type``, ``status``, ``tags``, ``related``, ``source``, ``timestamp``,
+    ``superseded_by``) and ``score``, ``scores``, ``score_kind`` as `vrom.MemoryHit`'s.
+
     Fields:
         chunk_id: the chunk's id in the store; ids are never reused, and a note's chunks get
             new ids each time the note is rewritten (``content_hash`` identifies the text).
