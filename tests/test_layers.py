@@ -37,6 +37,7 @@ LAYERS = {
     "collection": FACADES,
     "documents": FACADES,
     "agent_memory": FACADES,
+    "pack": FACADES,  # a cached pack opened read-only: what AgentMemory mounts
     "_pack_models": FACADES,
     "memories": FACADES,
     "_memory_results": FACADES,

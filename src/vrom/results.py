@@ -275,7 +275,7 @@ def _empty(field: dataclasses.Field[Any], item: object) -> bool:
 @dataclass(frozen=True)
 class SearchResult:
     """One result of searching a mounted pack (`vrom.AgentMemory.search`): the seed's view of a
-    `Hit` (see `vrom.agent_memory.search_result`).
+    `Hit` (see `vrom.seed_views.search_result`).
 
     Fields:
         text: the chunk's text (with ``expand_context``, joined with its neighbours).
