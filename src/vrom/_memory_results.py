@@ -22,8 +22,8 @@ class Memory:
 
     ``id`` (``mem_`` then 20 hex digits; ids sort by creation time), ``timestamp`` (creation,
     ISO 8601 UTC) and ``created_unix``, ``updated_unix`` (the last status change), ``project``
-    (None: none), ``type`` (see `MEMORY_TYPES`), ``title``, ``content``, ``tags``, ``related``
-    (note paths), ``source`` (where it came from: a URL, a session, a tool), ``status``
+    (None: none), ``type`` (see `vrom.memories.MEMORY_TYPES`), ``title``, ``content``,
+    ``tags``, ``related`` (note paths), ``source`` (where it came from: a URL, a session, a tool), ``status``
     (``active``, ``archived`` or ``superseded``) and ``superseded_by`` (the id of the memory
     that replaced it, only when superseded).
     """

@@ -183,7 +183,8 @@ class SearchReport(Sequence[Hit]):
             once vectors exist): no embedder is configured, or no chunk has a vector yet. None
             when the search ran as asked.
         vectors, chunks: how many of the store's chunks have a vector: searches by meaning
-            see only those (keyword search sees every chunk).
+            see only those (keyword search sees every chunk). A search of memories
+            (`vrom.Memories.search`) counts memories: those with a vector, and all of them.
     """
 
     results: Sequence[Hit]
