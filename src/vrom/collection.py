@@ -266,9 +266,8 @@ class Collection(Queryable):
         Each hit's ``text`` is the document's whole text as it was added; ``chunk_text`` is its
         best-matching chunk, ``text[char_start:char_end]`` (the excerpt, score and ``chunk_id``
         are that chunk's). A document added by a vrom older than schema 8 kept no whole text:
-        its ``text`` is the chunk, until it is added again. The hits come as a `SearchReport`
-        (equal to a list of the same hits), the seed's view of the read half
-        (`vrom.seed_views.whole_documents`); `context` formats the chunks themselves.
+        its ``text`` is the chunk, until it is added again. A `SearchReport` (equal to a list
+        of its hits): the seed's view, `vrom.seed_views.whole_documents`, of the read half.
         """
         with self._lock:
             report = self._report(query, k, where, mode, ef_search=ef_search)
@@ -289,12 +288,10 @@ class Collection(Queryable):
     def _expansion_store(self) -> Store:
         return self._store
 
-    def _finished(
-        self, report: SearchReport, expand_context: bool, context_window: int
-    ) -> SearchReport:
-        with self._lock:
+    def _finished(self, report: SearchReport, expand: bool, window: int) -> SearchReport:
+        with self._lock:  # a context's expansion too runs one call at a time
             self._check_open()
-            return super()._finished(report, expand_context, context_window)
+            return super()._finished(report, expand, window)
 
     def count(self) -> int:
         """Return how many documents the collection holds."""
