@@ -38,7 +38,7 @@ def test_the_server_answers_by_keyword_while_vectors_arrive(tmp_path: Path) -> N
     try:
         vault = state.open_explicit()
         assert vault is not None and state.embedding is not None
-        early = vault.search_report("harbour", k=5)
+        early = vault.search("harbour", k=5, fallback=True)
         assert early.results and early.chunks == NOTES
         assert early.vectors < NOTES, "the keyword index came first; vectors are still coming"
         seen = [state.embedding.progress().vectors]
@@ -49,7 +49,7 @@ def test_the_server_answers_by_keyword_while_vectors_arrive(tmp_path: Path) -> N
         assert done.error is None and done.vectors == done.chunks == NOTES
         assert seen == sorted(seen) and len(set(seen)) > 2, "the count grew batch by batch"
         assert done.chunks_per_second is not None and done.chunks_per_second > 0
-        late = vault.search_report("harbour", k=5)
+        late = vault.search("harbour", k=5, fallback=True)
         assert late.mode == "hybrid" and late.fallback is None and late.vectors == NOTES
         assert "fused" in late.results[0].scores
     finally:

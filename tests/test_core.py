@@ -113,7 +113,7 @@ def test_hybrid_on_a_barely_embedded_store_leans_on_keyword(tmp_path: Path) -> N
             ]
         )
         vault.corpus.refresh()
-        report = vault.search_report("zebra crossing", k=3, mode="hybrid")
+        report = vault.search("zebra crossing", k=3, mode="hybrid", fallback=True)
         assert (report.vectors, report.chunks) == (1, 101)
         assert report.results[0].path == "target.md", "the keyword match leads"
         assert report.results[0].score > 2 * report.results[1].score

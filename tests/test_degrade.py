@@ -41,11 +41,11 @@ def test_no_embedder_on_a_store_with_vectors_answers_by_keyword(tmp_path: Path) 
     _index(root, state, Embedder.fake())
     with Vault.open(root, state, embedder=None) as vault:
         assert vault.search("espresso")[0].path == "Coffee.md", "the default degrades"
-        report = vault.search_report("espresso")
+        report = vault.search("espresso", fallback=True)
         assert report.mode == "keyword" and report.results[0].path == "Coffee.md"
         assert report.fallback and "needs an embedder" in report.fallback
         assert (report.vectors, report.chunks) == (2, 2)
-        asked = vault.search_report("espresso", mode="vector")
+        asked = vault.search("espresso", mode="vector", fallback=True)
         assert asked.mode == "keyword" and "vector search needs an embedder" in str(asked.fallback)
         with pytest.raises(ValidationError, match=r"needs an embedder.*none is configured"):
             vault.search("espresso", mode="vector")  # the Python API stays strict when asked
@@ -55,15 +55,17 @@ def test_before_any_vector_exists_searches_say_why_they_are_keyword(tmp_path: Pa
     root, state = _vault(tmp_path), tmp_path / "state"
     _index(root, state, None)
     with Vault.open(root, state, embedder=Embedder.fake()) as vault:
-        report = vault.search_report("tea", mode="hybrid")
+        report = vault.search("tea", mode="hybrid", fallback=True)
         assert report.mode == "keyword" and report.results[0].path == "Tea.md"
         assert "needs vectors" in str(report.fallback) and "vrom embed" in str(report.fallback)
-        assert "needs vectors" in str(vault.search_report("tea").fallback), "the default too"
+        assert "needs vectors" in str(vault.search("tea", fallback=True).fallback), (
+            "the default too"
+        )
         assert (report.vectors, report.chunks) == (0, 2)
         with pytest.raises(NotFoundError, match="needs vectors"):
             vault.search("tea", mode="vector")
         vault.embed()
-        ready = vault.search_report("tea")
+        ready = vault.search("tea", fallback=True)
         assert ready.mode == "hybrid" and ready.fallback is None and ready.vectors == 2
 
 
@@ -71,7 +73,7 @@ def test_a_keyword_only_vault_is_not_told_off(tmp_path: Path) -> None:
     root, state = _vault(tmp_path), tmp_path / "state"
     _index(root, state, None)
     with Vault.open(root, state, embedder=None) as vault:
-        report = vault.search_report("tea")
+        report = vault.search("tea", fallback=True)
         assert report.mode == "keyword" and report.fallback is None
 
 
@@ -122,7 +124,7 @@ def test_a_partly_embedded_store_says_how_far_it_got(tmp_path: Path) -> None:
     with sqlite3.connect(store_file) as raw:  # as if embedding were still running
         raw.execute("DELETE FROM vectors WHERE chunk_id = (SELECT min(chunk_id) FROM vectors)")
     with Vault.open(root, state, embedder=Embedder.fake()) as vault:
-        report = vault.search_report("tea")
+        report = vault.search("tea", fallback=True)
         assert report.mode == "hybrid" and (report.vectors, report.chunks) == (1, 2)
     command = [sys.executable, "-m", "vrom", "--state-dir", str(state), "--embedder", "fake"]
     done = subprocess.run(

@@ -70,7 +70,7 @@ def test_hits_say_whether_their_note_changed_on_disk(vault: Vault) -> None:
     assert _freshness(vault.search("heron", k=10)) == dict.fromkeys(NOTES, True)
     _change_the_notes(vault.root)
     assert _freshness(vault.search("heron", k=10)) == EXPECTED
-    assert _freshness(vault.search_report("heron", k=10, per_note=True).results) == EXPECTED
+    assert _freshness(vault.search("heron", k=10, per_note=True, fallback=True).results) == EXPECTED
     expanded = vault.search("heron", k=10, expand_context=True)
     assert _freshness(expanded) == EXPECTED
     context = vault.context("heron", max_tokens=2000)

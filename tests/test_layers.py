@@ -25,6 +25,8 @@ LAYERS = {
     "selftest": FACES,
     "__main__": FACES,
     # facades: each keeps its own vocabulary; settings are read here and in the faces only
+    "queryable": FACADES,  # the one read half every facade stands on
+    "seed_views": FACADES,  # the seeds' shapes, thin views over the read half
     "vault": FACADES,
     "_vault_files": FACADES,
     "_vault_notes": FACADES,
@@ -35,8 +37,10 @@ LAYERS = {
     "collection": FACADES,
     "documents": FACADES,
     "agent_memory": FACADES,
+    "pack": FACADES,  # a cached pack opened read-only: what AgentMemory mounts
     "_pack_models": FACADES,
     "memories": FACADES,
+    "_memory_results": FACADES,
     "pack_builder": FACADES,
     "evaluation": FACADES,
     "vectordb": FACADES,

@@ -97,7 +97,7 @@ def test_one_read_half_a_warm_vault_search_reads_one_store_state(example_vault: 
     indexed (its size, time and hash) comes with the hit's own row, in the search's snapshot."""
 
     def search() -> SearchReport:
-        return example_vault.search_report(QUERY, 10)
+        return example_vault.search(QUERY, 10, fallback=True)
 
     warm(search)
     with sqlite_statements(example_vault) as statements:
@@ -154,7 +154,7 @@ def test_one_read_half_postgresql_reads_one_store_state(
 
 
 def test_one_read_half_search_report_is_a_sequence_of_hits(example_vault: Vault) -> None:
-    report = example_vault.search_report(QUERY, 3)
+    report = example_vault.search(QUERY, 3, fallback=True)
     assert len(report) == len(report.results) > 0
     assert report[0] is report.results[0]
     assert list(report) == list(report.results)
@@ -182,3 +182,42 @@ def test_surface_hybrid_search_and_mode_rerank_say_they_run_rerank(
         assert "mode rerank" in text.stderr, command
         report = json.loads(vrom(*command, QUERY, "--json", "--vault", str(root)).stdout)
         assert report["mode"] == "rerank", command
+
+
+def test_one_read_half_a_report_equals_a_list_of_the_same_hits(example_vault: Vault) -> None:
+    """`SearchReport` is what `Vault.search` returns; code written for a list keeps working."""
+    report = example_vault.search(QUERY, 3)
+    assert report == list(report.results) and report == tuple(report.results)
+    assert report != list(report.results)[:1] and report != [] and report != "hits"
+    assert example_vault.search("zzzunknownword", mode="keyword") == []
+    again = example_vault.search(QUERY, 3)
+    assert again == report and again.with_hits([]) != report
+    assert again.with_hits(report[:1]) == report[:1]
+
+
+def test_one_read_half_memories_search_is_recall_as_hits(example_vault: Vault) -> None:
+    """Memories stand on the read half: `search` is `recall`'s ranking, each memory a `Hit`."""
+    memories = example_vault.memories
+    made = [
+        memories.remember(f"rack {n}", f"the {QUERY} in rack {n}", project="lab", tags=["net"])
+        for n in range(3)
+    ]
+    memories.remember("coffee", "the espresso machine", project="kitchen")
+    recalled = memories.recall(QUERY, 3, project="lab")
+    report = memories.search(QUERY, 3, project="lab")
+    assert isinstance(report, SearchReport) and report.mode == "hybrid"
+    assert [hit.id for hit in report] == [found.memory.id for found in recalled]
+    assert [hit.score for hit in report] == [found.score for found in recalled]
+    assert (report.vectors, report.chunks) == (4, 4)
+    first = report[0]
+    memory = next(m for m in made if m.id == first.id)
+    assert (first.path, first.chunk_id, first.title, first.text) == (
+        memory.id,
+        0,
+        memory.title,
+        memory.content,
+    )
+    assert first.metadata["project"] == "lab" and first.metadata["tags"] == ["net"]
+    assert memories.search(QUERY, 3, where={"project": "kitchen"}, mode="keyword") == []
+    context = memories.context(QUERY, max_tokens=500, project="lab")
+    assert context.sources and context.sources[0].id == first.id and QUERY in context.text

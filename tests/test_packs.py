@@ -301,7 +301,7 @@ def test_a_pack_needing_an_unavailable_model_names_it(tmp_path: Path) -> None:
 
 def test_a_pack_store_is_never_written(memory: AgentMemory) -> None:
     memory.mount("handbook")
-    pack_dir = memory._mounted.pack.directory if memory._mounted else None
+    pack_dir = memory._mounted.cached.directory if memory._mounted else None
     assert pack_dir is not None
     memory.search("network", top_k=2)
     memory.unmount()

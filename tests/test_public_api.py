@@ -42,6 +42,7 @@ def test_exported_members_are_pinned() -> None:
             "NotFoundError",
             "Note",
             "NoteRef",
+            "Pack",
             "PackError",
             "RegistryEntry",
             "Related",
@@ -120,6 +121,7 @@ def test_every_type_a_facade_returns_is_importable_from_vrom() -> None:
         vrom.Collection,
         vrom.AsyncCollection,
         vrom.AgentMemory,
+        vrom.Pack,
         vrom.Memories,
         vrom.VectorDB,
     )

@@ -91,10 +91,10 @@ def test_per_note_gives_k_distinct_notes_each_at_its_best_chunk(vault: Vault, mo
 
 
 def test_search_report_and_expansion_keep_per_note(vault: Vault) -> None:
-    report = vault.search_report("zebra", k=4, per_note=True, expand_context=True)
+    report = vault.search("zebra", k=4, per_note=True, expand_context=True, fallback=True)
     assert len({hit.path for hit in report.results}) == 4 == len(report.results)
     assert all(hit.context_text for hit in report.results)
-    chunks = vault.search_report("zebra", k=4, mode="keyword")
+    chunks = vault.search("zebra", k=4, mode="keyword", fallback=True)
     assert [hit.path for hit in chunks.results] == ["Zebras.md"] * 4
 
 

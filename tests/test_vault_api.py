@@ -114,7 +114,10 @@ def test_results_are_json_ready(vault: Vault) -> None:
         [vault.search("network"), vault.get_note("Home"), vault.related("Home"), vault.stats()]
     )
     json.dumps(payload)
-    assert payload[0][0]["path"] == "Diagram.md"
+    # a search is a SearchReport: its JSON form is the report (hits under "results")
+    assert payload[0]["results"][0]["path"] == "Diagram.md"
+    assert payload[0]["mode"] == "keyword", "the suite's vaults have no embedder (conftest)"
+    assert {"fallback", "vectors", "chunks"} <= payload[0].keys()
 
 
 def test_open_store_by_file(vault: Vault) -> None:

@@ -64,6 +64,7 @@ from vrom.vault import Vault
 
 if TYPE_CHECKING:  # imported on first use (`__getattr__`); named here for type checkers
     from vrom.agent_memory import AgentMemory
+    from vrom.pack import Pack
     from vrom.packs.cache_folders import StorageEstimate
     from vrom.packs.manifest import RegistryEntry
     from vrom.packs.signing import UnverifiedPackWarning
@@ -98,6 +99,7 @@ __all__ = [
     "NotFoundError",
     "Note",
     "NoteRef",
+    "Pack",
     "PackError",
     "RegistryEntry",
     "Related",
@@ -127,13 +129,17 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """Return AgentMemory (with the packs' RegistryEntry and StorageEstimate),
+    """Return AgentMemory and Pack (with the packs' RegistryEntry and StorageEstimate),
     UnverifiedPackWarning or VectorDB (with its Neighbor and VectorDBStats), imported on
     first use: `import vrom` loads no numpy and no pack machinery."""
     if name == "AgentMemory":
         from vrom.agent_memory import AgentMemory
 
         return AgentMemory
+    if name == "Pack":
+        from vrom.pack import Pack
+
+        return Pack
     if name == "UnverifiedPackWarning":
         from vrom.packs.signing import UnverifiedPackWarning
 

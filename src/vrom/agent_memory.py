@@ -21,36 +21,23 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from vrom._pack_models import ModelProgress, PackModels
-from vrom.corpus import Corpus
-from vrom.embed import Embedder, EmbedderBinding
-from vrom.errors import PackError, StorageError, ValidationError
-from vrom.index.hnsw import HnswIndex
-from vrom.packs.cache import CachedPack, PullProgress, StorageEstimate, VromCache
-from vrom.packs.manifest import PackManifest, RegistryEntry
+from vrom.embed import Embedder
+from vrom.errors import PackError, ValidationError
+from vrom.pack import Pack
+from vrom.packs.cache import PullProgress, StorageEstimate, VromCache
+from vrom.packs.manifest import RegistryEntry
 from vrom.packs.quota import parse_quota
 from vrom.packs.registry import parse_pack_ref
 from vrom.packs.signing import PublicKey, load_trusted_keys
-from vrom.results import Hit, MountStatus, SearchResult
-from vrom.search.context import (
-    RELATIVE_CUTOFF,
-    Passage,
-    above_cutoff,
-    check_context_window,
-    distinct_passages,
-    estimate_tokens,
-    expand_hits,
-    fill_budget,
-    without_repeated_lines,
-)
+from vrom.queryable import Closing
+from vrom.results import MountStatus, SearchResult
+from vrom.search.context import check_context_window
 from vrom.search.query import check_query
-from vrom.search.vector import VectorIndex, check_mode
+from vrom.seed_views import pack_context, search_results
 from vrom.settings import Settings
-from vrom.store import open_store
 
 logger = logging.getLogger("vrom.agent_memory")
 
@@ -71,17 +58,7 @@ OPEN_FILES_CAN_BE_DELETED = os.name == "posix"
 keeps an unlinked file readable through its open descriptors and mappings; Windows refuses)."""
 
 
-@dataclass
-class _Mounted:
-    pack: CachedPack
-    corpus: Corpus
-
-    @property
-    def manifest(self) -> PackManifest:
-        return self.pack.manifest
-
-
-class AgentMemory(PackModels):
+class AgentMemory(PackModels, Closing):
     """Mount knowledge packs from a registry and search them; use as a context manager.
 
     Its query models and their progress listeners are `vrom._pack_models.PackModels`.
@@ -135,7 +112,7 @@ class AgentMemory(PackModels):
         parse_quota(self._cache_quota)  # a bad quota is refused here, not at the first pull
         self._extra_embedder = embedder
         self._cache: VromCache | None = None
-        self._mounted: _Mounted | None = None
+        self._mounted: Pack | None = None
         self._embedder: Embedder | None = None  # the model loaded for the mounted pack
         self._owns_embedder = False  # False for the caller's ``embedder``: never closed here
         self._listeners: list[ModelProgress] = []
@@ -166,15 +143,8 @@ class AgentMemory(PackModels):
         self._cache = None
         self._destroyed = True
 
-    def __enter__(self) -> AgentMemory:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """`destroy`: what ending a ``with AgentMemory() as memory:`` block does."""
         self.destroy()
 
     # -- mounting --------------------------------------------------------------------------
@@ -213,29 +183,12 @@ class AgentMemory(PackModels):
                 pack = cache.load_index(entry.id, verify=verify)
         if self._evict_on_unmount == entry.id:
             self._evict_on_unmount = None  # mounted again: its files are in use again
-        embedder = self._embedder_for(pack.manifest)
-        try:
-            store = open_store(pack.store_path, read_only=True)
-        except StorageError as exc:
-            raise PackError(
-                f"pack {entry.id} {pack.version}: its store is unreadable: {exc}"
-            ) from exc
-        try:
-            ef = int(pack.manifest.hnsw_config.get("ef_search", 64))
-            graph = HnswIndex.open_file(store.vectors, pack.index_path, expansion_search=max(ef, 1))
-        except StorageError as exc:
-            store.close()
-            raise PackError(
-                f"pack {entry.id} {pack.version}: the index is unreadable after download: {exc}"
-            ) from exc
-        corpus = Corpus(
-            store,
-            EmbedderBinding.of(embedder),
-            vector_index=VectorIndex.opened(graph, store.vectors),
-        )
+        mounted = Pack.open(pack, self._embedder_for(pack.manifest))
         self.unmount()
-        self._mounted = _Mounted(pack, corpus)
-        logger.info("mounted %s %s (%d vectors)", entry.id, pack.version, len(graph))
+        self._mounted = mounted
+        logger.info(
+            "mounted %s %s (%d vectors)", entry.id, pack.version, mounted.manifest.vector_count
+        )
         return self.get_mount_status()
 
     def unmount(self) -> None:
@@ -243,7 +196,7 @@ class AgentMemory(PackModels):
         the model stays loaded)."""
         mounted, self._mounted = self._mounted, None
         if mounted is not None:
-            mounted.corpus.close()  # the index and the store; the model stays loaded
+            mounted.close()  # the index and the store; the model stays loaded
         pending, self._evict_on_unmount = self._evict_on_unmount, None
         if pending is not None and self._cache is not None:
             self._cache.evict(pending)
@@ -299,75 +252,20 @@ class AgentMemory(PackModels):
             raise ValidationError(
                 f"ef_search must be an integer of at least top_k={top_k}, not {ef_search!r}"
             )
-        check_mode(mode)
         check_context_window(context_window)
-        mounted.pack.wait_until_hashed()  # with trusted keys: no text of a changed file
-        hits = mounted.corpus.search(query, top_k, None, mode, ef_search=ef_search)
-        if expand_context and context_window:
-            hits = expand_hits(mounted.corpus.store, hits, context_window)
-        best = hits[0].score if hits else 0.0
-        url_base = mounted.manifest.source.get("url_base")
-        return [search_result(hit, mode, best, url_base) for hit in hits]
-
-    @staticmethod
-    def format_context(
-        results: Sequence[SearchResult],
-        include_sources: bool = True,
-        max_tokens: int | None = None,
-        *,
-        relative_cutoff: float | None = RELATIVE_CUTOFF,
-    ) -> str:
-        """Return results as prompt context: ``## heading`` (unless the text begins with it),
-        text, ``[Source: url]`` (the source file when the pack has no URL), split by ``---``,
-        within ``max_tokens`` (estimated as ceil(characters / 4)), best first.
-
-        As `vrom.format_context` does for a vault: results far below the best are left out
-        (``relative_cutoff`` of the best similarity, or of the best score outside vector mode;
-        None keeps all), overlapping texts of one document (expanded neighbours) are joined
-        once and a text or line already given is not repeated, and each block that fits is used (an
-        expanded one too long is tried as its chunk alone), so the budget holds the most
-        relevant distinct text.
-        """
-        if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
-            raise ValidationError(f"max_tokens must be a positive integer, not {max_tokens!r}")
-        separator = "\n\n---\n\n"
-        similarity = [_similarity(result) for result in results]
-        kept = [results[i] for i in above_cutoff(similarity, relative_cutoff)]
-        passages = distinct_passages(
-            [(str(r.metadata.get("source_file") or f"#{r.id}"), r.text) for r in kept]
+        report = mounted.search(
+            query,
+            top_k,
+            mode=mode,
+            ef_search=ef_search,
+            expand_context=expand_context and context_window > 0,
+            context_window=context_window,
         )
+        return search_results(report, mode, mounted.manifest.source.get("url_base"))
 
-        def blocks(selection: list[Passage], bodies: list[str]) -> list[str]:
-            rendered = []
-            for passage, body in zip(selection, bodies, strict=True):
-                first = kept[passage.members[0]]
-                heading = first.metadata.get("section_heading") or first.metadata.get("doc_title")
-                said = body.lstrip("# \n").split("\n", 1)[0].strip() == heading  # its own line
-                text = f"## {heading}\n\n{body}" if heading and not said else body
-                # a pack built without a URL base still names the file the text came from
-                source = first.metadata.get("url") or first.metadata.get("source_file")
-                cited = include_sources and source
-                rendered.append(text + f"\n\n[Source: {source}]" if cited else text)
-            return rendered
-
-        def fits(selection: list[Passage]) -> bool:
-            bodies = without_repeated_lines([p.text for p in selection])
-            if not bodies[-1]:
-                return False  # it would add only lines already given
-            size = estimate_tokens(separator.join(blocks(selection, bodies)))
-            return max_tokens is None or size <= max_tokens
-
-        options: list[tuple[Passage, ...]] = []
-        for passage in passages:
-            chunk = kept[passage.members[0]].metadata.get("text")
-            alone = (
-                Passage(passage.source, chunk.strip(), passage.members[:1])
-                if isinstance(chunk, str) and chunk.strip() and chunk.strip() != passage.text
-                else None
-            )
-            options.append((passage,) if alone is None else (passage, alone))
-        chosen = fill_budget(options, fits)
-        return separator.join(blocks(chosen, without_repeated_lines([p.text for p in chosen])))
+    format_context = staticmethod(pack_context)
+    """``format_context(results, include_sources=True, max_tokens=None, *, relative_cutoff)``:
+    the seed's prompt context of `search`'s results (`vrom.seed_views.pack_context`)."""
 
     # -- the cache -------------------------------------------------------------------------
 
@@ -428,60 +326,8 @@ class AgentMemory(PackModels):
             raise PackError("AgentMemory is not initialised: call init() first")
         return self._cache
 
-    def _require_mounted(self) -> _Mounted:
+    def _require_mounted(self) -> Pack:
         self._require_cache()
         if self._mounted is None:
             raise PackError("nothing is mounted: call mount(pack_id) first")
         return self._mounted
-
-
-def search_result(hit: Hit, mode: str, best: float, url_base: object = None) -> SearchResult:
-    """Return the seed's `SearchResult` view of a `Hit` from a pack.
-
-    ``distance`` is the cosine distance in vector mode, else ``1 - score / best`` (``best``:
-    the first hit's score). ``url`` is the chunk's frontmatter ``url``, else ``url_base`` joined
-    with the note's path. An expanded hit's text is its context, ``metadata["text"]`` the chunk
-    alone, and ``_context_chunks`` how many chunks were joined.
-    """
-    fields = hit.metadata
-    url = fields.get("url")
-    if not isinstance(url, str):
-        url = (
-            f"{url_base.rstrip('/')}/{hit.path.rsplit('.', 1)[0]}"
-            if isinstance(url_base, str) and url_base
-            else None
-        )
-    title = fields.get("title") if isinstance(fields.get("title"), str) else hit.title
-    metadata: dict[str, Any] = {
-        "chunk_id": hit.chunk_id,
-        "source_file": hit.path,
-        "section_heading": hit.heading_path,
-        "prev_chunk_id": hit.prev_chunk_id,
-        "next_chunk_id": hit.next_chunk_id,
-        "url": url,
-        "doc_title": title or hit.path,
-        "content_hash": hit.content_hash,
-        "text": hit.text,
-    }
-    if mode == "vector":
-        distance = 1.0 - hit.score
-    else:
-        distance = 1.0 - hit.score / best if best > 0 else 1.0
-        metadata["score"] = hit.score
-        metadata["scores"] = dict(hit.scores)
-        metadata["score_kind"] = hit.score_kind
-    text = hit.text
-    if hit.context_text is not None:
-        text = hit.context_text
-        metadata["_expanded"] = True
-        metadata["_context_chunks"] = len(hit.context_chunk_ids)
-    return SearchResult(text, metadata, round(min(2.0, max(0.0, distance)), 6), hit.chunk_id)
-
-
-def _similarity(result: SearchResult) -> float:
-    """Return how near a result is, higher nearer: its score outside vector mode, else the
-    cosine similarity."""
-    score = result.metadata.get("score")
-    if isinstance(score, (int, float)) and not isinstance(score, bool):
-        return float(score)
-    return 1.0 - result.distance

@@ -41,9 +41,11 @@ from vrom.errors import ModelError, StorageError, ValidationError, shown
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.collection_write import add_documents, remove_document
 from vrom.ingest.embedding import bind_embedder
-from vrom.results import Hit, changed_hit
+from vrom.queryable import Queryable
+from vrom.results import SearchReport
 from vrom.search.query import parse_metadata_where
 from vrom.search.vector import INDEX_KINDS, check_ef_search, check_mode
+from vrom.seed_views import whole_documents
 from vrom.settings import STORAGE_KEY_ENV, Settings
 from vrom.store import (
     Location,
@@ -68,9 +70,10 @@ KEY_ENV = STORAGE_KEY_ENV
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KIND_META_KEY = "collection_name"
+_Where = Mapping[str, Any] | None  # a filter of the one grammar over documents' metadata
 
 
-class Collection:
+class Collection(Queryable):
     """Documents searched by meaning (and keywords); open one with `Collection.open`."""
 
     def __init__(self, name: str, corpus: Corpus, strategy: ChunkStrategy) -> None:
@@ -245,7 +248,10 @@ class Collection:
         where: Mapping[str, Any] | None = None,
         mode: str | None = None,
         ef_search: int | None = None,
-    ) -> list[Hit]:
+        *,
+        expand_context: bool = False,
+        context_window: int = 1,
+    ) -> SearchReport:
         """Return up to ``k`` documents best matching ``query``, best first, one hit each.
 
         ``mode``: ``vector`` (the default with an embedder; ``score`` is the cosine similarity
@@ -260,17 +266,32 @@ class Collection:
         Each hit's ``text`` is the document's whole text as it was added; ``chunk_text`` is its
         best-matching chunk, ``text[char_start:char_end]`` (the excerpt, score and ``chunk_id``
         are that chunk's). A document added by a vrom older than schema 8 kept no whole text:
-        its ``text`` is the chunk, until it is added again.
+        its ``text`` is the chunk, until it is added again. A `SearchReport` (equal to a list
+        of its hits): the seed's view, `vrom.seed_views.whole_documents`, of the read half.
         """
+        with self._lock:
+            report = self._report(query, k, where, mode, ef_search=ef_search)
+            report = self._finished(report, expand_context, context_window)
+            return whole_documents(report, self._store.documents.texts([h.note_id for h in report]))
+
+    def _report(
+        self, query: str, k: int, where: _Where, mode: str | None, *, ef_search: int | None = None
+    ) -> SearchReport:
         with self._lock:
             self._check_open()
             mode = self._mode(mode)  # the query and k are validated once, by the core
-            where_filter = parse_metadata_where(where)
-            hits = self._corpus.search(
-                query, k, where_filter, mode, per_document=True, ef_search=ef_search
+            found = parse_metadata_where(where)
+            return self._corpus.search_report(
+                query, k, found, mode, per_document=True, ef_search=ef_search, fallback=False
             )
-            texts = self._store.documents.texts([hit.note_id for hit in hits])
-            return [_whole_document(hit, texts.get(hit.note_id)) for hit in hits]
+
+    def _expansion_store(self) -> Store:
+        return self._store
+
+    def _finished(self, report: SearchReport, expand: bool, window: int) -> SearchReport:
+        with self._lock:  # a context's expansion too runs one call at a time
+            self._check_open()
+            return super()._finished(report, expand, window)
 
     def count(self) -> int:
         """Return how many documents the collection holds."""
@@ -301,17 +322,6 @@ class Collection:
             self._closed = True
             self._corpus.close()
             return True
-
-    def __enter__(self) -> Collection:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else self._store.location
@@ -367,7 +377,7 @@ class AsyncCollection:
         where: Mapping[str, Any] | None = None,
         mode: str | None = None,
         ef_search: int | None = None,
-    ) -> list[Hit]:
+    ) -> SearchReport:
         """See `Collection.search`."""
         return await in_thread(self.sync.search, query, k, where, mode, ef_search)
 
@@ -405,16 +415,6 @@ class AsyncCollection:
         traceback: TracebackType | None,
     ) -> None:
         await self.close()
-
-
-def _whole_document(hit: Hit, text: str | None) -> Hit:
-    """Return a chunk's hit as a document's: its whole ``text``, the chunk as ``chunk_text``.
-
-    A document added before whole texts were kept (None), or rewritten by another process since
-    the search read its chunk (the chunk is no longer its slice), keeps the chunk as its text.
-    """
-    whole = text if text is not None and text[hit.char_start : hit.char_end] == hit.text else None
-    return changed_hit(hit, text=hit.text if whole is None else whole, chunk_text=hit.text)
 
 
 # -- storage ---------------------------------------------------------------------------------

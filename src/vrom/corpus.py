@@ -272,7 +272,8 @@ class Corpus:
         in each ranking: `FusedCandidates.by_group`). ``ef_search`` widens an HNSW search. A
         blank ``query`` is a `ValidationError`.
         """
-        return self._searched(query, k, where, mode, per_document, ef_search, report=False)[0]
+        found = self._searched(query, k, where, mode, per_document, ef_search, report=False)
+        return found[0]
 
     def search_report(
         self,
@@ -283,20 +284,22 @@ class Corpus:
         *,
         per_document: bool = False,
         ef_search: int | None = None,
+        fallback: bool = True,
     ) -> SearchReport:
         """Return what `search` finds, and how: the mode that ran, why it is not the one asked
         for, and how many chunks have vectors.
 
         Where `search` refuses a mode by meaning that cannot run (no embedder, no vector yet),
-        this searches by keyword and says why in ``fallback``; the default mode says so too
-        when vectors exist but no embedder is configured, or an embedder but no vector yet.
-        Another model's vectors are still refused: a mistake to fix, not a state to work around.
+        this searches by keyword and says why in ``fallback`` (with ``fallback=False`` it
+        refuses as `search` does); the default mode says so too when vectors exist but no
+        embedder is configured, or an embedder but no vector yet. Another model's vectors are
+        still refused: a mistake to fix, not a state to work around.
         """
-        hits, ran, fallback, counts = self._searched(
-            query, k, where, mode, per_document, ef_search, report=True
+        hits, ran, why, counts = self._searched(
+            query, k, where, mode, per_document, ef_search, report=True, degrade=fallback
         )
         assert counts is not None
-        return SearchReport(hits, ran, fallback, *counts)
+        return SearchReport(hits, ran, why, *counts)
 
     def _searched(
         self,
@@ -308,10 +311,12 @@ class Corpus:
         ef_search: int | None,
         *,
         report: bool,
+        degrade: bool = False,
     ) -> tuple[list[Hit], str, str | None, tuple[int, int] | None]:
         """Return the hits, the mode that ran, why it is not the one asked for, and (with
         ``report``) the vector coverage: validated once, ranked in one snapshot from one read
-        of the store's state (`vrom.store.Store.state`), in every mode."""
+        of the store's state (`vrom.store.Store.state`), in every mode. ``degrade`` runs an
+        asked mode by meaning that cannot run by keyword instead of refusing it."""
         check_query(query)  # before the store is read: a blank query is the problem
         check_k(k)
         check_ef_search(ef_search, k)
@@ -320,7 +325,7 @@ class Corpus:
         with self.store.snapshot():
             state = self.store.state()
             vector_state = "" if asked == "keyword" else self._vector_state(state)
-            ran, fallback = self._mode_to_run(asked, vector_state, fallback_allowed=report)
+            ran, fallback = self._mode_to_run(asked, vector_state, report=report, degrade=degrade)
             # counted once a search (a store without a keyword version counts every search)
             counts = self._counts(state) if report or ran == "hybrid" else None
             hits = self._ranked(
@@ -329,18 +334,18 @@ class Corpus:
         return hits, ran, fallback, counts
 
     def _mode_to_run(
-        self, asked: str | None, vector_state: str, *, fallback_allowed: bool
+        self, asked: str | None, vector_state: str, *, report: bool, degrade: bool
     ) -> tuple[str, str | None]:
         """Return the mode to run and why it is not the one asked for (None: as asked)."""
         if asked is None:  # hybrid once it can run; keyword-only stores are not told off
             ran = "hybrid" if vector_state == "ready" else "keyword"
-            if fallback_allowed and (
+            if report and (
                 vector_state == "no-vectors"
                 or (vector_state == "no-model" and self.store.vectors.has_any())
             ):
                 return ran, self._why_not(vector_state, "hybrid")
             return ran, None
-        if fallback_allowed and asked != "keyword" and vector_state in ("no-model", "no-vectors"):
+        if degrade and asked != "keyword" and vector_state in ("no-model", "no-vectors"):
             return "keyword", self._why_not(vector_state, asked)
         return asked, None
 
@@ -406,6 +411,15 @@ class Corpus:
 
     # -- memories --------------------------------------------------------------------------
 
+    def recall_mode(self, mode: str | None) -> str:
+        """Return the mode `recall` runs for ``mode``: ``hybrid`` by default with an embedder,
+        else ``keyword``; a mode other than keyword, vector, hybrid is a `ValidationError`."""
+        if mode is None:
+            return "keyword" if self.embedder is None else "hybrid"
+        if mode not in ("keyword", "vector", "hybrid"):
+            raise ValidationError(f"mode must be one of keyword, vector, hybrid, not {shown(mode)}")
+        return mode
+
     def recall(
         self,
         query: str,
@@ -427,10 +441,7 @@ class Corpus:
         check_query(query)
         check_k(k)
         embedder = self.embedder
-        if mode is None:
-            mode = "keyword" if embedder is None else "hybrid"
-        elif mode not in ("keyword", "vector", "hybrid"):
-            raise ValidationError(f"mode must be one of keyword, vector, hybrid, not {shown(mode)}")
+        mode = self.recall_mode(mode)
         if mode != "keyword":
             embedder = self.require_embedder(f"{mode} recall")
         parsed = parse_query(query)

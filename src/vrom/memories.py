@@ -17,15 +17,21 @@ that replaces it (``superseded``); `recall` and `list` see active memories unles
 from __future__ import annotations
 
 import builtins
-import datetime as dt
 import os
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+from vrom._memory_results import (
+    Memory,
+    MemoryHit,
+    MemoryStats,
+    memory_as_hit,
+    memory_hit,
+    memory_of,
+)
 from vrom.corpus import Corpus
 from vrom.dates import parse_span
 from vrom.embed import Embedder, EmbedderBinding
@@ -39,8 +45,30 @@ from vrom.ingest.embedding import (
     embed_missing_memories,
     memory_texts,
 )
+from vrom.queryable import Queryable
+from vrom.results import SearchReport
 from vrom.search.fusion import MAX_K
 from vrom.store import MEMORY_FIELDS, MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
+
+__all__ = [  # Memory, MemoryHit and MemoryStats live in vrom._memory_results; named here too
+    "ANY_STATUS",
+    "FILTER_STATUSES",
+    "FINGERPRINT_META_KEY",
+    "MAX_CONTENT_CHARS",
+    "MAX_PROJECT_CHARS",
+    "MAX_RELATED",
+    "MAX_RELATED_CHARS",
+    "MAX_SOURCE_CHARS",
+    "MAX_TAGS",
+    "MAX_TAG_CHARS",
+    "MAX_TITLE_CHARS",
+    "MEMORY_TYPES",
+    "RETIRED_STATUSES",
+    "Memories",
+    "Memory",
+    "MemoryHit",
+    "MemoryStats",
+]
 
 MEMORY_TYPES = ("note", "decision", "fact", "preference", "todo", "observation")
 """The documented memory types; any other lower-case word of up to 40 characters is allowed."""
@@ -60,85 +88,9 @@ MAX_SOURCE_CHARS = 1_000
 FINGERPRINT_META_KEY = MEMORY_FINGERPRINT_META_KEY
 """The meta key of the fingerprint of the embedder every stored memory vector comes from."""
 
+_Where = Mapping[str, Any] | None  # a filter of the one grammar over `MEMORY_FIELDS`
 _TYPE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-@dataclass(frozen=True)
-class Memory:
-    """A memory as the API returns it.
-
-    ``id`` (``mem_`` then 20 hex digits; ids sort by creation time), ``timestamp`` (creation,
-    ISO 8601 UTC) and ``created_unix``, ``updated_unix`` (the last status change), ``project``
-    (None: none), ``type`` (see `MEMORY_TYPES`), ``title``, ``content``, ``tags``, ``related``
-    (note paths), ``source`` (where it came from: a URL, a session, a tool), ``status``
-    (``active``, ``archived`` or ``superseded``) and ``superseded_by`` (the id of the memory
-    that replaced it, only when superseded).
-    """
-
-    id: str
-    timestamp: str
-    created_unix: float
-    updated_unix: float
-    project: str | None
-    type: str
-    title: str
-    content: str
-    tags: tuple[str, ...] = ()
-    related: tuple[str, ...] = ()
-    source: str | None = None
-    status: str = "active"
-    superseded_by: str | None = None
-
-
-@dataclass(frozen=True)
-class MemoryHit:
-    """A recalled memory: ``score`` ranks hits (higher is better); ``scores`` holds its parts.
-
-    Parts: ``bm25`` (keyword match), ``vector`` (cosine similarity) when it was found that way,
-    and ``fused`` (the score: both normalised and combined, `vrom.search.fusion.fuse`) and
-    ``rrf`` (their reciprocal rank fusion, which orders equal ``fused`` scores) when an
-    embedder took part. ``score_kind`` says what ``score`` is: ``fused``, or ``bm25`` when no
-    embedder took part.
-    """
-
-    memory: Memory
-    score: float
-    scores: Mapping[str, float] = field(default_factory=dict)
-    score_kind: str = ""
-
-
-@dataclass(frozen=True)
-class MemoryStats:
-    """How many memories there are: in all, by status, by type, by project, and embedded.
-
-    Memories without a project are not counted in ``by_project``.
-    """
-
-    total: int
-    by_status: Mapping[str, int]
-    by_type: Mapping[str, int]
-    by_project: Mapping[str, int]
-    embedded: int
-
-
-def _memory(record: MemoryRecord) -> Memory:
-    timestamp = dt.datetime.fromtimestamp(record.created_unix, dt.timezone.utc)
-    return Memory(
-        id=record.id,
-        timestamp=timestamp.isoformat(timespec="seconds"),
-        created_unix=record.created_unix,
-        updated_unix=record.updated_unix,
-        project=record.project,
-        type=record.type,
-        title=record.title,
-        content=record.content,
-        tags=record.tags,
-        related=record.related,
-        source=record.source,
-        status=record.status,
-        superseded_by=record.superseded_by,
-    )
 
 
 _last_id = [0, 0]  # (milliseconds, counter) of the last id this process made
@@ -261,20 +213,13 @@ def _instant(name: str, value: object, *, last: bool = False) -> float:
     return span[1 if last else 0].timestamp()
 
 
-def _score_kind(parts: Mapping[str, float]) -> str:
-    """Return what a recalled memory's score is, from the parts that made it."""
-    if "fused" in parts:
-        return "fused"
-    return "bm25" if "bm25" in parts else "cosine"
-
-
 def _memory_id(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"a memory id must be a non-empty string, not {shown(value)}")
     return check_unicode(value.strip(), "a memory id")
 
 
-class Memories:
+class Memories(Queryable):
     """The memories kept in one store, recalled through the search core (`vrom.corpus.Corpus`).
 
     ``source`` is a `Corpus` (a vault's, sharing its store and model) or a store. With a store,
@@ -356,7 +301,7 @@ class Memories:
             self._store.memories.put(record)
             if made:
                 self._store.memories.vectors.put([(record.id, made[record.id][0])])
-        return _memory(record)
+        return memory_of(record)
 
     def archive(
         self, memory_id: str, status: str = "archived", superseded_by: str | None = None
@@ -391,7 +336,7 @@ class Memories:
         record = self._store.memories.get(memory_id)
         if record is None:
             raise NotFoundError(f"no memory {memory_id!r}: see 'vrom memory list'")
-        return _memory(record)
+        return memory_of(record)
 
     def recall(
         self,
@@ -436,17 +381,44 @@ class Memories:
                 f"half_life_days must be a positive number, not {shown(half_life_days)}"
             )
         where_filter = _memory_filter(where, project, type, status, since, until)
-        return [
-            MemoryHit(
-                _memory(record),
-                round(score, 6),
-                {name: round(value, 6) for name, value in parts.items()},
-                _score_kind(parts),
-            )
-            for record, score, parts in self._corpus.recall(
-                query, k, where_filter, mode, half_life_days
-            )
-        ]
+        found = self._corpus.recall(query, k, where_filter, mode, half_life_days)
+        return [memory_hit(record, score, parts) for record, score, parts in found]
+
+    def search(
+        self, query: str, k: int = 5, *, where: _Where = None, mode: str | None = None, **words: Any
+    ) -> SearchReport:
+        """Return `recall`'s memories as the read half's report: each a `Hit` (its id as ``id``
+        and ``path``, its content as ``text``, its fields as ``metadata``: see `Hit`), with the
+        mode that ran and how many of the memories (``chunks``) have a vector (``vectors``).
+
+        ``words`` are `recall`'s own filters (``project``, ``type``, ``status``, ``since``,
+        ``until``, ``half_life_days``), and the ranking is `recall`'s: these are its hits. The
+        read half's words for chunks (``ef_search``, ``expand_context``, ``context_window``)
+        are taken and change nothing: a memory has no neighbouring chunks, and its graph no
+        search breadth to set. Any other word is a `TypeError`, as for `recall`.
+        """
+        for chunk_word in ("ef_search", "expand_context", "context_window"):
+            words.pop(chunk_word, None)
+        found = self.recall(query, k, where=where, mode=mode, **words)
+        hits = [memory_as_hit(hit, query.split()) for hit in found]
+        counts = self._store.memories.counts()
+        return SearchReport(
+            hits, self._corpus.recall_mode(mode), None, counts.embedded, counts.total
+        )
+
+    def _report(
+        self, query: str, k: int, where: Mapping[str, Any] | None, mode: str | None, **own: Any
+    ) -> SearchReport:
+        return self.search(query, k, where=where, mode=mode, **own)
+
+    def _finished(
+        self, report: SearchReport, expand_context: bool, context_window: int
+    ) -> SearchReport:
+        return report  # a memory has no neighbouring chunks to join
+
+    def close(self) -> None:
+        """Close the store and the core under the memories (a vault's: closing it does)."""
+        self._corpus.close()
 
     def stats(self) -> MemoryStats:
         """Return how many memories there are: in all, by status, type and project."""
@@ -472,7 +444,7 @@ class Memories:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_K:
             raise ValidationError(f"limit must be an integer from 1 to {MAX_K}, not {shown(limit)}")
         where_filter = _memory_filter(where, project, type, status)
-        return [_memory(record) for record in self._store.memories.list(where_filter, limit)]
+        return [memory_of(record) for record in self._store.memories.list(where_filter, limit)]
 
     # -- vectors ---------------------------------------------------------------------------
 

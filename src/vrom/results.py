@@ -77,6 +77,14 @@ __all__ = [
 class Hit:
     """One search result: a chunk of a note, with the provenance needed to cite it exactly.
 
+    A memory found by `vrom.Memories.search` is a hit too, by this convention: ``id`` and
+    ``path`` are the memory's id (``mem_…``: what a context cites), ``chunk_id`` and
+    ``note_id`` are 0 (a memory is no chunk of a note, and has no neighbours), ``title`` its
+    title, ``text`` its whole content (``char_end`` its length), ``modified_unix`` its
+    timestamp, ``content_hash`` the SHA-256 of its content, ``metadata`` its other fields
+    (``project``, ``type``, ``status``, ``tags``, ``related``, ``source``, ``timestamp``,
+    ``superseded_by``) and ``score``, ``scores``, ``score_kind`` as `vrom.MemoryHit`'s.
+
     Fields:
         chunk_id: the chunk's id in the store; ids are never reused, and a note's chunks get
             new ids each time the note is rewritten (``content_hash`` identifies the text).
@@ -163,7 +171,10 @@ class SearchReport(Sequence[Hit]):
     """What a search found, and how: a sequence of its `Hit`s, best first, that also says how
     they were found (what the MCP server's ``vault_search`` returns).
 
-    ``report[0]``, ``len(report)`` and ``for hit in report`` are its hits (``results``).
+    ``report[0]``, ``len(report)`` and ``for hit in report`` are its hits (``results``). A
+    report equals a list or tuple holding the same hits in the same order (``report == []``
+    when nothing was found), so code written for a list of hits keeps working; two reports
+    are equal when every field is.
 
     Fields:
         results: the hits, best first.
@@ -172,7 +183,8 @@ class SearchReport(Sequence[Hit]):
             once vectors exist): no embedder is configured, or no chunk has a vector yet. None
             when the search ran as asked.
         vectors, chunks: how many of the store's chunks have a vector: searches by meaning
-            see only those (keyword search sees every chunk).
+            see only those (keyword search sees every chunk). A search of memories
+            (`vrom.Memories.search`) counts memories: those with a vector, and all of them.
     """
 
     results: Sequence[Hit]
@@ -192,6 +204,22 @@ class SearchReport(Sequence[Hit]):
 
     def __len__(self) -> int:
         return len(self.results)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple)):
+            return list(self.results) == list(other)
+        if isinstance(other, SearchReport):
+            return (self.mode, self.fallback, self.vectors, self.chunks) == (
+                other.mode,
+                other.fallback,
+                other.vectors,
+                other.chunks,
+            ) and list(self.results) == list(other.results)
+        return NotImplemented
+
+    def with_hits(self, hits: Sequence[Hit]) -> SearchReport:
+        """Return the report with ``hits`` for its results (finished or viewed otherwise)."""
+        return SearchReport(hits, self.mode, self.fallback, self.vectors, self.chunks)
 
 
 @dataclass(frozen=True)
@@ -248,7 +276,7 @@ def _empty(field: dataclasses.Field[Any], item: object) -> bool:
 @dataclass(frozen=True)
 class SearchResult:
     """One result of searching a mounted pack (`vrom.AgentMemory.search`): the seed's view of a
-    `Hit` (see `vrom.agent_memory.search_result`).
+    `Hit` (see `vrom.seed_views.search_result`).
 
     Fields:
         text: the chunk's text (with ``expand_context``, joined with its neighbours).

@@ -50,8 +50,10 @@ class Searchable(Protocol):
         """The collection's name."""
         ...
 
-    def search(self, query: str, k: int = 5, where: Mapping[str, Any] | None = None) -> list[Hit]:
-        """Return the ``k`` best hits for ``query``, best first."""
+    def search(
+        self, query: str, k: int = 5, where: Mapping[str, Any] | None = None
+    ) -> Sequence[Hit]:
+        """Return the ``k`` best hits for ``query``, best first (a `SearchReport`)."""
         ...
 
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from vrom import state
@@ -19,7 +17,7 @@ from vrom._vault_sync import VaultSync
 from vrom._vault_writes import VaultWrites
 from vrom.corpus import Corpus
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
-from vrom.errors import NotFoundError, ValidationError, shown
+from vrom.errors import NotFoundError, ValidationError
 from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.confine import ReadPurpose
@@ -32,29 +30,28 @@ from vrom.ingest.indexer import (
 from vrom.ingest.parse import is_utf8, shown_path
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
 from vrom.memories import Memories
+from vrom.queryable import Queryable
 from vrom.results import (
-    Context,
     FolderListing,
-    Hit,
     Note,
     NoteRef,
     Related,
     SearchReport,
     TagCount,
 )
-from vrom.search.context import RELATIVE_CUTOFF, expand_hits, format_context
 from vrom.search.query import parse_where
 from vrom.search.vector import HNSW_THRESHOLD
 from vrom.settings import VAULT_ENV, Settings
-from vrom.store import Location, is_server_url, mask_url, open_store
+from vrom.store import Location, Store, is_server_url, mask_url, open_store
 
 __all__ = ["AUTO", "VAULT_ENV", "EmbedderChoice", "Vault"]
 
 
-class Vault(VaultWrites):
+class Vault(Queryable, VaultWrites):
     """A notes vault and its store. Open it with `Vault.open`; close it (or use ``with``).
 
-    Its writing half (index, embed, sync, write notes, formats, export) is `VaultWrites`.
+    Its reading half (`search`, `context`) is `vrom.queryable.Queryable`'s, as for every
+    facade; its writing half (index, embed, sync, write notes, formats, export) `VaultWrites`.
     """
 
     def __init__(
@@ -261,17 +258,6 @@ class Vault(VaultWrites):
         calls raise `StorageError`."""
         self.corpus.close()
 
-    def __enter__(self) -> Vault:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"Vault({str(self.root)!r}, store={self.store.location!r})"
 
@@ -303,9 +289,11 @@ class Vault(VaultWrites):
         context_window: int = 1,
         ef_search: int | None = None,
         per_note: bool = False,
-    ) -> list[Hit]:
-        """Return the ``k`` best chunks for a query, best first; each hit says whether its note
-        is still as indexed (``fresh``).
+        fallback: bool = False,
+    ) -> SearchReport:
+        """Return the ``k`` best chunks for a query, best first, and how they were found (a
+        `SearchReport`: its hits, the mode that ran, why it fell back, the vector coverage);
+        each hit says whether its note is still as indexed (``fresh``).
 
         ``per_note`` returns ``k`` distinct notes instead, each with its best chunk (its first
         in the ranking: the order is the chunks' own), as ``vrom search`` and MCP's
@@ -319,94 +307,48 @@ class Vault(VaultWrites):
         `vrom.search.fusion.fuse`), ``rerank`` (keyword candidates reranked by vector
         similarity, human relevance and text quality: the VaultLayer hybrid-search contract); by
         default hybrid when the store holds vectors of the configured embedder, else keyword.
+        A mode by meaning that cannot run (no embedder, no vector yet) is refused, unless
+        ``fallback``: then it searches by keyword and says why in the report's ``fallback``
+        (what the CLI and MCP do); the default mode always says why it is keyword.
 
         ``where`` filters frontmatter inside every retriever (docs/filters.md); ``path`` keeps
         notes under a folder or path prefix, ``tags`` notes holding every tag given. See
-        `vrom.search.query` for the keyword query syntax.
+        `vrom.search.query` for the keyword query syntax. `context` gives the same hits as
+        LLM-ready text (`vrom.queryable.Queryable.context`; ``path`` and ``tags`` apply).
         """
-        notes = parse_where(where, path=path, tags=tags)
-        hits = self.corpus.search(query, k, notes, mode, per_document=per_note, ef_search=ef_search)
-        return self._finished(hits, expand_context, context_window)
-
-    def search_report(
-        self,
-        query: str,
-        k: int = 10,
-        where: Mapping[str, Any] | None = None,
-        mode: str | None = None,
-        *,
-        path: str | None = None,
-        tags: str | Sequence[str] | None = None,
-        expand_context: bool = False,
-        context_window: int = 1,
-        ef_search: int | None = None,
-        per_note: bool = False,
-    ) -> SearchReport:
-        """Return `search`'s hits with how they were found (what agents and the CLI are told).
-
-        Where `search` refuses a mode by meaning that cannot run (no embedder, no vector
-        yet), this searches by keyword and says why; it also counts the chunks with vectors.
-        ``per_note`` (the CLI's and MCP's default), ``where``, ``path``, ``tags`` as for `search`.
-        """
-        notes = parse_where(where, path=path, tags=tags)
-        report = self.corpus.search_report(
-            query, k, notes, mode, per_document=per_note, ef_search=ef_search
-        )
-        hits = self._finished(list(report.results), expand_context, context_window)
-        return dataclasses.replace(report, results=hits)
-
-    def _finished(self, hits: list[Hit], expand_context: bool, context_window: int) -> list[Hit]:
-        """Return the core's ``hits`` as the vault gives them: joined to their neighbouring
-        chunks when asked. Each says whether its note on disk still holds what was indexed
-        (``fresh``: the core checks it once per note, `vrom.ingest.freshness`)."""
-        if expand_context:
-            hits = expand_hits(self.store, hits, context_window)
-        return hits
-
-    def context(
-        self,
-        query: str,
-        max_tokens: int = 2000,
-        k: int = 20,
-        where: Mapping[str, Any] | None = None,
-        *,
-        mode: str | None = None,
-        path: str | None = None,
-        tags: str | Sequence[str] | None = None,
-        expand_context: bool = False,
-        context_window: int = 1,
-        include_sources: bool = True,
-        relative_cutoff: float | None = RELATIVE_CUTOFF,
-    ) -> Context:
-        """Return LLM-ready text for a query: the best passages within ``max_tokens``, cited.
-
-        ``expand_context`` joins each hit with ``context_window`` neighbouring chunks a side.
-        Hits under ``relative_cutoff`` times the best score are left out, overlapping text is
-        given once, and the budget is filled with the most relevant distinct text first (see
-        `vrom.format_context`).
-        """
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 50:
-            raise ValidationError(
-                f"max_tokens must be an integer of at least 50, not {shown(max_tokens)}"
-            )
-        hits = self.search(
+        report = self._report(
             query,
             k,
             where,
-            mode=mode,
+            mode,
+            ef_search=ef_search,
             path=path,
             tags=tags,
-            expand_context=expand_context,
-            context_window=context_window,
+            per_note=per_note,
+            fallback=fallback,
         )
-        context = format_context(
-            hits, max_tokens, include_sources, query, relative_cutoff=relative_cutoff
+        return self._finished(report, expand_context, context_window)
+
+    def _report(
+        self,
+        query: str,
+        k: int,
+        where: Mapping[str, Any] | None,
+        mode: str | None,
+        *,
+        ef_search: int | None = None,
+        path: str | None = None,
+        tags: str | Sequence[str] | None = None,
+        per_note: bool = False,
+        fallback: bool = False,
+    ) -> SearchReport:
+        notes = parse_where(where, path=path, tags=tags)
+        return self.corpus.search_report(
+            query, k, notes, mode, per_document=per_note, ef_search=ef_search, fallback=fallback
         )
-        if hits and not context.sources:
-            raise ValidationError(
-                f"max_tokens={max_tokens} cannot hold one passage with its source: raise it"
-            )
-        return context
+
+    def _expansion_store(self) -> Store:
+        return self.store
 
     def get_note(self, path_or_id: str | int, *, purpose: ReadPurpose = "reference") -> Note:
         """Return a note by path (with or without ``.md``), name, or id, with its current body.

@@ -39,7 +39,6 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, TypedDict, cast
 
 import numpy as np
@@ -54,6 +53,7 @@ from vrom._vectordb_file import (
     write_vectordb_file,
 )
 from vrom.errors import NotFoundError, StorageError, ValidationError, shown
+from vrom.queryable import Closing
 
 __all__ = ["METRICS", "Metric", "Neighbor", "VectorDB", "VectorDBStats"]
 
@@ -87,7 +87,7 @@ class VectorDBStats(TypedDict):
     memory_bytes: int
 
 
-class VectorDB:
+class VectorDB(Closing):
     """An in-memory HNSW index (usearch, float32) of vectors with optional metadata dicts.
 
     ``m`` is the links a node keeps per layer (twice that on the bottom layer),
@@ -381,17 +381,6 @@ class VectorDB:
             self._index = None  # usearch frees the graph when its last reference goes
             self._metadata = []
             self._metadata_bytes = 0
-
-    def __enter__(self) -> VectorDB:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _open_index(self) -> Index:
         if self._index is None:

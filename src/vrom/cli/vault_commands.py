@@ -161,7 +161,7 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
     ``chunks``) with ``vault`` and ``store``: the shape MCP's ``vault_search`` returns.
     """
     with open_vault(args) as vault:
-        report = vault.search_report(
+        report = vault.search(
             args.query,
             k=args.k,
             mode=args.mode,
@@ -170,6 +170,7 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
             context_window=args.context_window,
             ef_search=args.ef_search,
             per_note=not args.chunks,
+            fallback=True,
         )
         used = where(vault)
     note = styler(sys.stderr)("note:", "yellow")

@@ -240,6 +240,41 @@ def fill_budget(options: Sequence[Sequence[T]], fits: Callable[[list[T]], bool])
     return chosen
 
 
+def choose_passages(
+    texts: Sequence[tuple[str, str, str]],
+    render: Callable[[list[Passage], list[str]], str],
+    max_tokens: int | None,
+) -> tuple[list[Passage], list[str], list[Passage]]:
+    """Return the passages a context gives, their bodies, and every distinct passage: the one
+    formatting engine under every rendering (`format_context`'s numbered passages and sources,
+    a pack's blocks: `vrom.seed_views.pack_context`).
+
+    ``texts`` are ``(source, text, chunk)`` of each hit kept, best first: ``text`` what it
+    gives (its expanded context, or its chunk), ``chunk`` its own chunk, tried alone when the
+    whole does not fit. Text is never repeated (`distinct_passages`, `without_repeated_lines`);
+    each passage that fits in ``max_tokens`` (None: no limit) as ``render(passages, bodies)``
+    is used, so a long one that does not fit leaves room for shorter ones (`fill_budget`).
+    The bodies are the chosen passages' texts less the lines an earlier one gave; the passages'
+    ``members`` index into ``texts``.
+    """
+    passages = distinct_passages([(source, text) for source, text, _ in texts])
+    options: list[tuple[Passage, ...]] = []
+    for passage in passages:
+        chunk = texts[passage.members[0]][2].strip()
+        alone = Passage(passage.source, chunk, passage.members[:1])
+        options.append((passage, alone) if chunk and chunk != passage.text else (passage,))
+
+    def fits(selection: list[Passage]) -> bool:
+        bodies = without_repeated_lines([p.text for p in selection])
+        # the last one must add text of its own, and all of them fit the budget
+        if not bodies[-1]:
+            return False
+        return max_tokens is None or estimate_tokens(render(selection, bodies)) <= max_tokens
+
+    chosen = fill_budget(options, fits)
+    return chosen, without_repeated_lines([p.text for p in chosen]), passages
+
+
 def format_context(
     hits: Sequence[Hit],
     max_tokens: int = 2000,
@@ -260,12 +295,9 @@ def format_context(
     ``include_sources`` appends a ``Sources:`` list citing path, heading, chunk ids, content
     hashes and modification date. When nothing fits, the best passage is cut (with ``…``), so
     the result is never empty while there are hits and the budget allows a few words.
-    ``sources`` holds each passage's best hit.
+    ``sources`` holds each passage's best hit. The engine is `choose_passages`.
     """
     kept = [hits[i] for i in above_cutoff([hit.score for hit in hits], relative_cutoff)]
-    passages = distinct_passages([(hit.path, hit.context_text or hit.text) for hit in kept])
-    # an expanded passage may be cut back to its best hit's own chunk to fit
-    shorter = [Passage(p.source, kept[p.members[0]].text.strip(), p.members[:1]) for p in passages]
 
     def rendered(chosen: Sequence[Passage], bodies: Sequence[str]) -> str:
         """Render the chosen passages with ``bodies``, their texts less repeated lines."""
@@ -278,21 +310,14 @@ def format_context(
             include_sources,
         )
 
-    def fits(selection: list[Passage]) -> bool:
-        bodies = without_repeated_lines([p.text for p in selection])
-        # the last one must add text of its own, and all of them fit the budget
-        return bool(bodies[-1]) and estimate_tokens(rendered(selection, bodies)) <= max_tokens
-
-    chosen = fill_budget(
-        [
-            (whole, alone) if alone.text != whole.text else (whole,)
-            for whole, alone in zip(passages, shorter, strict=True)
-        ],
-        fits,
-    )
-    if not chosen and passages:
-        chosen = _cut_to_fit(shorter[0], kept[shorter[0].members[0]], max_tokens, include_sources)
-    text = rendered(chosen, without_repeated_lines([p.text for p in chosen])) if chosen else ""
+    texts = [(hit.path, hit.context_text or hit.text, hit.text) for hit in kept]
+    chosen, bodies, passages = choose_passages(texts, rendered, max_tokens)
+    if not chosen and passages:  # the best passage's own chunk, cut to fit
+        best = passages[0].members[0]
+        alone = Passage(passages[0].source, kept[best].text.strip(), [best])
+        chosen = _cut_to_fit(alone, kept[best], max_tokens, include_sources)
+        bodies = without_repeated_lines([p.text for p in chosen])
+    text = rendered(chosen, bodies) if chosen else ""
     return Context(
         query=query,
         text=text,

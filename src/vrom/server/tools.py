@@ -215,7 +215,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         return await call_on_vault(
             state,
             ctx,
-            lambda vault: vault.search_report(
+            lambda vault: vault.search(
                 query,
                 k=offset + k,
                 where=where,
@@ -224,6 +224,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
                 tags=tags,
                 expand_context=expand_context,
                 per_note=not chunks,
+                fallback=True,
             ),
             reply=lambda report: search_reply(_said_while_embedding(report), offset, k),
         )
