@@ -16,7 +16,7 @@ import pytest
 from postgres_server import StoreSpot
 
 from vrom import Embedder, Vault
-from vrom.errors import ModelError, NotFoundError, ValidationError
+from vrom.errors import ModelError, NotFoundError, StorageError, ValidationError
 from vrom.index.codec import encode
 from vrom.ingest.embedding import (
     MEMORY_RECIPE,
@@ -653,3 +653,22 @@ def test_a_question_that_names_a_person_recalls_that_person_s_turns(
     for question, speaker in [("What did Bo paint?", turns[3]), ("What did Ana paint?", turns[0])]:
         hits = memories.recall(question, k=2, mode=mode)
         assert hits[0].memory.id == speaker.id, (question, [h.memory.content for h in hits])
+
+
+def test_closing_a_vaults_memories_leaves_the_vault_open(tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# A\n\nThe heron waits.\n", encoding="utf-8")
+    with Vault.open(tmp_path / "notes", state_dir=tmp_path / "state") as vault:
+        vault.index()
+        with vault.memories as memories:
+            memories.remember("heron", "the heron waits by the pond")
+        assert vault.search("heron", k=1)[0].path == "a.md", "the vault is still open"
+        assert [m.title for m in vault.memories.list()] == ["heron"]
+
+
+def test_closing_memories_opened_from_a_store_closes_their_core(tmp_path: Path) -> None:
+    memories = Memories(SQLiteStore(tmp_path / "store.db"))
+    memories.remember("heron", "the heron waits by the pond")
+    memories.close()
+    with pytest.raises(StorageError):
+        memories.list()

@@ -234,6 +234,7 @@ class Memories(Queryable):
         source: Corpus | Store,
         embedder: Embedder | Callable[[], Embedder | None] | None = None,
     ) -> None:
+        self._owned = not isinstance(source, Corpus)  # a core made here is closed here
         if isinstance(source, Corpus):
             self._corpus = source
         else:
@@ -417,8 +418,11 @@ class Memories(Queryable):
         return report  # a memory has no neighbouring chunks to join
 
     def close(self) -> None:
-        """Close the store and the core under the memories (a vault's: closing it does)."""
-        self._corpus.close()
+        """Close the core these memories were opened with from a store (and so the store).
+        Memories of a vault or another facade's core (``vault.memories``) are closed with it:
+        here, nothing is closed, so ``with vault.memories:`` leaves the vault open."""
+        if self._owned:
+            self._corpus.close()
 
     def stats(self) -> MemoryStats:
         """Return how many memories there are: in all, by status, type and project."""
