@@ -121,6 +121,17 @@ def test_search_context_and_stats(state: ServerState) -> None:
         }
         context = _data(await client.call_tool("vault_context", {"query": "switch alerts"}))
         assert "Beacon" in context["text"] and context["sources"]
+        # the one filter grammar reaches the context tool too: frontmatter, path and tags
+        for narrowed in (
+            {"where": {"status": "active"}},
+            {"path": "Projects/Atlas.md"},
+            {"tags": ["project"], "mode": "keyword", "where": {"status": {"$ne": "active"}}},
+        ):
+            sources = _data(
+                await client.call_tool("vault_context", {"query": "switch", **narrowed})
+            )["sources"]
+            expected = "Projects/Beacon.md" if "tags" in narrowed else "Projects/Atlas.md"
+            assert {source["path"] for source in sources} == {expected}, narrowed
         stats = _data(await client.call_tool("vault_stats", {}))
         assert stats["notes"] == 4 and stats["vectors"] > 0
 

@@ -235,13 +235,41 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         ctx: Context,
         max_tokens: Annotated[int, Field(ge=50, le=CONTEXT_TOKENS)] = 2000,
         expand_context: bool = False,
+        mode: Annotated[
+            Literal["hybrid", "keyword", "vector", "rerank"] | None,
+            Field(description="hybrid (default with a model), keyword, vector or rerank"),
+        ] = None,
+        where: Annotated[
+            dict[str, Any] | None,
+            where_argument(
+                "the notes' frontmatter",
+                '{"status": "done", "year": {"$gte": 2020}}',
+            ),
+        ] = None,
+        path: Annotated[
+            str | None, Field(description="Only notes under this folder or path prefix")
+        ] = None,
+        tags: Annotated[
+            list[str] | None,
+            Field(description="Only notes holding every one of these tags (nested tags match)"),
+        ] = None,
     ) -> ContextReply:
-        """Return the best passages for a question within a token budget, each with its source."""
+        """Return the best passages for a question within a token budget, each with its source.
+
+        The passages come from the hits vault_search would give for the same query, mode and
+        filters (where, path, tags); a mode by meaning that cannot run falls back to keyword."""
         return await call_on_vault(
             state,
             ctx,
             lambda vault: vault.context(
-                query, max_tokens=max_tokens, expand_context=expand_context
+                query,
+                max_tokens=max_tokens,
+                where=where,
+                mode=mode,
+                expand_context=expand_context,
+                path=path,
+                tags=tags,
+                fallback=True,
             ),
         )
 
