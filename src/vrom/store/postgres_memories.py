@@ -13,7 +13,6 @@ from typing import Any
 from vrom.store.filter_sql import memory_filter_sql
 from vrom.store.postgres_database import PgDatabase
 from vrom.store.postgres_dialect import PgDialect
-from vrom.store.postgres_query import DIALECT as FILTERS
 from vrom.store.postgres_query import fold, text_search, weighted_vector_sql
 from vrom.store.postgres_vectors import PgMemoryVectors
 from vrom.store.records import KeywordQuery, MemoryFilter, MemoryKeywordRow, MemoryRecord
@@ -25,16 +24,10 @@ from vrom.store.sql_memories import SqlMemories
 class PgMemories(SqlMemories):
     """The memories of one namespace (`vrom.store.MemoryStore`)."""
 
-    filters = FILTERS
+    _vectors: PgMemoryVectors
 
     def __init__(self, db: PgDatabase) -> None:
-        super().__init__(PgDialect(db))
-        self._vectors = PgMemoryVectors(db)
-
-    @property
-    def vectors(self) -> PgMemoryVectors:
-        """The memories' vectors."""
-        return self._vectors
+        super().__init__(PgDialect(db), PgMemoryVectors(db))
 
     def _search_value(self, memory: MemoryRecord) -> tuple[str, list[Any]] | None:
         parts = [fold(memory.title), fold(" ".join(memory.tags)), fold(memory.content)]
@@ -46,13 +39,11 @@ class PgMemories(SqlMemories):
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: MemoryFilter
     ) -> builtins.list[MemoryKeywordRow]:
-        """Return up to ``limit`` memories matching the query and filter, best first (as
-        `PgDocuments.keyword_search` ranks)."""
         with self._sql.reading("searching memories") as run:
             if query.is_empty:
                 return []
             search = text_search(query, "memories")
-            filter_sql, params = memory_filter_sql(where, self.filters)
+            filter_sql, params = memory_filter_sql(where, self._sql.filters)
             rows = run.rows(
                 f"WITH {search.terms} SELECT {MEMORY_COLUMNS}, {search.score('m.search')} AS score"
                 f" FROM memories m WHERE m.search @@ ({search.match}){filter_sql}"

@@ -22,10 +22,9 @@ from typing import Any
 
 from vrom.filters import Scalar, field_values, instant_of
 from vrom.store.filter_sql import FilterDialect
-from vrom.store.filter_sql import where_sql as shared_where_sql
 from vrom.store.fts_text import segment, segment_query_term
 from vrom.store.postgres_schema import TEXT_SEARCH_CONFIG
-from vrom.store.records import KeywordQuery, Where
+from vrom.store.records import KeywordQuery
 
 CONFIG = f"'{TEXT_SEARCH_CONFIG}'::regconfig"
 RANK_WEIGHTS = "'{0.1, 0.25, 0.5, 1.0}'::float4[]"
@@ -196,8 +195,3 @@ DIALECT = FilterDialect(
     number=_number,
 )
 """PostgreSQL's filter SQL: a field's instant is the ``instant`` column `field_rows` fills."""
-
-
-def where_sql(where: Where | None) -> tuple[str, list[Any]]:
-    """Return `` AND ...`` clauses testing document ``d`` against a filter, and parameters."""
-    return shared_where_sql(where, DIALECT)

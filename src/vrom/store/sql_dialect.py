@@ -16,7 +16,10 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from vrom.store.filter_sql import FilterDialect
 
 Row = tuple[Any, ...]
 
@@ -102,6 +105,8 @@ class Dialect:
     """The function giving where a string starts in another (1-based, 0 when absent)."""
     field_text: ClassVar[str] = "value"
     """The ``fields`` column holding a text value."""
+    filters: ClassVar[FilterDialect]
+    """The backend's dialect of filter SQL (`vrom.store.filter_sql`)."""
 
     def sql(self, text: str) -> str:
         """Return a statement written with ``?`` placeholders in the driver's style."""

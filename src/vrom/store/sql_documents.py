@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
+from vrom.store.filter_sql import where_sql
 from vrom.store.records import (
     ChunkRecord,
     DocumentRecord,
@@ -127,10 +128,6 @@ class SqlDocuments:
         return self._sql
 
     # -- what a backend adds ---------------------------------------------------------------
-
-    def _where_sql(self, where: Where | None) -> tuple[str, list[Any]]:
-        """Return `` AND ...`` clauses testing document ``d`` against a filter, and parameters."""
-        raise NotImplementedError
 
     def next_ids(self, run: Statements, table: str, count: int) -> list[int]:
         """Return ``count`` fresh ids of ``table``, in order."""
@@ -364,7 +361,7 @@ class SqlDocuments:
         The sequence may be shared with later calls (a backend may keep it while the store is
         unchanged): read it, never change it.
         """
-        filter_sql, params = self._where_sql(where)
+        filter_sql, params = where_sql(where, self._sql.filters)
         with self._sql.reading("filtering") as run:
             sql = _CHUNKS.format(columns="c.id") + f" WHERE 1 = 1{filter_sql} ORDER BY c.id"
             return [row[0] for row in run.rows(sql, params)]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from vrom.store.filter_sql import FilterDialect, memory_filter_sql
+from vrom.store.filter_sql import memory_filter_sql
 from vrom.store.records import (
     KeywordQuery,
     MemoryCounts,
@@ -39,16 +39,14 @@ class SqlMemories:
     """Agent memories: rows, their keyword index, and their vectors (``vectors``): the memories
     role of a store, over its dialect; a backend adds its keyword index."""
 
-    filters: ClassVar[FilterDialect]
-    """The backend's dialect of filter SQL (`vrom.store.filter_sql`)."""
-
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, vectors: MemoryVectors) -> None:
         self._sql = dialect
+        self._vectors = vectors
 
     @property
     def vectors(self) -> MemoryVectors:
         """The memories' vectors."""
-        raise NotImplementedError
+        return self._vectors
 
     # -- what a backend adds ---------------------------------------------------------------
 
@@ -149,7 +147,7 @@ class SqlMemories:
 
     def keys_matching(self, where: MemoryFilter) -> builtins.list[int]:
         """Return the integer keys of the memories passing the filter, by key."""
-        filter_sql, params = memory_filter_sql(where, self.filters)
+        filter_sql, params = memory_filter_sql(where, self._sql.filters)
         with self._sql.reading("filtering memories") as run:
             rows = run.rows(
                 f"SELECT m.key FROM memories m WHERE 1 = 1{filter_sql} ORDER BY m.key", params
@@ -172,7 +170,7 @@ class SqlMemories:
 
     def list(self, where: MemoryFilter, limit: int) -> builtins.list[MemoryRecord]:
         """Return up to ``limit`` memories passing the filter, newest first."""
-        filter_sql, params = memory_filter_sql(where, self.filters)
+        filter_sql, params = memory_filter_sql(where, self._sql.filters)
         with self._sql.reading("listing memories") as run:
             rows = run.rows(
                 f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE 1 = 1{filter_sql}"

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vrom.store import sqlite_keyword
+from vrom.store.filter_sql import where_sql
 from vrom.store.fts_text import segment
 from vrom.store.records import (
     ChunkRecord,
@@ -30,7 +31,7 @@ from vrom.store.sql_documents import CHUNK_WRITE_COLUMNS, SqlDocuments
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_dialect import SQLiteDialect
 from vrom.store.sqlite_keyword import BM25_WEIGHTS, QueryTokenizer
-from vrom.store.sqlite_query import match_expression, where_sql
+from vrom.store.sqlite_query import match_expression
 from vrom.store.sqlite_rows import chunk_columns
 from vrom.store.sqlite_vectors import SQLiteChunkVectors
 
@@ -57,9 +58,6 @@ class SQLiteDocuments(SqlDocuments):
         self._filtered_lock = threading.Lock()  # the store is shared by threads
 
     # -- writing ---------------------------------------------------------------------------
-
-    def _where_sql(self, where: Where | None) -> tuple[str, list[Any]]:
-        return where_sql(where)
 
     def next_ids(self, run: Statements, table: str, count: int) -> list[int]:
         first = run.scalar(
@@ -109,13 +107,9 @@ class SQLiteDocuments(SqlDocuments):
     # -- reading ---------------------------------------------------------------------------
 
     def chunk_ids_matching(self, where: Where) -> Sequence[int]:
-        """Return the ids of the chunks whose note passes the filter, by id.
-
-        They are a read-only sequence of 64-bit integers (numpy reads it without a copy), kept
-        for the last `KEPT_FILTERS` filters until the store changes (`_generation`): a filtered
-        search asks for the same ids on every query.
-        """
-        filter_sql, params = where_sql(where)
+        # read-only 64-bit integers (numpy reads them without a copy), kept for the last
+        # `KEPT_FILTERS` filters until `_generation` moves: a filtered search asks every query
+        filter_sql, params = where_sql(where, self._sql.filters)
         # keyed by the SQL that runs, not by `where`: Python's True == 1, a filter's is not
         key: FilterKey = (filter_sql, tuple(params))
         with self._db.guard("filtering"):
@@ -127,12 +121,7 @@ class SQLiteDocuments(SqlDocuments):
                     return kept[1]
             with self._db.read_snapshot():  # the generation of the state the ids come from
                 generation = self._generation()
-                rows = self._db.conn.execute(
-                    "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
-                    f" WHERE 1{filter_sql} ORDER BY c.id",
-                    params,
-                )
-                ids = memoryview(array("q", [row[0] for row in rows])).toreadonly()
+                ids = memoryview(array("q", super().chunk_ids_matching(where))).toreadonly()
             if not self._db.writing:  # a write transaction's state may still roll back
                 with self._filtered_lock:
                     self._filtered[key] = (generation, ids)
@@ -141,25 +130,20 @@ class SQLiteDocuments(SqlDocuments):
                         self._filtered.popitem(last=False)
             return ids
 
-    # -- search ----------------------------------------------------------------------------
+    # -- `vrom.store.KeywordPostingsSource` ------------------------------------------------
 
     def keyword_version(self) -> bytes:
-        """Return a value that changes whenever the keyword index changes."""
         with self._db.guard("reading the keyword index"):
             return sqlite_keyword.version(self._db)
 
     def keyword_postings(self) -> KeywordPostings:
-        """Return the whole keyword index (`vrom.store.KeywordPostingsSource`)."""
         with self._db.guard("reading the keyword index"), self._db.read_snapshot():
             return sqlite_keyword.postings(self._db)
 
     def keyword_postings_apart(self) -> KeywordPostings | None:
-        """Return the whole keyword index read on a connection of its own, safe to call from
-        another thread while this store is used (None in memory: the store has no other)."""
         return sqlite_keyword.postings_apart(self._db)
 
     def keyword_tokens(self, text: str) -> tuple[str, ...]:
-        """Return the index tokens ``text`` becomes as a quoted query string, in order."""
         if self._tokenizer is None:
             self._tokenizer = QueryTokenizer(self._db.driver)
         return self._tokenizer.tokens(text)
@@ -172,8 +156,7 @@ class SQLiteDocuments(SqlDocuments):
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: Where | None = None
-    ) -> list[KeywordRow]:
-        """Return up to ``limit`` chunks matching the query and filter, best BM25 first."""
+    ) -> list[KeywordRow]:  # best BM25 first
         with self._db.guard("searching"):
             if query.is_empty:
                 return []
@@ -190,7 +173,7 @@ class SQLiteDocuments(SqlDocuments):
                 params: list[Any] = [match, limit]
             else:
                 # the filter applies before the limit, so matching hits are not cut off
-                filter_sql, filter_params = where_sql(where)
+                filter_sql, filter_params = where_sql(where, self._sql.filters)
                 sql = (
                     f"SELECT c.id, c.document_id, d.human_relevance_score, {score} AS score"
                     " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"

@@ -17,7 +17,6 @@ from vrom.store.sql_dialect import Statements
 from vrom.store.sql_memories import SqlMemories
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_dialect import SQLiteDialect
-from vrom.store.sqlite_query import DIALECT as FILTERS
 from vrom.store.sqlite_query import match_expression
 from vrom.store.sqlite_vectors import SQLiteMemoryVectors
 
@@ -28,16 +27,10 @@ MEMORY_BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0)
 class SQLiteMemories(SqlMemories):
     """The memories of one store (`vrom.store.MemoryStore`), over its database connection."""
 
-    filters = FILTERS
+    _vectors: SQLiteMemoryVectors
 
     def __init__(self, db: Database) -> None:
-        super().__init__(SQLiteDialect(db))
-        self._vectors = SQLiteMemoryVectors(db)
-
-    @property
-    def vectors(self) -> SQLiteMemoryVectors:
-        """The memories' vectors."""
-        return self._vectors
+        super().__init__(SQLiteDialect(db), SQLiteMemoryVectors(db))
 
     def _indexed(self, run: Statements, memory: MemoryRecord, replaced: bool) -> None:
         if replaced:
@@ -58,12 +51,11 @@ class SQLiteMemories(SqlMemories):
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: MemoryFilter
     ) -> builtins.list[MemoryKeywordRow]:
-        """Return up to ``limit`` memories matching the query and filter, best BM25 first."""
         with self._sql.reading("searching memories") as run:
             if query.is_empty:
                 return []
             weights = ", ".join(str(w) for w in MEMORY_BM25_WEIGHTS)
-            filter_sql, params = memory_filter_sql(where, self.filters)
+            filter_sql, params = memory_filter_sql(where, self._sql.filters)
             # ranked on ids and scores alone; only the rows kept are read whole (a memory's
             # text carried through the sort cost a fifth of the time on SciFact's abstracts)
             rows = run.rows(
