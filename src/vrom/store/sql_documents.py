@@ -100,7 +100,10 @@ def link_rows(document_id: int, links: Sequence[LinkRecord]) -> list[tuple[Any, 
 
 
 class KeptVectors(Protocol):
-    """What a document's rewrite asks of the chunk vectors (inside the writer's transaction)."""
+    """What a document's rewrite asks of the chunk vectors (inside the writer's transaction):
+    the vectors it holds by embedded input (`SqlChunkVectors.by_input_of`); to ``reuse`` them,
+    giving each new chunk (id, embedded-input hash or None) the vector stored for its input
+    (`SqlChunkVectors.reused`); and to ``delete_of`` its chunks' vectors."""
 
     def by_input_of(self, run: Statements, document_id: int | None) -> dict[str, bytes]: ...
     def reuse(

@@ -15,7 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from vrom.store.records import MemoryRecord, StoredChunk, VectorChanges
+from vrom.store.records import (
+    VECTOR_ENCODING_META_KEY,
+    MemoryRecord,
+    StoredChunk,
+    VectorChanges,
+)
 from vrom.store.rows import CHUNK_COLUMNS, MEMORY_COLUMNS, chunks_from_rows, memory_from_row
 from vrom.store.sql_dialect import Dialect, Statements
 
@@ -60,7 +65,8 @@ MEMORY_VECTORS = VectorTables(
 
 
 class SqlVectors:
-    """The reads shared by chunk and memory vectors; a backend adds `latest_change`."""
+    """The reads shared by chunk and memory vectors (`vrom.store.VectorSource` documents them);
+    a backend adds `latest_change`."""
 
     change_key: ClassVar[str | None] = None
     """The change log's key column (None: the vectors' own key column's name)."""
@@ -74,41 +80,34 @@ class SqlVectors:
         raise NotImplementedError
 
     def encoding(self) -> str:
-        """Return how the vectors are encoded: ``float32`` or ``int8``."""
         return "float32"
 
     def rows(self) -> list[tuple[int, bytes]]:
-        """Return (key, vector bytes) for every vector, by key."""
         t = self._t
         with self._sql.reading("reading vectors") as run:
             rows = run.rows(f"SELECT {t.key}, data FROM {t.vectors} ORDER BY {t.key}")
             return [(row[0], bytes(row[1])) for row in rows]
 
     def of(self, keys: Sequence[int]) -> dict[int, bytes]:
-        """Return the vector bytes of these keys, where they exist."""
         t = self._t
         with self._sql.reading("reading vectors") as run:
             sql = f"SELECT {t.key}, data FROM {t.vectors} WHERE {t.key} {{in}}"
             return {row[0]: bytes(row[1]) for row in run.rows_in(sql, [int(k) for k in keys])}
 
     def count(self) -> int:
-        """Return how many vectors there are."""
         with self._sql.reading("counting vectors") as run:
             return int(run.scalar(f"SELECT count(*) FROM {self._t.vectors}"))
 
     def generation(self) -> int:
-        """Return a number that changes whenever any vector is added or removed."""
         with self._sql.reading("reading meta") as run:
             value = run.meta(self._t.generation_meta)
             return int(value or 0)
 
     def change_number(self) -> int:
-        """Return the number of the latest vector change (0 before any)."""
         with self._sql.reading("reading vector changes") as run:
             return self.latest_change(run)
 
     def changes(self, after: int) -> VectorChanges | None:
-        """Return the keys whose vector changed after ``after``; None if that is forgotten."""
         t = self._t
         with self._sql.snapshot("reading vector changes") as run:
             latest = self.latest_change(run)
@@ -132,8 +131,11 @@ class SqlChunkVectors(SqlVectors):
         super().__init__(dialect, CHUNK_VECTORS)
         self._chunk_columns = chunk_columns
 
+    def encoding(self) -> str:
+        with self._sql.reading("reading meta") as run:
+            return run.meta(VECTOR_ENCODING_META_KEY) or "float32"
+
     def missing(self, limit: int, after: int = 0) -> list[StoredChunk]:
-        """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
         with self._sql.reading("reading chunks to embed") as run:
             rows = run.rows(
                 f"SELECT {self._chunk_columns} FROM chunks c"
@@ -144,9 +146,7 @@ class SqlChunkVectors(SqlVectors):
             )
             return chunks_from_rows(rows)
 
-    def for_inputs(self, input_hashes: Sequence[str]) -> dict[str, bytes]:
-        """Return a stored vector (the first chunk's) for each of these embedded-input hashes
-        that has one."""
+    def for_inputs(self, input_hashes: Sequence[str]) -> dict[str, bytes]:  # the first chunk's
         with self._sql.reading("reading vectors") as run:
             return self.found(run, list(dict.fromkeys(input_hashes)))
 
@@ -159,12 +159,10 @@ class SqlChunkVectors(SqlVectors):
         return {row[0]: bytes(row[1]) for row in rows}
 
     def has_any(self) -> bool:
-        """Return True when at least one chunk has a vector."""
         with self._sql.reading("reading vectors") as run:
             return bool(run.scalar("SELECT EXISTS (SELECT 1 FROM vectors)"))
 
     def document_ids(self) -> list[tuple[int, int]]:
-        """Return (chunk id, document id) for every chunk that has a vector, by chunk id."""
         with self._sql.reading("reading chunks") as run:
             rows = run.rows(
                 "SELECT c.id, c.document_id FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
@@ -205,7 +203,6 @@ class SqlMemoryVectors(SqlVectors):
         super().__init__(dialect, MEMORY_VECTORS)
 
     def missing(self, limit: int, after: str = "") -> list[MemoryRecord]:
-        """Return up to ``limit`` memories with ids above ``after`` that have no vector, by id."""
         with self._sql.reading("reading memories to embed") as run:
             rows = run.rows(
                 f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id > ? AND NOT EXISTS"
