@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vrom.store.filter_sql import memory_filter_sql
 from vrom.store.records import (
@@ -24,10 +24,8 @@ from vrom.store.records import (
 )
 from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.sql_dialect import AFTER_EVERY_KEY, Dialect, Statements
+from vrom.store.sql_vectors import SqlMemoryVectors
 from vrom.store.storable import check_memory
-
-if TYPE_CHECKING:
-    from vrom.store.roles import MemoryVectors
 
 _WRITE_COLUMNS = (
     "created_unix, updated_unix, project, type, title, content, tags, related, source, status,"
@@ -39,12 +37,12 @@ class SqlMemories:
     """Agent memories: rows, their keyword index, and their vectors (``vectors``): the memories
     role of a store, over its dialect; a backend adds its keyword index."""
 
-    def __init__(self, dialect: Dialect, vectors: MemoryVectors) -> None:
+    def __init__(self, dialect: Dialect, vectors: SqlMemoryVectors) -> None:
         self._sql = dialect
         self._vectors = vectors
 
     @property
-    def vectors(self) -> MemoryVectors:
+    def vectors(self) -> SqlMemoryVectors:
         """The memories' vectors."""
         return self._vectors
 

@@ -12,6 +12,7 @@ counter under its write lock, and a pgvector copy of each vector it searches its
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -65,8 +66,13 @@ MEMORY_VECTORS = VectorTables(
 
 
 class SqlVectors:
-    """The reads shared by chunk and memory vectors (`vrom.store.VectorSource` documents them);
-    a backend adds `latest_change`."""
+    """Vectors by integer key, numbered changes included: what a vector index is built from
+    (`vrom.store.VectorSource`).
+
+    Keys are chunk ids (`SqlChunkVectors`) or memory keys (`SqlMemoryVectors`). The source is
+    the truth; an index over it is a cache that catches up by replaying `changes`. The reads
+    are shared; a backend adds `latest_change` and its writes.
+    """
 
     change_key: ClassVar[str | None] = None
     """The change log's key column (None: the vectors' own key column's name)."""
@@ -79,35 +85,56 @@ class SqlVectors:
         """Return the number of the latest vector change, read with ``run``."""
         raise NotImplementedError
 
+    def identity(self) -> str:
+        """Return a stamp of the store these vectors live in (a re-created store differs)."""
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        """Remove every vector of this kind."""
+        raise NotImplementedError
+
+    def loading(self) -> AbstractContextManager[None]:
+        """Run the block's `put` calls as one transaction, written as fast as the backend can
+        (PostgreSQL builds its HNSW index once at the end when the store held no vectors)."""
+        raise NotImplementedError
+
     def encoding(self) -> str:
+        """Return how the vectors are encoded: ``float32`` or ``int8``."""
         return "float32"
 
     def rows(self) -> list[tuple[int, bytes]]:
+        """Return (key, vector bytes) for every vector, by key."""
         t = self._t
         with self._sql.reading("reading vectors") as run:
             rows = run.rows(f"SELECT {t.key}, data FROM {t.vectors} ORDER BY {t.key}")
             return [(row[0], bytes(row[1])) for row in rows]
 
     def of(self, keys: Sequence[int]) -> dict[int, bytes]:
+        """Return the vector bytes of these keys, where they exist."""
         t = self._t
         with self._sql.reading("reading vectors") as run:
             sql = f"SELECT {t.key}, data FROM {t.vectors} WHERE {t.key} {{in}}"
             return {row[0]: bytes(row[1]) for row in run.rows_in(sql, [int(k) for k in keys])}
 
     def count(self) -> int:
+        """Return how many vectors there are."""
         with self._sql.reading("counting vectors") as run:
             return int(run.scalar(f"SELECT count(*) FROM {self._t.vectors}"))
 
     def generation(self) -> int:
+        """Return a number that changes whenever any vector is added or removed."""
         with self._sql.reading("reading meta") as run:
             value = run.meta(self._t.generation_meta)
             return int(value or 0)
 
     def change_number(self) -> int:
+        """Return the number of the latest vector change (0 before any)."""
         with self._sql.reading("reading vector changes") as run:
             return self.latest_change(run)
 
     def changes(self, after: int) -> VectorChanges | None:
+        """Return the keys whose vector changed after change number ``after``; None when the
+        log no longer reaches back that far (an index then rebuilds)."""
         t = self._t
         with self._sql.snapshot("reading vector changes") as run:
             latest = self.latest_change(run)
@@ -125,17 +152,28 @@ class SqlVectors:
 
 
 class SqlChunkVectors(SqlVectors):
-    """The chunks' vectors' reads (`vrom.store.VectorStore`)."""
+    """The chunks' vectors (`vrom.store.VectorStore`): one per chunk, gone with its chunk."""
 
     def __init__(self, dialect: Dialect, chunk_columns: str = CHUNK_COLUMNS) -> None:
         super().__init__(dialect, CHUNK_VECTORS)
         self._chunk_columns = chunk_columns
+
+    def put(self, vectors: Sequence[tuple[int, bytes]], inputs: Sequence[str] | None = None) -> int:
+        """Store encoded vectors by chunk id (chunks deleted meanwhile are skipped); return
+        how many were written.
+
+        ``inputs``: the hash of the text each vector was embedded from, in the same order
+        (`vrom.ingest.embedding.input_hash`). A vector stored without one serves its own
+        chunk only: it is never reused for another (`for_inputs`, a note written again).
+        """
+        raise NotImplementedError
 
     def encoding(self) -> str:
         with self._sql.reading("reading meta") as run:
             return run.meta(VECTOR_ENCODING_META_KEY) or "float32"
 
     def missing(self, limit: int, after: int = 0) -> list[StoredChunk]:
+        """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
         with self._sql.reading("reading chunks to embed") as run:
             rows = run.rows(
                 f"SELECT {self._chunk_columns} FROM chunks c"
@@ -146,7 +184,9 @@ class SqlChunkVectors(SqlVectors):
             )
             return chunks_from_rows(rows)
 
-    def for_inputs(self, input_hashes: Sequence[str]) -> dict[str, bytes]:  # the first chunk's
+    def for_inputs(self, input_hashes: Sequence[str]) -> dict[str, bytes]:
+        """Return a stored vector (the first chunk's) for each of these embedded-input hashes
+        that has one."""
         with self._sql.reading("reading vectors") as run:
             return self.found(run, list(dict.fromkeys(input_hashes)))
 
@@ -159,10 +199,12 @@ class SqlChunkVectors(SqlVectors):
         return {row[0]: bytes(row[1]) for row in rows}
 
     def has_any(self) -> bool:
+        """Return True when at least one chunk has a vector."""
         with self._sql.reading("reading vectors") as run:
             return bool(run.scalar("SELECT EXISTS (SELECT 1 FROM vectors)"))
 
     def document_ids(self) -> list[tuple[int, int]]:
+        """Return (chunk id, document id) for every chunk that has a vector, by chunk id."""
         with self._sql.reading("reading chunks") as run:
             rows = run.rows(
                 "SELECT c.id, c.document_id FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
@@ -197,12 +239,17 @@ class SqlChunkVectors(SqlVectors):
 
 
 class SqlMemoryVectors(SqlVectors):
-    """The memories' vectors' reads (`vrom.store.MemoryVectors`), keyed by memory key."""
+    """The memories' vectors (`vrom.store.MemoryVectors`), keyed by each memory's key."""
 
     def __init__(self, dialect: Dialect) -> None:
         super().__init__(dialect, MEMORY_VECTORS)
 
+    def put(self, vectors: Sequence[tuple[str, bytes]]) -> int:
+        """Store vectors by memory id (memories gone meanwhile are skipped); return how many."""
+        raise NotImplementedError
+
     def missing(self, limit: int, after: str = "") -> list[MemoryRecord]:
+        """Return up to ``limit`` memories with ids above ``after`` that have no vector, by id."""
         with self._sql.reading("reading memories to embed") as run:
             rows = run.rows(
                 f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id > ? AND NOT EXISTS"
