@@ -34,7 +34,7 @@ class PgMemories(SqlMemories):
         return weighted_vector_sql(3), parts
 
     def _dropped(self, run: Statements, key: int) -> None:
-        self._vectors.log(run.conn, [key])
+        self._vectors.log(run, [key])
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: MemoryFilter

@@ -41,7 +41,6 @@ from vrom.store.sql_dialect import Statements
 from vrom.store.sql_vectors import (
     CHUNK_VECTORS,
     MEMORY_VECTORS,
-    VECTOR_CHANGES_KEPT,
     SqlChunkVectors,
     SqlMemoryVectors,
     SqlVectors,
@@ -97,37 +96,23 @@ class _PgVectorTable(SqlVectors):
 
     # -- writing (inside the namespace's write lock) -----------------------------------------
 
-    def log(self, conn: Connection, keys: Sequence[int]) -> None:
+    def log(self, run: Statements, keys: Sequence[int]) -> None:
         """Number the changes of these keys' vectors and count a new generation."""
         if not keys:
             return
-        t = self._t
         latest = int(
-            self._db.scalar(
-                conn,
-                "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key)"
-                " DO UPDATE SET value = (meta.value::bigint + %s)::text RETURNING value",
-                (t.change_meta, str(len(keys)), len(keys)),
+            run.scalar(
+                "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key)"
+                " DO UPDATE SET value = (meta.value::bigint + ?)::text RETURNING value",
+                (self._t.change_meta, str(len(keys)), len(keys)),
             )
         )
-        first = latest - len(keys) + 1
-        conn.execute(
-            f"INSERT INTO {t.changes}(seq, key)"
-            " SELECT %s + n - 1, k FROM unnest(%s::bigint[]) WITH ORDINALITY AS u(k, n)",
-            (first, list(keys)),
+        run.run(
+            f"INSERT INTO {self._t.changes}(seq, key)"
+            " SELECT ? + n - 1, k FROM unnest(?::bigint[]) WITH ORDINALITY AS u(k, n)",
+            (latest - len(keys) + 1, list(keys)),
         )
-        self.bump_generation(conn)
-        # past as many changes as there are vectors, a rebuild costs what a replay does
-        keep = max(VECTOR_CHANGES_KEPT, int(self._db.scalar(conn, t.largest_owner_sql) or 0))
-        conn.execute(f"DELETE FROM {t.changes} WHERE seq <= %s", (latest - keep,))
-
-    def bump_generation(self, conn: Connection) -> None:
-        """Count one more change of the vectors (inside the caller's transaction)."""
-        conn.execute(
-            "INSERT INTO meta(key, value) VALUES (%s, '1') ON CONFLICT (key)"
-            " DO UPDATE SET value = (meta.value::bigint + 1)::text",
-            (self._t.generation_meta,),
-        )
+        self.counted(run, latest)
 
     def _dims(self, conn: Connection) -> int | None:
         value = self._db.meta_value(conn, self._t.dims_meta)
@@ -194,7 +179,7 @@ class _PgVectorTable(SqlVectors):
             with self._sql.writing("writing vectors") as run:
                 self.fit(run.conn, dims)
                 written = insert(run.conn, rows)
-                self.log(run.conn, written)
+                self.log(run, written)
                 return len(written)
 
     def clear(self) -> None:  # the index goes too: the next model may differ
@@ -209,8 +194,8 @@ class _PgVectorTable(SqlVectors):
                 )
             )
             conn.execute("DELETE FROM meta WHERE key = %s", (t.dims_meta,))
-            self.log(conn, gone)
-            self.bump_generation(conn)
+            self.log(run, gone)
+            run.count_up(t.generation_meta)
 
     # -- searching -------------------------------------------------------------------------
 
@@ -313,7 +298,7 @@ class PgChunkVectors(SqlChunkVectors, _PgVectorTable):
                 " VALUES (%s, %s, %s, %s)",
                 [(key, data, floats(data, encoding), wanted) for key, data, wanted in rows_in],
             )
-        self.log(conn, [key for key, _, _ in rows_in])
+        self.log(run, [key for key, _, _ in rows_in])
 
     def delete_of(self, run: Statements, document_id: int) -> None:
         gone = run.rows(
@@ -321,7 +306,7 @@ class PgChunkVectors(SqlChunkVectors, _PgVectorTable):
             " RETURNING chunk_id",
             (document_id,),
         )
-        self.log(run.conn, [row[0] for row in gone])
+        self.log(run, [row[0] for row in gone])
 
 
 class PgMemoryVectors(SqlMemoryVectors, _PgVectorTable):

@@ -68,6 +68,14 @@ class Statements:
         """Return a ``meta`` value (inside a snapshot, the one the store's `state` holds)."""
         return self._dialect.meta(self, key)
 
+    def count_up(self, key: str) -> None:
+        """Add one to the ``meta`` counter ``key`` (which starts at 1)."""
+        self.run(
+            "INSERT INTO meta(key, value) VALUES (?, '1')"
+            " ON CONFLICT (key) DO UPDATE SET value = CAST(meta.value AS BIGINT) + 1",
+            (key,),
+        )
+
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run ``sql``; return how many rows it changed."""
         return int(self.conn.execute(self._dialect.sql(sql), params).rowcount)

@@ -85,6 +85,15 @@ class SqlVectors:
         """Return the number of the latest vector change, read with ``run``."""
         raise NotImplementedError
 
+    def counted(self, run: Statements, latest: int) -> None:
+        """Count a new generation after a write whose last change is ``latest``, and forget the
+        changes a replay would not use: past as many as there are vectors, rebuilding an index
+        costs what replaying the log does."""
+        t = self._t
+        run.count_up(t.generation_meta)
+        keep = max(VECTOR_CHANGES_KEPT, int(run.scalar(t.largest_owner_sql) or 0))
+        run.run(f"DELETE FROM {t.changes} WHERE seq <= ?", (latest - keep,))
+
     def identity(self) -> str:
         """Return a stamp of the store these vectors live in (a re-created store differs)."""
         raise NotImplementedError

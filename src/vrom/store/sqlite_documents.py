@@ -70,11 +70,7 @@ class SQLiteDocuments(SqlDocuments):
     def _changing(self, run: Statements) -> None:
         """Count one more document generation, first thing in the writer's transaction (so a
         read inside it, after any of its writes, sees a generation no kept filter has)."""
-        run.run(
-            "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key)"
-            " DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-            (DOCUMENT_GENERATION_META_KEY,),
-        )
+        run.count_up(DOCUMENT_GENERATION_META_KEY)
 
     def _unindex(self, run: Statements, document_id: int) -> None:
         run.run(

@@ -15,6 +15,7 @@ from vrom.store.records import KeywordQuery, MemoryFilter, MemoryKeywordRow, Mem
 from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.sql_dialect import Statements
 from vrom.store.sql_memories import SqlMemories
+from vrom.store.sql_vectors import MEMORY_VECTORS
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_dialect import SQLiteDialect
 from vrom.store.sqlite_query import match_expression
@@ -26,8 +27,6 @@ MEMORY_BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0)
 
 class SQLiteMemories(SqlMemories):
     """The memories of one store (`vrom.store.MemoryStore`), over its database connection."""
-
-    _vectors: SQLiteMemoryVectors
 
     def __init__(self, db: Database) -> None:
         super().__init__(SQLiteDialect(db), SQLiteMemoryVectors(db))
@@ -46,7 +45,7 @@ class SQLiteMemories(SqlMemories):
         )
 
     def _dropped(self, run: Statements, key: int) -> None:
-        self._vectors.bump_generation()
+        run.count_up(MEMORY_VECTORS.generation_meta)
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: MemoryFilter

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 
 from vrom.store.sql_dialect import Statements
 from vrom.store.sql_vectors import (
-    VECTOR_CHANGES_KEPT,
     SqlChunkVectors,
     SqlMemoryVectors,
     SqlVectors,
@@ -34,25 +33,6 @@ class _Writes(SqlVectors):
         seq = run.scalar("SELECT seq FROM sqlite_sequence WHERE name = ?", (self._t.changes,))
         return int(seq or 0)
 
-    def bump_generation(self) -> None:
-        """Count one more change of the vectors (inside the caller's transaction)."""
-        self._db.conn.execute(
-            "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key)"
-            " DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-            (self._t.generation_meta,),
-        )
-
-    def _after_write(self, run: Statements) -> None:
-        self.bump_generation()
-        # Past as many changes as there are vectors, rebuilding an index is as cheap as
-        # replaying the log, so older entries are of no use.
-        t = self._t
-        keep = max(VECTOR_CHANGES_KEPT, run.scalar(t.largest_owner_sql) or 0)
-        horizon = self.latest_change(run) - keep
-        oldest = run.scalar(f"SELECT min(seq) FROM {t.changes}")
-        if oldest is not None and oldest <= horizon:
-            run.run(f"DELETE FROM {t.changes} WHERE seq <= ?", (horizon,))
-
     def _put(self, sql: str, rows: Sequence[tuple[object, ...]]) -> int:
         """Run ``sql`` for each row and return how many vectors it wrote.
 
@@ -62,13 +42,13 @@ class _Writes(SqlVectors):
         with self._sql.writing("writing vectors") as run:
             written = self._db.conn.executemany(sql, rows).rowcount
             if written > 0:
-                self._after_write(run)
+                self.counted(run, self.latest_change(run))
             return max(written, 0)
 
     def clear(self) -> None:
         with self._sql.writing("clearing vectors") as run:
             run.run(f"DELETE FROM {self._t.vectors}")
-            self._after_write(run)
+            self.counted(run, self.latest_change(run))
 
     @contextmanager
     def loading(self) -> Iterator[None]:  # one transaction: SQLite needs nothing more
@@ -99,14 +79,14 @@ class SQLiteChunkVectors(SqlChunkVectors, _Writes):
         rows = self.reused(run, new, reusable)
         if rows:
             run.many("INSERT INTO vectors(chunk_id, data, input_hash) VALUES (?, ?, ?)", rows)
-            self.bump_generation()
+            run.count_up(self._t.generation_meta)
 
     def delete_of(self, run: Statements, document_id: int) -> None:
         if run.run(
             "DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE document_id = ?)",
             (document_id,),
         ):
-            self.bump_generation()
+            run.count_up(self._t.generation_meta)
 
 
 class SQLiteMemoryVectors(SqlMemoryVectors, _Writes):
