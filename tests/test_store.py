@@ -260,9 +260,9 @@ def test_an_older_store_is_migrated_and_its_field_index_filled(tmp_path: Path) -
     """A store made by an earlier vrom (schema 2) gains the change log and the field index."""
     import sqlite3
 
+    from vrom.store.filter_sql import where_sql
     from vrom.store.schema import MIGRATIONS
     from vrom.store.sqlite_connect import _statements
-    from vrom.store.filter_sql import where_sql
     from vrom.store.sqlite_query import DIALECT
 
     path = tmp_path / "old.db"
