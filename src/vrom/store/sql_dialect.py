@@ -130,10 +130,9 @@ class Dialect:
         return f"json_group_array({expr})"
 
     def meta(self, run: Statements, key: str) -> str | None:
-        """Return a ``meta`` value read by ``run``; a backend answers from what a snapshot's
-        `state` read holds."""
-        value = run.scalar("SELECT value FROM meta WHERE key = ?", (key,))
-        return None if value is None else str(value)
+        """Return a ``meta`` value read by ``run``, or inside a snapshot the one its `state`
+        read holds."""
+        raise NotImplementedError
 
     def reading(self, action: str) -> AbstractContextManager[Statements]:
         """Run the block's reads on the current connection; driver errors name ``action``."""

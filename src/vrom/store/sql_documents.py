@@ -175,9 +175,7 @@ class SqlDocuments:
 
     def state(self, path: str) -> DocumentState | None:
         """Return the state of one stored document, or None."""
-        with self._sql.reading("reading a note state") as run:
-            row = run.one(_STATE + " WHERE path = ?", (path,))
-            return None if row is None else DocumentState(*row[1:])
+        return self.states([path]).get(path)
 
     def delete_children(self, run: Statements, document_id: int) -> None:
         """Remove what a document owns: its vectors, chunks, links, tags, fields, text."""
@@ -468,12 +466,11 @@ class SqlDocuments:
 
     def with_tag(self, tag: str) -> list[StoredDocument]:
         """Return the documents tagged ``tag`` or a tag nested under it (``tag/...``), by path."""
+        filter_sql, params = where_sql(Where(tags=(tag,)), self._sql.filters)
         return self._documents(
             "finding tagged notes",
-            f"SELECT {DOCUMENT_COLUMNS} FROM documents d WHERE EXISTS (SELECT 1 FROM tags t"
-            " WHERE t.document_id = d.id AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
-            " ORDER BY d.path",
-            (tag, escape_like(tag) + "/%"),
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents d WHERE 1 = 1{filter_sql} ORDER BY d.path",
+            params,
         )
 
     def in_folder(self, folder: str) -> list[StoredDocument]:
