@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any, ClassVar, Protocol
 
 from vrom.store.filter_sql import where_sql
@@ -37,10 +38,10 @@ from vrom.store.rows import CHUNK_COLUMNS, DOCUMENT_COLUMNS, chunks_from_rows, d
 from vrom.store.sql_dialect import AFTER_EVERY_KEY, Dialect, Statements, escape_like
 from vrom.store.storable import check_document
 
-DOCUMENT_WRITE_COLUMNS = (
-    "path, path_key, name_key, title, frontmatter, content_hash, mtime, size,"
-    " human_relevance_score, chunk_strategy, chunk_count, indexed_at"
-)
+_RECORD_COLUMNS = tuple(f.name for f in fields(DocumentRecord) if f.name != "text")
+DOCUMENT_WRITE_COLUMNS = ", ".join((*_RECORD_COLUMNS, "chunk_count", "indexed_at"))
+"""A document's columns: its record's fields but ``text`` (kept apart), then its chunk count
+and when it was written."""
 CHUNK_WRITE_COLUMNS = (
     "id, document_id, position, heading_path, text, char_start, char_end, prev_id, next_id,"
     " content_hash"
@@ -51,21 +52,10 @@ _CHUNKS = "SELECT {columns} FROM chunks c JOIN documents d ON d.id = c.document_
 
 
 def document_values(document: DocumentRecord, chunk_count: int, now: float) -> tuple[Any, ...]:
-    """Return a document's `DOCUMENT_WRITE_COLUMNS` values."""
-    return (
-        document.path,
-        document.path_key,
-        document.name_key,
-        document.title,
-        json.dumps(document.frontmatter, ensure_ascii=False),
-        document.content_hash,
-        document.mtime,
-        document.size,
-        document.human_relevance_score,
-        document.chunk_strategy,
-        chunk_count,
-        now,
-    )
+    """Return a document's `DOCUMENT_WRITE_COLUMNS` values (its frontmatter as JSON)."""
+    values = {name: getattr(document, name) for name in _RECORD_COLUMNS}
+    values["frontmatter"] = json.dumps(document.frontmatter, ensure_ascii=False)
+    return (*values.values(), chunk_count, now)
 
 
 def chunk_rows(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 from vrom.store.filter_sql import memory_filter_sql
@@ -27,10 +28,8 @@ from vrom.store.sql_dialect import AFTER_EVERY_KEY, Dialect, Statements
 from vrom.store.sql_vectors import SqlMemoryVectors
 from vrom.store.storable import check_memory
 
-_WRITE_COLUMNS = (
-    "created_unix, updated_unix, project, type, title, content, tags, related, source, status,"
-    " superseded_by"
-)
+_WRITE_COLUMNS = tuple(f.name for f in fields(MemoryRecord) if f.name != "id")
+"""A memory's columns besides its id and key: its record's fields (tuples as JSON lists)."""
 
 
 class SqlMemories:
@@ -70,20 +69,11 @@ class SqlMemories:
         """Add a memory, or replace the one with its id (whose vector goes if its text changed)."""
         check_memory(memory)
         values: list[Any] = [
-            memory.created_unix,
-            memory.updated_unix,
-            memory.project,
-            memory.type,
-            memory.title,
-            memory.content,
-            json.dumps(list(memory.tags), ensure_ascii=False),
-            json.dumps(list(memory.related), ensure_ascii=False),
-            memory.source,
-            memory.status,
-            memory.superseded_by,
+            json.dumps(list(value), ensure_ascii=False) if isinstance(value, tuple) else value
+            for value in (getattr(memory, name) for name in _WRITE_COLUMNS)
         ]
         search = self._search_value(memory)
-        columns, marks = _WRITE_COLUMNS, ", ".join("?" * len(values))
+        columns, marks = ", ".join(_WRITE_COLUMNS), ", ".join("?" * len(values))
         if search is not None:
             columns, marks = f"{columns}, search", f"{marks}, {search[0]}"
             values += search[1]
