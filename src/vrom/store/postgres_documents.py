@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from vrom.store.filter_sql import where_sql
 from vrom.store.postgres_batch import put_many, search_texts
 from vrom.store.postgres_database import PgDatabase
 from vrom.store.postgres_dialect import PgDialect
@@ -21,8 +20,6 @@ from vrom.store.records import (
     DocumentRecord,
     DocumentWrite,
     KeywordQuery,
-    KeywordRow,
-    Where,
 )
 from vrom.store.sql_dialect import Statements
 from vrom.store.sql_documents import CHUNK_WRITE_COLUMNS, SqlDocuments
@@ -71,21 +68,11 @@ class PgDocuments(SqlDocuments):
     def put_many(self, writes: Sequence[DocumentWrite]) -> list[int]:  # in a few statements
         return put_many(self, self._pg_vectors, writes)
 
-    def keyword_search(
-        self, query: KeywordQuery, limit: int, where: Where | None = None
-    ) -> list[KeywordRow]:
+    def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, list[Any]]:
         # each query term's IDF times its ts_rank, summed (`postgres_query.TextSearch.score`)
-        with self._sql.reading("searching") as run:
-            if query.is_empty:
-                return []
-            search = text_search(query, "chunks")
-            filter_sql, filter_params = where_sql(where, self._sql.filters)
-            rows = run.rows(
-                f"WITH {search.terms} SELECT c.id, c.document_id, d.human_relevance_score,"
-                f" {search.score('c.search')} AS score FROM chunks c"
-                " JOIN documents d ON d.id = c.document_id"
-                f" WHERE c.search @@ ({search.match}){filter_sql}"
-                " ORDER BY score DESC, c.id LIMIT %s",
-                [*search.terms_params, *search.match_params, *filter_params, limit],
-            )
-            return [KeywordRow(row[0], row[1], row[2], float(row[3])) for row in rows]
+        return text_search(query, "chunks").ranked(
+            "c.id, c.document_id, d.human_relevance_score",
+            "chunks c JOIN documents d ON d.id = c.document_id",
+            "c",
+            filter_sql,
+        )

@@ -98,6 +98,16 @@ class TextSearch:
             f" {RANK_NORMALIZATION})) FROM terms t)"
         )
 
+    def ranked(self, columns: str, rows: str, alias: str, filter_sql: str) -> tuple[str, list[Any]]:
+        """Return a statement giving ``columns`` and the `score` of the ``rows`` (their table
+        aliased ``alias``) that match and pass ``filter_sql`` (whose parameters follow these,
+        then the limit), best first; and its parameters."""
+        return (
+            f"WITH {self.terms} SELECT {columns}, {self.score(alias + '.search')} AS score"
+            f" FROM {rows} WHERE {alias}.search @@ ({self.match}){filter_sql}"
+            f" ORDER BY score DESC, {alias}.id LIMIT ?"
+        ), [*self.terms_params, *self.match_params]
+
 
 def text_search(query: KeywordQuery, table: str) -> TextSearch:
     """Return the SQL pieces that match and rank a parsed query over ``table``'s ``search``.

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from vrom.store.filter_sql import FilterDialect
+    from vrom.store.records import KeywordQuery
 
 Row = tuple[Any, ...]
 
@@ -133,6 +134,23 @@ class Dialect:
         """Return a ``meta`` value read by ``run``, or inside a snapshot the one its `state`
         read holds."""
         raise NotImplementedError
+
+    def keyword_rows(
+        self,
+        action: str,
+        query: KeywordQuery,
+        statement: Callable[[KeywordQuery, str], tuple[str, list[Any]]],
+        where: tuple[str, list[Any]],
+        limit: int,
+    ) -> list[Row]:
+        """Return the rows of a keyword search (none for a query with nothing to match):
+        ``statement(query, filter SQL)`` gives its SQL and the query's parameters, which the
+        filter's and ``limit`` follow."""
+        with self.reading(action) as run:
+            if query.is_empty:
+                return []
+            sql, params = statement(query, where[0])
+            return run.rows(sql, [*params, *where[1], limit])
 
     def reading(self, action: str) -> AbstractContextManager[Statements]:
         """Run the block's reads on the current connection; driver errors name ``action``."""

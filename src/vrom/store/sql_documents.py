@@ -145,11 +145,19 @@ class SqlDocuments:
     def _derived(self, run: Statements, document_id: int, document: DocumentRecord) -> None:
         """Write the rows a backend derives from a document itself (its fields)."""
 
+    def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, list[Any]]:
+        """Return the statement ranking the chunks that match ``query`` and pass ``filter_sql``
+        (whose parameters follow the query's, and the limit last), giving chunk id, document
+        id, prior and score (higher is better) best first; and the query's parameters."""
+        raise NotImplementedError
+
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: Where | None = None
     ) -> list[KeywordRow]:
         """Return up to ``limit`` chunks matching the query and filter, best first."""
-        raise NotImplementedError
+        filtered = where_sql(where, self._sql.filters)
+        rows = self._sql.keyword_rows("searching", query, self._keyword_sql, filtered, limit)
+        return [KeywordRow(row[0], row[1], row[2], float(row[3])) for row in rows]
 
     # -- writing ---------------------------------------------------------------------------
 

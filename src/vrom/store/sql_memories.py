@@ -57,11 +57,21 @@ class SqlMemories:
     def _dropped(self, run: Statements, key: int) -> None:
         """Count the vector of memory ``key`` removed (the vector indexes catch up)."""
 
+    def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, builtins.list[Any]]:
+        """Return the statement ranking the memories ``m`` that match ``query`` and pass
+        ``filter_sql`` (whose parameters follow the query's, and the limit last), giving
+        `MEMORY_COLUMNS` and a score (higher is better) best first; and the query's parameters."""
+        raise NotImplementedError
+
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: MemoryFilter
     ) -> builtins.list[MemoryKeywordRow]:
         """Return up to ``limit`` memories matching the query and filter, best first."""
-        raise NotImplementedError
+        filtered = memory_filter_sql(where, self._sql.filters)
+        rows = self._sql.keyword_rows(
+            "searching memories", query, self._keyword_sql, filtered, limit
+        )
+        return [MemoryKeywordRow(memory_from_row(row[:-1]), float(row[-1])) for row in rows]
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ from vrom.store.records import (
     DocumentRecord,
     KeywordPostings,
     KeywordQuery,
-    KeywordRow,
     Where,
 )
 from vrom.store.sql_dialect import Statements
@@ -150,32 +149,20 @@ class SQLiteDocuments(SqlDocuments):
             self._tokenizer.close()
             self._tokenizer = None
 
-    def keyword_search(
-        self, query: KeywordQuery, limit: int, where: Where | None = None
-    ) -> list[KeywordRow]:  # best BM25 first
-        with self._db.guard("searching"):
-            if query.is_empty:
-                return []
-            score = f"bm25(chunks_fts, {', '.join(str(w) for w in BM25_WEIGHTS)})"
-            match = match_expression(query)
-            if where is None:
-                # rank inside the index first; only the ranked rows join their chunk and note
-                sql = (
-                    f"SELECT c.id, c.document_id, d.human_relevance_score, f.score FROM"
-                    f" (SELECT rowid, {score} AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
-                    " ORDER BY score LIMIT ?) f JOIN chunks c ON c.id = f.rowid"
-                    " JOIN documents d ON d.id = c.document_id ORDER BY f.score, c.id"
-                )
-                params: list[Any] = [match, limit]
-            else:
-                # the filter applies before the limit, so matching hits are not cut off
-                filter_sql, filter_params = where_sql(where, self._sql.filters)
-                sql = (
-                    f"SELECT c.id, c.document_id, d.human_relevance_score, {score} AS score"
-                    " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-                    " JOIN documents d ON d.id = c.document_id"
-                    f" WHERE chunks_fts MATCH ?{filter_sql} ORDER BY score, c.id LIMIT ?"
-                )
-                params = [match, *filter_params, limit]
-            rows = self._db.conn.execute(sql, params)
-            return [KeywordRow(row[0], row[1], row[2], -float(row[3])) for row in rows]
+    def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, list[Any]]:
+        # FTS5's BM25 is lower for better: the score is its negation
+        score = f"-bm25(chunks_fts, {', '.join(str(w) for w in BM25_WEIGHTS)})"
+        if not filter_sql:  # rank inside the index first; only the ranked rows join the rest
+            return (
+                f"SELECT c.id, c.document_id, d.human_relevance_score, f.score FROM"
+                f" (SELECT rowid, {score} AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
+                " ORDER BY score DESC LIMIT ?) f JOIN chunks c ON c.id = f.rowid"
+                " JOIN documents d ON d.id = c.document_id ORDER BY f.score DESC, c.id"
+            ), [match_expression(query)]
+        # the filter applies before the limit, so matching hits are not cut off
+        return (
+            f"SELECT c.id, c.document_id, d.human_relevance_score, {score} AS score"
+            " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+            " JOIN documents d ON d.id = c.document_id"
+            f" WHERE chunks_fts MATCH ?{filter_sql} ORDER BY score DESC, c.id LIMIT ?"
+        ), [match_expression(query)]
