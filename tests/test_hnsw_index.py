@@ -197,7 +197,7 @@ def test_more_changes_than_the_replay_limit_rebuild(db: Path) -> None:
 
 
 def test_a_forgotten_change_log_means_a_rebuild(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import vrom.store.sqlite_vectors as vectors_module
+    import vrom.store.sql_vectors as vectors_module
 
     store = SQLiteStore(db, create=False)
     after = store.vectors.change_number()

@@ -260,9 +260,10 @@ def test_an_older_store_is_migrated_and_its_field_index_filled(tmp_path: Path) -
     """A store made by an earlier vrom (schema 2) gains the change log and the field index."""
     import sqlite3
 
+    from vrom.store.filter_sql import where_sql
     from vrom.store.migration import statements
     from vrom.store.schema import MIGRATIONS
-    from vrom.store.sqlite_query import where_sql
+    from vrom.store.sqlite_query import DIALECT
 
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
@@ -291,7 +292,7 @@ def test_an_older_store_is_migrated_and_its_field_index_filled(tmp_path: Path) -
         (Condition("deep", "eq", 1), False),  # objects are not searched into
         (Condition("status", "ne", "done"), False),
     ]:
-        sql, params = where_sql(Where(conditions=(condition,)))
+        sql, params = where_sql(Where(conditions=(condition,)), DIALECT)
         rows = store._db.conn.execute(f"SELECT count(*) FROM documents d WHERE 1{sql}", params)
         assert bool(rows.fetchone()[0]) is matches, condition
     store.close()

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import ClassVar
 
 from vrom.store.postgres_database import PgDatabase
+from vrom.store.postgres_query import DIALECT as FILTERS
 from vrom.store.sql_dialect import Dialect, Statements, pyformat
 
 
@@ -17,6 +18,7 @@ class PgDialect(Dialect):
     arrays: ClassVar[bool] = True
     instr: ClassVar[str] = "strpos"
     field_text: ClassVar[str] = "text_value"
+    filters = FILTERS
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db

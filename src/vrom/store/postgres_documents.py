@@ -13,15 +13,13 @@ from typing import Any, ClassVar
 from vrom.store.postgres_batch import put_many, search_texts
 from vrom.store.postgres_database import PgDatabase
 from vrom.store.postgres_dialect import PgDialect
-from vrom.store.postgres_query import field_rows, text_search, weighted_vector_sql, where_sql
+from vrom.store.postgres_query import field_rows, text_search, weighted_vector_sql
 from vrom.store.postgres_vectors import PgChunkVectors
 from vrom.store.records import (
     ChunkRecord,
     DocumentRecord,
     DocumentWrite,
     KeywordQuery,
-    KeywordRow,
-    Where,
 )
 from vrom.store.sql_dialect import Statements
 from vrom.store.sql_documents import CHUNK_WRITE_COLUMNS, SqlDocuments
@@ -38,9 +36,6 @@ class PgDocuments(SqlDocuments):
         super().__init__(PgDialect(db), vectors)
         self._db = db
         self._pg_vectors = vectors
-
-    def _where_sql(self, where: Where | None) -> tuple[str, list[Any]]:
-        return where_sql(where)
 
     def next_ids(self, run: Statements, table: str, count: int) -> list[int]:
         if not count:
@@ -70,28 +65,14 @@ class PgDocuments(SqlDocuments):
             [(document_id, *row) for row in field_rows(document.frontmatter)],
         )
 
-    def put_many(self, writes: Sequence[DocumentWrite]) -> list[int]:
-        """Write several documents in one transaction, each as `put` does, in a few statements
-        (`vrom.store.postgres_batch`); return their ids."""
+    def put_many(self, writes: Sequence[DocumentWrite]) -> list[int]:  # in a few statements
         return put_many(self, self._pg_vectors, writes)
 
-    def keyword_search(
-        self, query: KeywordQuery, limit: int, where: Where | None = None
-    ) -> list[KeywordRow]:
-        """Return up to ``limit`` chunks matching the query and filter, best first: each query
-        term's IDF times its ``ts_rank`` (title, headings and text weighted 4 : 2 : 1, longer
-        chunks normalised), summed (see `postgres_query.TextSearch.score`)."""
-        with self._sql.reading("searching") as run:
-            if query.is_empty:
-                return []
-            search = text_search(query, "chunks")
-            filter_sql, filter_params = where_sql(where)
-            rows = run.rows(
-                f"WITH {search.terms} SELECT c.id, c.document_id, d.human_relevance_score,"
-                f" {search.score('c.search')} AS score FROM chunks c"
-                " JOIN documents d ON d.id = c.document_id"
-                f" WHERE c.search @@ ({search.match}){filter_sql}"
-                " ORDER BY score DESC, c.id LIMIT %s",
-                [*search.terms_params, *search.match_params, *filter_params, limit],
-            )
-            return [KeywordRow(row[0], row[1], row[2], float(row[3])) for row in rows]
+    def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, list[Any]]:
+        # each query term's IDF times its ts_rank, summed (`postgres_query.TextSearch.score`)
+        return text_search(query, "chunks").ranked(
+            "c.id, c.document_id, d.human_relevance_score",
+            "chunks c JOIN documents d ON d.id = c.document_id",
+            "c",
+            filter_sql,
+        )

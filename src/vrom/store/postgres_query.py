@@ -22,10 +22,9 @@ from typing import Any
 
 from vrom.filters import Scalar, field_values, instant_of
 from vrom.store.filter_sql import FilterDialect
-from vrom.store.filter_sql import where_sql as shared_where_sql
 from vrom.store.fts_text import segment, segment_query_term
 from vrom.store.postgres_schema import TEXT_SEARCH_CONFIG
-from vrom.store.records import KeywordQuery, Where
+from vrom.store.records import KeywordQuery
 
 CONFIG = f"'{TEXT_SEARCH_CONFIG}'::regconfig"
 RANK_WEIGHTS = "'{0.1, 0.25, 0.5, 1.0}'::float4[]"
@@ -98,6 +97,16 @@ class TextSearch:
             f"(SELECT sum(t.idf * ts_rank({RANK_WEIGHTS}, {vector}, t.query,"
             f" {RANK_NORMALIZATION})) FROM terms t)"
         )
+
+    def ranked(self, columns: str, rows: str, alias: str, filter_sql: str) -> tuple[str, list[Any]]:
+        """Return a statement giving ``columns`` and the `score` of the ``rows`` (their table
+        aliased ``alias``) that match and pass ``filter_sql`` (whose parameters follow these,
+        then the limit), best first; and its parameters."""
+        return (
+            f"WITH {self.terms} SELECT {columns}, {self.score(alias + '.search')} AS score"
+            f" FROM {rows} WHERE {alias}.search @@ ({self.match}){filter_sql}"
+            f" ORDER BY score DESC, {alias}.id LIMIT ?"
+        ), [*self.terms_params, *self.match_params]
 
 
 def text_search(query: KeywordQuery, table: str) -> TextSearch:
@@ -196,8 +205,3 @@ DIALECT = FilterDialect(
     number=_number,
 )
 """PostgreSQL's filter SQL: a field's instant is the ``instant`` column `field_rows` fills."""
-
-
-def where_sql(where: Where | None) -> tuple[str, list[Any]]:
-    """Return `` AND ...`` clauses testing document ``d`` against a filter, and parameters."""
-    return shared_where_sql(where, DIALECT)

@@ -17,7 +17,7 @@ from a counter row updated under the namespace's write lock, so they are in comm
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -41,7 +41,6 @@ from vrom.store.sql_dialect import Statements
 from vrom.store.sql_vectors import (
     CHUNK_VECTORS,
     MEMORY_VECTORS,
-    VECTOR_CHANGES_KEPT,
     SqlChunkVectors,
     SqlMemoryVectors,
     SqlVectors,
@@ -51,6 +50,7 @@ from vrom.store.sql_vectors import (
 EXACT_FILTER_ROWS = 2_000
 """A filter leaving at most this many vectors is searched exactly: scoring them all is cheaper
 than walking the graph past the others."""
+Inserter = Callable[[Connection, Sequence[Any]], list[int]]
 ITERATIVE_SCAN = "strict_order"
 """pgvector 0.8's ``hnsw.iterative_scan``: a filtered search goes on scanning the graph until
 ``k`` rows pass, keeping the results in distance order."""
@@ -88,8 +88,7 @@ class _PgVectorTable(SqlVectors):
         self._iterative = tuple(int(p) for p in db.pgvector_version.split(".")[:2]) >= (0, 8)
         self._index_deferred = False
 
-    def identity(self) -> str:
-        """Return a stamp of the namespace (a re-created namespace differs)."""
+    def identity(self) -> str:  # a re-created namespace differs
         return f"{self._db.namespace_id}:{self._db.get_meta('created_unix') or ''}"
 
     def latest_change(self, run: Statements) -> int:
@@ -97,37 +96,23 @@ class _PgVectorTable(SqlVectors):
 
     # -- writing (inside the namespace's write lock) -----------------------------------------
 
-    def log(self, conn: Connection, keys: Sequence[int]) -> None:
+    def log(self, run: Statements, keys: Sequence[int]) -> None:
         """Number the changes of these keys' vectors and count a new generation."""
         if not keys:
             return
-        t = self._t
         latest = int(
-            self._db.scalar(
-                conn,
-                "INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key)"
-                " DO UPDATE SET value = (meta.value::bigint + %s)::text RETURNING value",
-                (t.change_meta, str(len(keys)), len(keys)),
+            run.scalar(
+                "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key)"
+                " DO UPDATE SET value = (meta.value::bigint + ?)::text RETURNING value",
+                (self._t.change_meta, str(len(keys)), len(keys)),
             )
         )
-        first = latest - len(keys) + 1
-        conn.execute(
-            f"INSERT INTO {t.changes}(seq, key)"
-            " SELECT %s + n - 1, k FROM unnest(%s::bigint[]) WITH ORDINALITY AS u(k, n)",
-            (first, list(keys)),
+        run.run(
+            f"INSERT INTO {self._t.changes}(seq, key)"
+            " SELECT ? + n - 1, k FROM unnest(?::bigint[]) WITH ORDINALITY AS u(k, n)",
+            (latest - len(keys) + 1, list(keys)),
         )
-        self.bump_generation(conn)
-        # past as many changes as there are vectors, a rebuild costs what a replay does
-        keep = max(VECTOR_CHANGES_KEPT, int(self._db.scalar(conn, t.largest_owner_sql) or 0))
-        conn.execute(f"DELETE FROM {t.changes} WHERE seq <= %s", (latest - keep,))
-
-    def bump_generation(self, conn: Connection) -> None:
-        """Count one more change of the vectors (inside the caller's transaction)."""
-        conn.execute(
-            "INSERT INTO meta(key, value) VALUES (%s, '1') ON CONFLICT (key)"
-            " DO UPDATE SET value = (meta.value::bigint + 1)::text",
-            (self._t.generation_meta,),
-        )
+        self.counted(run, latest)
 
     def _dims(self, conn: Connection) -> int | None:
         value = self._db.meta_value(conn, self._t.dims_meta)
@@ -168,15 +153,11 @@ class _PgVectorTable(SqlVectors):
 
     @contextmanager
     def loading(self) -> Iterator[None]:
-        """Run the block's vector writes as one transaction; into a table holding no vectors,
-        build the HNSW index once at its end rather than row by row (pgvector builds it many
-        times faster so; a failed block rolls back to the index as it was)."""
+        # into a table holding no vectors, the HNSW index is built once at the end rather than
+        # row by row (many times faster; a failed block rolls back to the index as it was)
         t = self._t
-        with (
-            self._db.guard("loading vectors"),
-            self._db.transaction(),
-            self._db.connection() as conn,
-        ):
+        with self._sql.writing("loading vectors") as run:
+            conn = run.conn
             empty = not self._db.scalar(conn, f"SELECT EXISTS (SELECT 1 FROM {t.vectors})")
             if empty:
                 conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(t.index)))
@@ -189,36 +170,22 @@ class _PgVectorTable(SqlVectors):
             if empty and self._dims(conn) is not None:
                 self._create_index(conn)
 
-    def write(self, statement: str, rows: Sequence[tuple[Any, ...]], dims: int) -> int:
-        """Run ``statement`` (RETURNING the key) for each row of vectors of ``dims``
-        dimensions, and log what it wrote."""
-        if not rows:
-            with self._db.guard("writing vectors"):
+    def write(self, rows: Sequence[Any], dims: int, insert: Inserter) -> int:
+        """Write ``rows`` of vectors of ``dims`` dimensions with ``insert`` (which returns the
+        keys it wrote) in one transaction, and log what it wrote."""
+        with self._db.guard("writing vectors"):
+            if not rows:
                 return 0
-        with (
-            self._db.guard("writing vectors"),
-            self._db.transaction(),
-            self._db.connection() as conn,
-        ):
-            self.fit(conn, dims)
-            written: list[int] = []
-            with conn.cursor() as cursor:
-                cursor.executemany(statement, rows, returning=True)
-                while True:
-                    written += [row[0] for row in cursor.fetchall()]
-                    if not cursor.nextset():
-                        break
-            self.log(conn, written)
-            return len(written)
+            with self._sql.writing("writing vectors") as run:
+                self.fit(run.conn, dims)
+                written = insert(run.conn, rows)
+                self.log(run, written)
+                return len(written)
 
-    def clear(self) -> None:
-        """Remove every vector of this kind, and the index (the next model may differ)."""
+    def clear(self) -> None:  # the index goes too: the next model may differ
         t = self._t
-        with (
-            self._db.guard("clearing vectors"),
-            self._db.transaction(),
-            self._db.connection() as conn,
-        ):
+        with self._sql.writing("clearing vectors") as run:
+            conn = run.conn
             gone = [row[0] for row in conn.execute(f"DELETE FROM {t.vectors} RETURNING {t.key}")]
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(t.index)))
             conn.execute(
@@ -227,13 +194,12 @@ class _PgVectorTable(SqlVectors):
                 )
             )
             conn.execute("DELETE FROM meta WHERE key = %s", (t.dims_meta,))
-            self.log(conn, gone)
-            self.bump_generation(conn)
+            self.log(run, gone)
+            run.count_up(t.generation_meta)
 
     # -- searching -------------------------------------------------------------------------
 
     def search_engine(self) -> dict[str, Any]:
-        """Return how `nearest` searches: the index kind and its settings."""
         return {
             "kind": "pgvector-hnsw",
             "pgvector_version": self._db.pgvector_version,
@@ -254,8 +220,6 @@ class _PgVectorTable(SqlVectors):
         exact: bool = False,
         metric: str = "cosine",
     ) -> list[tuple[int, float]]:
-        """Return up to ``k`` (key, score) pairs nearest ``vector``, best first, among
-        ``allowed`` keys if given: by the HNSW index, or scoring every vector when ``exact``."""
         t = self._t
         if allowed is not None and not len(allowed):
             return []
@@ -305,13 +269,7 @@ class PgChunkVectors(SqlChunkVectors, _PgVectorTable):
         _PgVectorTable.__init__(self, db, CHUNK_VECTORS)
         self._chunk_columns = CHUNK_COLUMNS
 
-    def encoding(self) -> str:
-        """Return how the vectors are encoded: ``float32`` (the default) or ``int8``."""
-        return self._db.get_meta(VECTOR_ENCODING_META_KEY) or "float32"
-
     def put(self, vectors: Sequence[tuple[int, bytes]], inputs: Sequence[str] | None = None) -> int:
-        """Store vectors by chunk id and embedded-input hash (`VectorStore.put`); chunks
-        deleted meanwhile are skipped. Returns how many."""
         encoding = self.encoding()
         hashes: Sequence[str | None] = [None] * len(vectors) if inputs is None else inputs
         latest = {  # a chunk given twice keeps the last
@@ -321,25 +279,13 @@ class PgChunkVectors(SqlChunkVectors, _PgVectorTable):
             (key, data, floats(data, encoding), made_from)
             for key, (data, made_from) in latest.items()
         ]
-        if not rows:
-            return self.write("", [], 0)
-        with (
-            self._db.guard("writing vectors"),
-            self._db.transaction(),
-            self._db.connection() as conn,
-        ):
-            self.fit(conn, len(rows[0][2]))
-            written = copy_vectors(conn, rows)
-            self.log(conn, written)
-            return len(written)
+        return self.write(rows, len(rows[0][2]) if rows else 0, copy_vectors)
 
-    # -- vectors kept across a document's rewrite (inside the writer's transaction) ----------
+    # -- `vrom.store.sql_documents.KeptVectors` ---------------------------------------------
 
     def reuse(
         self, run: Statements, new_chunks: Sequence[tuple[int, str | None]], own: dict[str, bytes]
     ) -> None:
-        """Give new chunks (id, embedded-input hash or None) the vector stored for the same
-        input (`reused`)."""
         rows_in = self.reused(run, new_chunks, own)
         if not rows_in:
             return
@@ -352,16 +298,15 @@ class PgChunkVectors(SqlChunkVectors, _PgVectorTable):
                 " VALUES (%s, %s, %s, %s)",
                 [(key, data, floats(data, encoding), wanted) for key, data, wanted in rows_in],
             )
-        self.log(conn, [key for key, _, _ in rows_in])
+        self.log(run, [key for key, _, _ in rows_in])
 
     def delete_of(self, run: Statements, document_id: int) -> None:
-        """Remove a document's chunk vectors (inside the writer's transaction)."""
         gone = run.rows(
             "DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE document_id = ?)"
             " RETURNING chunk_id",
             (document_id,),
         )
-        self.log(run.conn, [row[0] for row in gone])
+        self.log(run, [row[0] for row in gone])
 
 
 class PgMemoryVectors(SqlMemoryVectors, _PgVectorTable):
@@ -371,12 +316,26 @@ class PgMemoryVectors(SqlMemoryVectors, _PgVectorTable):
         _PgVectorTable.__init__(self, db, MEMORY_VECTORS)
 
     def put(self, vectors: Sequence[tuple[str, bytes]]) -> int:
-        """Store vectors by memory id (memories gone meanwhile are skipped); return how many."""
         return self.write(
+            [(data, floats(data, "float32"), memory_id) for memory_id, data in vectors],
+            len(vectors[0][1]) // 4 if vectors else 0,
+            _insert_memory_vectors,
+        )
+
+
+def _insert_memory_vectors(conn: Connection, rows: Sequence[Any]) -> list[int]:
+    """Insert (data, embedding, memory id) rows; return the keys of the memories still there."""
+    written: list[int] = []
+    with conn.cursor() as cursor:
+        cursor.executemany(
             "INSERT INTO memory_vectors(key, data, embedding)"
             " SELECT m.key, %s, %s FROM memories m WHERE m.id = %s"
             " ON CONFLICT (key) DO UPDATE SET data = excluded.data,"
             " embedding = excluded.embedding RETURNING key",
-            [(data, floats(data, "float32"), memory_id) for memory_id, data in vectors],
-            len(vectors[0][1]) // 4 if vectors else 0,
+            rows,
+            returning=True,
         )
+        while True:
+            written += [row[0] for row in cursor.fetchall()]
+            if not cursor.nextset():
+                return written

@@ -3,11 +3,12 @@
 A `Store` is the metadata and transaction role, and holds the other three as attributes:
 ``documents`` (notes or collection documents, their chunks, links and tags, keyword search and
 filters), ``vectors`` (one vector per chunk, with a change log) and ``memories`` (agent
-memories, with their own vectors). The documents and memories roles are written once, in SQL
-both backends speak (`DocumentStore` is `vrom.store.sql_documents.SqlDocuments`, `MemoryStore`
-is `vrom.store.sql_memories.SqlMemories`), each backend adding what truly differs; the vector
-roles are protocols here. `vrom.store.open_store` opens a store from a location. Every method
-raises `StorageError` on failure.
+memories, with their own vectors). The roles are written once, in SQL both backends speak
+(`DocumentStore` is `vrom.store.sql_documents.SqlDocuments`, `MemoryStore` is
+`vrom.store.sql_memories.SqlMemories`, the vector roles are in `vrom.store.sql_vectors`), each
+backend adding what truly differs; the optional capabilities and the `Store` are protocols
+here. `vrom.store.open_store` opens a store from a location. Every method raises
+`StorageError` on failure.
 """
 
 from __future__ import annotations
@@ -18,17 +19,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from vrom.store.records import (
-    KeywordPostings,
-    MemoryRecord,
-    Sidecar,
-    StoreCounts,
-    StoredChunk,
-    StoreState,
-    VectorChanges,
-)
+from vrom.store.records import KeywordPostings, Sidecar, StoreCounts, StoreState
 from vrom.store.sql_documents import SqlDocuments
 from vrom.store.sql_memories import SqlMemories
+from vrom.store.sql_vectors import SqlChunkVectors, SqlMemoryVectors, SqlVectors
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,49 +33,12 @@ DocumentStore = SqlDocuments
 """Documents (notes), their chunks, links and tags, keyword search and filters."""
 MemoryStore = SqlMemories
 """Agent memories: rows, their keyword index, and their vectors (``vectors``)."""
-
-
-class VectorSource(Protocol):
-    """Vectors by integer key, numbered changes included: what a vector index is built from.
-
-    Keys are chunk ids (`VectorStore`) or memory keys (`MemoryVectors`). The source is the
-    truth; an index over it is a cache that catches up by replaying `changes`.
-    """
-
-    def identity(self) -> str:
-        """Return a stamp of the store these vectors live in (a re-created store differs)."""
-        ...
-
-    def encoding(self) -> str:
-        """Return how the vectors are encoded: ``float32`` or ``int8``."""
-        ...
-
-    def rows(self) -> list[tuple[int, bytes]]:
-        """Return (key, vector bytes) for every vector, by key."""
-        ...
-
-    def of(self, keys: Sequence[int]) -> dict[int, bytes]:
-        """Return the vector bytes of these keys, where they exist."""
-        ...
-
-    def count(self) -> int:
-        """Return how many vectors there are."""
-        ...
-
-    def generation(self) -> int:
-        """Return a number that changes whenever any vector is added or removed."""
-        ...
-
-    def change_number(self) -> int:
-        """Return the number of the latest vector change (0 before any)."""
-        ...
-
-    def changes(self, after: int) -> VectorChanges | None:
-        """Return the keys whose vector changed after change number ``after``.
-
-        None when the log no longer reaches back that far (an index then rebuilds).
-        """
-        ...
+VectorSource = SqlVectors
+"""Vectors by integer key, with numbered changes: what a vector index is built from."""
+VectorStore = SqlChunkVectors
+"""The chunks' vectors: one per chunk, gone with its chunk."""
+MemoryVectors = SqlMemoryVectors
+"""The memories' vectors, keyed by each memory's integer key."""
 
 
 @runtime_checkable
@@ -142,61 +99,6 @@ class KeywordPostingsSource(Protocol):
 
     def keyword_tokens(self, text: str) -> tuple[str, ...]:
         """Return the index tokens ``text`` becomes as a quoted query string, in order."""
-        ...
-
-
-class VectorStore(VectorSource, Protocol):
-    """The chunks' vectors: one per chunk, gone with its chunk."""
-
-    def put(self, vectors: Sequence[tuple[int, bytes]], inputs: Sequence[str] | None = None) -> int:
-        """Store encoded vectors by chunk id (chunks deleted meanwhile are skipped); return
-        how many were written.
-
-        ``inputs``: the hash of the text each vector was embedded from, in the same order
-        (`vrom.ingest.embedding.input_hash`). A vector stored without one serves its own
-        chunk only: it is never reused for another (`for_inputs`, a note written again).
-        """
-        ...
-
-    def clear(self) -> None:
-        """Remove every vector."""
-        ...
-
-    def loading(self) -> AbstractContextManager[None]:
-        """Run the block's `put` calls as one transaction, written as fast as the backend can
-        (PostgreSQL builds its HNSW index once at the end when the store held no vectors)."""
-        ...
-
-    def missing(self, limit: int, after: int = 0) -> list[StoredChunk]:
-        """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
-        ...
-
-    def for_inputs(self, input_hashes: Sequence[str]) -> dict[str, bytes]:
-        """Return a stored vector for each of these embedded-input hashes that has one."""
-        ...
-
-    def document_ids(self) -> list[tuple[int, int]]:
-        """Return (chunk id, document id) for every chunk that has a vector, by chunk id."""
-        ...
-
-    def has_any(self) -> bool:
-        """Return True when at least one chunk has a vector."""
-        ...
-
-
-class MemoryVectors(VectorSource, Protocol):
-    """The memories' vectors, keyed by each memory's integer key."""
-
-    def put(self, vectors: Sequence[tuple[str, bytes]]) -> int:
-        """Store vectors by memory id (memories gone meanwhile are skipped); return how many."""
-        ...
-
-    def clear(self) -> None:
-        """Remove every memory vector."""
-        ...
-
-    def missing(self, limit: int, after: str = "") -> list[MemoryRecord]:
-        """Return up to ``limit`` memories with ids above ``after`` that have no vector, by id."""
         ...
 
 

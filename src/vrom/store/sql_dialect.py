@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from vrom.store.filter_sql import FilterDialect
+    from vrom.store.records import KeywordQuery
 
 Row = tuple[Any, ...]
 
@@ -65,6 +69,14 @@ class Statements:
         """Return a ``meta`` value (inside a snapshot, the one the store's `state` holds)."""
         return self._dialect.meta(self, key)
 
+    def count_up(self, key: str) -> None:
+        """Add one to the ``meta`` counter ``key`` (which starts at 1)."""
+        self.run(
+            "INSERT INTO meta(key, value) VALUES (?, '1')"
+            " ON CONFLICT (key) DO UPDATE SET value = CAST(meta.value AS BIGINT) + 1",
+            (key,),
+        )
+
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run ``sql``; return how many rows it changed."""
         return int(self.conn.execute(self._dialect.sql(sql), params).rowcount)
@@ -102,6 +114,8 @@ class Dialect:
     """The function giving where a string starts in another (1-based, 0 when absent)."""
     field_text: ClassVar[str] = "value"
     """The ``fields`` column holding a text value."""
+    filters: ClassVar[FilterDialect]
+    """The backend's dialect of filter SQL (`vrom.store.filter_sql`)."""
 
     def sql(self, text: str) -> str:
         """Return a statement written with ``?`` placeholders in the driver's style."""
@@ -117,10 +131,26 @@ class Dialect:
         return f"json_group_array({expr})"
 
     def meta(self, run: Statements, key: str) -> str | None:
-        """Return a ``meta`` value read by ``run``; a backend answers from what a snapshot's
-        `state` read holds."""
-        value = run.scalar("SELECT value FROM meta WHERE key = ?", (key,))
-        return None if value is None else str(value)
+        """Return a ``meta`` value read by ``run``, or inside a snapshot the one its `state`
+        read holds."""
+        raise NotImplementedError
+
+    def keyword_rows(
+        self,
+        action: str,
+        query: KeywordQuery,
+        statement: Callable[[KeywordQuery, str], tuple[str, list[Any]]],
+        where: tuple[str, list[Any]],
+        limit: int,
+    ) -> list[Row]:
+        """Return the rows of a keyword search (none for a query with nothing to match):
+        ``statement(query, filter SQL)`` gives its SQL and the query's parameters, which the
+        filter's and ``limit`` follow."""
+        with self.reading(action) as run:
+            if query.is_empty:
+                return []
+            sql, params = statement(query, where[0])
+            return run.rows(sql, [*params, *where[1], limit])
 
     def reading(self, action: str) -> AbstractContextManager[Statements]:
         """Run the block's reads on the current connection; driver errors name ``action``."""

@@ -18,8 +18,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any, ClassVar, Protocol
 
+from vrom.store.filter_sql import where_sql
 from vrom.store.records import (
     ChunkRecord,
     DocumentRecord,
@@ -36,10 +38,10 @@ from vrom.store.rows import CHUNK_COLUMNS, DOCUMENT_COLUMNS, chunks_from_rows, d
 from vrom.store.sql_dialect import AFTER_EVERY_KEY, Dialect, Statements, escape_like
 from vrom.store.storable import check_document
 
-DOCUMENT_WRITE_COLUMNS = (
-    "path, path_key, name_key, title, frontmatter, content_hash, mtime, size,"
-    " human_relevance_score, chunk_strategy, chunk_count, indexed_at"
-)
+_RECORD_COLUMNS = tuple(f.name for f in fields(DocumentRecord) if f.name != "text")
+DOCUMENT_WRITE_COLUMNS = ", ".join((*_RECORD_COLUMNS, "chunk_count", "indexed_at"))
+"""A document's columns: its record's fields but ``text`` (kept apart), then its chunk count
+and when it was written."""
 CHUNK_WRITE_COLUMNS = (
     "id, document_id, position, heading_path, text, char_start, char_end, prev_id, next_id,"
     " content_hash"
@@ -50,21 +52,10 @@ _CHUNKS = "SELECT {columns} FROM chunks c JOIN documents d ON d.id = c.document_
 
 
 def document_values(document: DocumentRecord, chunk_count: int, now: float) -> tuple[Any, ...]:
-    """Return a document's `DOCUMENT_WRITE_COLUMNS` values."""
-    return (
-        document.path,
-        document.path_key,
-        document.name_key,
-        document.title,
-        json.dumps(document.frontmatter, ensure_ascii=False),
-        document.content_hash,
-        document.mtime,
-        document.size,
-        document.human_relevance_score,
-        document.chunk_strategy,
-        chunk_count,
-        now,
-    )
+    """Return a document's `DOCUMENT_WRITE_COLUMNS` values (its frontmatter as JSON)."""
+    values = {name: getattr(document, name) for name in _RECORD_COLUMNS}
+    values["frontmatter"] = json.dumps(document.frontmatter, ensure_ascii=False)
+    return (*values.values(), chunk_count, now)
 
 
 def chunk_rows(
@@ -99,7 +90,10 @@ def link_rows(document_id: int, links: Sequence[LinkRecord]) -> list[tuple[Any, 
 
 
 class KeptVectors(Protocol):
-    """What a document's rewrite asks of the chunk vectors (inside the writer's transaction)."""
+    """What a document's rewrite asks of the chunk vectors (inside the writer's transaction):
+    the vectors it holds by embedded input (`SqlChunkVectors.by_input_of`); to ``reuse`` them,
+    giving each new chunk (id, embedded-input hash or None) the vector stored for its input
+    (`SqlChunkVectors.reused`); and to ``delete_of`` its chunks' vectors."""
 
     def by_input_of(self, run: Statements, document_id: int | None) -> dict[str, bytes]: ...
     def reuse(
@@ -128,10 +122,6 @@ class SqlDocuments:
 
     # -- what a backend adds ---------------------------------------------------------------
 
-    def _where_sql(self, where: Where | None) -> tuple[str, list[Any]]:
-        """Return `` AND ...`` clauses testing document ``d`` against a filter, and parameters."""
-        raise NotImplementedError
-
     def next_ids(self, run: Statements, table: str, count: int) -> list[int]:
         """Return ``count`` fresh ids of ``table``, in order."""
         raise NotImplementedError
@@ -155,11 +145,19 @@ class SqlDocuments:
     def _derived(self, run: Statements, document_id: int, document: DocumentRecord) -> None:
         """Write the rows a backend derives from a document itself (its fields)."""
 
+    def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, list[Any]]:
+        """Return the statement ranking the chunks that match ``query`` and pass ``filter_sql``
+        (whose parameters follow the query's, and the limit last), giving chunk id, document
+        id, prior and score (higher is better) best first; and the query's parameters."""
+        raise NotImplementedError
+
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: Where | None = None
     ) -> list[KeywordRow]:
         """Return up to ``limit`` chunks matching the query and filter, best first."""
-        raise NotImplementedError
+        filtered = where_sql(where, self._sql.filters)
+        rows = self._sql.keyword_rows("searching", query, self._keyword_sql, filtered, limit)
+        return [KeywordRow(row[0], row[1], row[2], float(row[3])) for row in rows]
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -175,9 +173,7 @@ class SqlDocuments:
 
     def state(self, path: str) -> DocumentState | None:
         """Return the state of one stored document, or None."""
-        with self._sql.reading("reading a note state") as run:
-            row = run.one(_STATE + " WHERE path = ?", (path,))
-            return None if row is None else DocumentState(*row[1:])
+        return self.states([path]).get(path)
 
     def delete_children(self, run: Statements, document_id: int) -> None:
         """Remove what a document owns: its vectors, chunks, links, tags, fields, text."""
@@ -364,7 +360,7 @@ class SqlDocuments:
         The sequence may be shared with later calls (a backend may keep it while the store is
         unchanged): read it, never change it.
         """
-        filter_sql, params = self._where_sql(where)
+        filter_sql, params = where_sql(where, self._sql.filters)
         with self._sql.reading("filtering") as run:
             sql = _CHUNKS.format(columns="c.id") + f" WHERE 1 = 1{filter_sql} ORDER BY c.id"
             return [row[0] for row in run.rows(sql, params)]
@@ -468,12 +464,11 @@ class SqlDocuments:
 
     def with_tag(self, tag: str) -> list[StoredDocument]:
         """Return the documents tagged ``tag`` or a tag nested under it (``tag/...``), by path."""
+        filter_sql, params = where_sql(Where(tags=(tag,)), self._sql.filters)
         return self._documents(
             "finding tagged notes",
-            f"SELECT {DOCUMENT_COLUMNS} FROM documents d WHERE EXISTS (SELECT 1 FROM tags t"
-            " WHERE t.document_id = d.id AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))"
-            " ORDER BY d.path",
-            (tag, escape_like(tag) + "/%"),
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents d WHERE 1 = 1{filter_sql} ORDER BY d.path",
+            params,
         )
 
     def in_folder(self, folder: str) -> list[StoredDocument]:

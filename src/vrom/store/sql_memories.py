@@ -12,9 +12,10 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import fields
+from typing import Any
 
-from vrom.store.filter_sql import FilterDialect, memory_filter_sql
+from vrom.store.filter_sql import memory_filter_sql
 from vrom.store.records import (
     KeywordQuery,
     MemoryCounts,
@@ -24,31 +25,25 @@ from vrom.store.records import (
 )
 from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.sql_dialect import AFTER_EVERY_KEY, Dialect, Statements
+from vrom.store.sql_vectors import SqlMemoryVectors
 from vrom.store.storable import check_memory
 
-if TYPE_CHECKING:
-    from vrom.store.roles import MemoryVectors
-
-_WRITE_COLUMNS = (
-    "created_unix, updated_unix, project, type, title, content, tags, related, source, status,"
-    " superseded_by"
-)
+_WRITE_COLUMNS = tuple(f.name for f in fields(MemoryRecord) if f.name != "id")
+"""A memory's columns besides its id and key: its record's fields (tuples as JSON lists)."""
 
 
 class SqlMemories:
     """Agent memories: rows, their keyword index, and their vectors (``vectors``): the memories
     role of a store, over its dialect; a backend adds its keyword index."""
 
-    filters: ClassVar[FilterDialect]
-    """The backend's dialect of filter SQL (`vrom.store.filter_sql`)."""
-
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, vectors: SqlMemoryVectors) -> None:
         self._sql = dialect
+        self._vectors = vectors
 
     @property
-    def vectors(self) -> MemoryVectors:
+    def vectors(self) -> SqlMemoryVectors:
         """The memories' vectors."""
-        raise NotImplementedError
+        return self._vectors
 
     # -- what a backend adds ---------------------------------------------------------------
 
@@ -62,11 +57,21 @@ class SqlMemories:
     def _dropped(self, run: Statements, key: int) -> None:
         """Count the vector of memory ``key`` removed (the vector indexes catch up)."""
 
+    def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, builtins.list[Any]]:
+        """Return the statement ranking the memories ``m`` that match ``query`` and pass
+        ``filter_sql`` (whose parameters follow the query's, and the limit last), giving
+        `MEMORY_COLUMNS` and a score (higher is better) best first; and the query's parameters."""
+        raise NotImplementedError
+
     def keyword_search(
         self, query: KeywordQuery, limit: int, where: MemoryFilter
     ) -> builtins.list[MemoryKeywordRow]:
         """Return up to ``limit`` memories matching the query and filter, best first."""
-        raise NotImplementedError
+        filtered = memory_filter_sql(where, self._sql.filters)
+        rows = self._sql.keyword_rows(
+            "searching memories", query, self._keyword_sql, filtered, limit
+        )
+        return [MemoryKeywordRow(memory_from_row(row[:-1]), float(row[-1])) for row in rows]
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -74,20 +79,11 @@ class SqlMemories:
         """Add a memory, or replace the one with its id (whose vector goes if its text changed)."""
         check_memory(memory)
         values: list[Any] = [
-            memory.created_unix,
-            memory.updated_unix,
-            memory.project,
-            memory.type,
-            memory.title,
-            memory.content,
-            json.dumps(list(memory.tags), ensure_ascii=False),
-            json.dumps(list(memory.related), ensure_ascii=False),
-            memory.source,
-            memory.status,
-            memory.superseded_by,
+            json.dumps(list(value), ensure_ascii=False) if isinstance(value, tuple) else value
+            for value in (getattr(memory, name) for name in _WRITE_COLUMNS)
         ]
         search = self._search_value(memory)
-        columns, marks = _WRITE_COLUMNS, ", ".join("?" * len(values))
+        columns, marks = ", ".join(_WRITE_COLUMNS), ", ".join("?" * len(values))
         if search is not None:
             columns, marks = f"{columns}, search", f"{marks}, {search[0]}"
             values += search[1]
@@ -149,7 +145,7 @@ class SqlMemories:
 
     def keys_matching(self, where: MemoryFilter) -> builtins.list[int]:
         """Return the integer keys of the memories passing the filter, by key."""
-        filter_sql, params = memory_filter_sql(where, self.filters)
+        filter_sql, params = memory_filter_sql(where, self._sql.filters)
         with self._sql.reading("filtering memories") as run:
             rows = run.rows(
                 f"SELECT m.key FROM memories m WHERE 1 = 1{filter_sql} ORDER BY m.key", params
@@ -172,7 +168,7 @@ class SqlMemories:
 
     def list(self, where: MemoryFilter, limit: int) -> builtins.list[MemoryRecord]:
         """Return up to ``limit`` memories passing the filter, newest first."""
-        filter_sql, params = memory_filter_sql(where, self.filters)
+        filter_sql, params = memory_filter_sql(where, self._sql.filters)
         with self._sql.reading("listing memories") as run:
             rows = run.rows(
                 f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE 1 = 1{filter_sql}"

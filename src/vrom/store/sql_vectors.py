@@ -12,10 +12,16 @@ counter under its write lock, and a pgvector copy of each vector it searches its
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import ClassVar
 
-from vrom.store.records import MemoryRecord, StoredChunk, VectorChanges
+from vrom.store.records import (
+    VECTOR_ENCODING_META_KEY,
+    MemoryRecord,
+    StoredChunk,
+    VectorChanges,
+)
 from vrom.store.rows import CHUNK_COLUMNS, MEMORY_COLUMNS, chunks_from_rows, memory_from_row
 from vrom.store.sql_dialect import Dialect, Statements
 
@@ -60,7 +66,13 @@ MEMORY_VECTORS = VectorTables(
 
 
 class SqlVectors:
-    """The reads shared by chunk and memory vectors; a backend adds `latest_change`."""
+    """Vectors by integer key, numbered changes included: what a vector index is built from
+    (`vrom.store.VectorSource`).
+
+    Keys are chunk ids (`SqlChunkVectors`) or memory keys (`SqlMemoryVectors`). The source is
+    the truth; an index over it is a cache that catches up by replaying `changes`. The reads
+    are shared; a backend adds `latest_change` and its writes.
+    """
 
     change_key: ClassVar[str | None] = None
     """The change log's key column (None: the vectors' own key column's name)."""
@@ -71,6 +83,28 @@ class SqlVectors:
 
     def latest_change(self, run: Statements) -> int:
         """Return the number of the latest vector change, read with ``run``."""
+        raise NotImplementedError
+
+    def counted(self, run: Statements, latest: int) -> None:
+        """Count a new generation after a write whose last change is ``latest``, and forget the
+        changes a replay would not use: past as many as there are vectors, rebuilding an index
+        costs what replaying the log does."""
+        t = self._t
+        run.count_up(t.generation_meta)
+        keep = max(VECTOR_CHANGES_KEPT, int(run.scalar(t.largest_owner_sql) or 0))
+        run.run(f"DELETE FROM {t.changes} WHERE seq <= ?", (latest - keep,))
+
+    def identity(self) -> str:
+        """Return a stamp of the store these vectors live in (a re-created store differs)."""
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        """Remove every vector of this kind."""
+        raise NotImplementedError
+
+    def loading(self) -> AbstractContextManager[None]:
+        """Run the block's `put` calls as one transaction, written as fast as the backend can
+        (PostgreSQL builds its HNSW index once at the end when the store held no vectors)."""
         raise NotImplementedError
 
     def encoding(self) -> str:
@@ -108,7 +142,8 @@ class SqlVectors:
             return self.latest_change(run)
 
     def changes(self, after: int) -> VectorChanges | None:
-        """Return the keys whose vector changed after ``after``; None if that is forgotten."""
+        """Return the keys whose vector changed after change number ``after``; None when the
+        log no longer reaches back that far (an index then rebuilds)."""
         t = self._t
         with self._sql.snapshot("reading vector changes") as run:
             latest = self.latest_change(run)
@@ -126,11 +161,25 @@ class SqlVectors:
 
 
 class SqlChunkVectors(SqlVectors):
-    """The chunks' vectors' reads (`vrom.store.VectorStore`)."""
+    """The chunks' vectors (`vrom.store.VectorStore`): one per chunk, gone with its chunk."""
 
     def __init__(self, dialect: Dialect, chunk_columns: str = CHUNK_COLUMNS) -> None:
         super().__init__(dialect, CHUNK_VECTORS)
         self._chunk_columns = chunk_columns
+
+    def put(self, vectors: Sequence[tuple[int, bytes]], inputs: Sequence[str] | None = None) -> int:
+        """Store encoded vectors by chunk id (chunks deleted meanwhile are skipped); return
+        how many were written.
+
+        ``inputs``: the hash of the text each vector was embedded from, in the same order
+        (`vrom.ingest.embedding.input_hash`). A vector stored without one serves its own
+        chunk only: it is never reused for another (`for_inputs`, a note written again).
+        """
+        raise NotImplementedError
+
+    def encoding(self) -> str:
+        with self._sql.reading("reading meta") as run:
+            return run.meta(VECTOR_ENCODING_META_KEY) or "float32"
 
     def missing(self, limit: int, after: int = 0) -> list[StoredChunk]:
         """Return up to ``limit`` chunks with ids above ``after`` that have no vector, by id."""
@@ -199,10 +248,14 @@ class SqlChunkVectors(SqlVectors):
 
 
 class SqlMemoryVectors(SqlVectors):
-    """The memories' vectors' reads (`vrom.store.MemoryVectors`), keyed by memory key."""
+    """The memories' vectors (`vrom.store.MemoryVectors`), keyed by each memory's key."""
 
     def __init__(self, dialect: Dialect) -> None:
         super().__init__(dialect, MEMORY_VECTORS)
+
+    def put(self, vectors: Sequence[tuple[str, bytes]]) -> int:
+        """Store vectors by memory id (memories gone meanwhile are skipped); return how many."""
+        raise NotImplementedError
 
     def missing(self, limit: int, after: str = "") -> list[MemoryRecord]:
         """Return up to ``limit`` memories with ids above ``after`` that have no vector, by id."""

@@ -7,10 +7,13 @@ from contextlib import contextmanager
 
 from vrom.store.sql_dialect import Dialect, Statements
 from vrom.store.sqlite_database import Database
+from vrom.store.sqlite_query import DIALECT as FILTERS
 
 
 class SQLiteDialect(Dialect):
     """SQLite's SQL (the defaults of `Dialect`) over one `Database`."""
+
+    filters = FILTERS
 
     def __init__(self, db: Database) -> None:
         self.db = db

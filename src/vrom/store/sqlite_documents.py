@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from vrom.store import sqlite_keyword
+from vrom.store.filter_sql import where_sql
 from vrom.store.fts_text import segment
 from vrom.store.records import (
     ChunkRecord,
     DocumentRecord,
     KeywordPostings,
     KeywordQuery,
-    KeywordRow,
     Where,
 )
 from vrom.store.sql_dialect import Statements
@@ -30,7 +30,7 @@ from vrom.store.sql_documents import CHUNK_WRITE_COLUMNS, SqlDocuments
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_dialect import SQLiteDialect
 from vrom.store.sqlite_keyword import BM25_WEIGHTS, QueryTokenizer
-from vrom.store.sqlite_query import match_expression, where_sql
+from vrom.store.sqlite_query import match_expression
 from vrom.store.sqlite_rows import chunk_columns
 from vrom.store.sqlite_vectors import SQLiteChunkVectors
 
@@ -58,9 +58,6 @@ class SQLiteDocuments(SqlDocuments):
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _where_sql(self, where: Where | None) -> tuple[str, list[Any]]:
-        return where_sql(where)
-
     def next_ids(self, run: Statements, table: str, count: int) -> list[int]:
         first = run.scalar(
             "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0),"
@@ -72,11 +69,7 @@ class SQLiteDocuments(SqlDocuments):
     def _changing(self, run: Statements) -> None:
         """Count one more document generation, first thing in the writer's transaction (so a
         read inside it, after any of its writes, sees a generation no kept filter has)."""
-        run.run(
-            "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key)"
-            " DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-            (DOCUMENT_GENERATION_META_KEY,),
-        )
+        run.count_up(DOCUMENT_GENERATION_META_KEY)
 
     def _unindex(self, run: Statements, document_id: int) -> None:
         run.run(
@@ -109,13 +102,9 @@ class SQLiteDocuments(SqlDocuments):
     # -- reading ---------------------------------------------------------------------------
 
     def chunk_ids_matching(self, where: Where) -> Sequence[int]:
-        """Return the ids of the chunks whose note passes the filter, by id.
-
-        They are a read-only sequence of 64-bit integers (numpy reads it without a copy), kept
-        for the last `KEPT_FILTERS` filters until the store changes (`_generation`): a filtered
-        search asks for the same ids on every query.
-        """
-        filter_sql, params = where_sql(where)
+        # read-only 64-bit integers (numpy reads them without a copy), kept for the last
+        # `KEPT_FILTERS` filters until `_generation` moves: a filtered search asks every query
+        filter_sql, params = where_sql(where, self._sql.filters)
         # keyed by the SQL that runs, not by `where`: Python's True == 1, a filter's is not
         key: FilterKey = (filter_sql, tuple(params))
         with self._db.guard("filtering"):
@@ -127,12 +116,7 @@ class SQLiteDocuments(SqlDocuments):
                     return kept[1]
             with self._db.read_snapshot():  # the generation of the state the ids come from
                 generation = self._generation()
-                rows = self._db.conn.execute(
-                    "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
-                    f" WHERE 1{filter_sql} ORDER BY c.id",
-                    params,
-                )
-                ids = memoryview(array("q", [row[0] for row in rows])).toreadonly()
+                ids = memoryview(array("q", super().chunk_ids_matching(where))).toreadonly()
             if not self._db.writing:  # a write transaction's state may still roll back
                 with self._filtered_lock:
                     self._filtered[key] = (generation, ids)
@@ -141,25 +125,20 @@ class SQLiteDocuments(SqlDocuments):
                         self._filtered.popitem(last=False)
             return ids
 
-    # -- search ----------------------------------------------------------------------------
+    # -- `vrom.store.KeywordPostingsSource` ------------------------------------------------
 
     def keyword_version(self) -> bytes:
-        """Return a value that changes whenever the keyword index changes."""
         with self._db.guard("reading the keyword index"):
             return sqlite_keyword.version(self._db)
 
     def keyword_postings(self) -> KeywordPostings:
-        """Return the whole keyword index (`vrom.store.KeywordPostingsSource`)."""
         with self._db.guard("reading the keyword index"), self._db.read_snapshot():
             return sqlite_keyword.postings(self._db)
 
     def keyword_postings_apart(self) -> KeywordPostings | None:
-        """Return the whole keyword index read on a connection of its own, safe to call from
-        another thread while this store is used (None in memory: the store has no other)."""
         return sqlite_keyword.postings_apart(self._db)
 
     def keyword_tokens(self, text: str) -> tuple[str, ...]:
-        """Return the index tokens ``text`` becomes as a quoted query string, in order."""
         if self._tokenizer is None:
             self._tokenizer = QueryTokenizer(self._db.driver)
         return self._tokenizer.tokens(text)
@@ -170,33 +149,20 @@ class SQLiteDocuments(SqlDocuments):
             self._tokenizer.close()
             self._tokenizer = None
 
-    def keyword_search(
-        self, query: KeywordQuery, limit: int, where: Where | None = None
-    ) -> list[KeywordRow]:
-        """Return up to ``limit`` chunks matching the query and filter, best BM25 first."""
-        with self._db.guard("searching"):
-            if query.is_empty:
-                return []
-            score = f"bm25(chunks_fts, {', '.join(str(w) for w in BM25_WEIGHTS)})"
-            match = match_expression(query)
-            if where is None:
-                # rank inside the index first; only the ranked rows join their chunk and note
-                sql = (
-                    f"SELECT c.id, c.document_id, d.human_relevance_score, f.score FROM"
-                    f" (SELECT rowid, {score} AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
-                    " ORDER BY score LIMIT ?) f JOIN chunks c ON c.id = f.rowid"
-                    " JOIN documents d ON d.id = c.document_id ORDER BY f.score, c.id"
-                )
-                params: list[Any] = [match, limit]
-            else:
-                # the filter applies before the limit, so matching hits are not cut off
-                filter_sql, filter_params = where_sql(where)
-                sql = (
-                    f"SELECT c.id, c.document_id, d.human_relevance_score, {score} AS score"
-                    " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-                    " JOIN documents d ON d.id = c.document_id"
-                    f" WHERE chunks_fts MATCH ?{filter_sql} ORDER BY score, c.id LIMIT ?"
-                )
-                params = [match, *filter_params, limit]
-            rows = self._db.conn.execute(sql, params)
-            return [KeywordRow(row[0], row[1], row[2], -float(row[3])) for row in rows]
+    def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, list[Any]]:
+        # FTS5's BM25 is lower for better: the score is its negation
+        score = f"-bm25(chunks_fts, {', '.join(str(w) for w in BM25_WEIGHTS)})"
+        if not filter_sql:  # rank inside the index first; only the ranked rows join the rest
+            return (
+                f"SELECT c.id, c.document_id, d.human_relevance_score, f.score FROM"
+                f" (SELECT rowid, {score} AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
+                " ORDER BY score DESC LIMIT ?) f JOIN chunks c ON c.id = f.rowid"
+                " JOIN documents d ON d.id = c.document_id ORDER BY f.score DESC, c.id"
+            ), [match_expression(query)]
+        # the filter applies before the limit, so matching hits are not cut off
+        return (
+            f"SELECT c.id, c.document_id, d.human_relevance_score, {score} AS score"
+            " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+            " JOIN documents d ON d.id = c.document_id"
+            f" WHERE chunks_fts MATCH ?{filter_sql} ORDER BY score DESC, c.id LIMIT ?"
+        ), [match_expression(query)]

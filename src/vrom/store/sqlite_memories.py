@@ -7,17 +7,16 @@ and its crash safety.
 
 from __future__ import annotations
 
-import builtins
+from typing import Any
 
-from vrom.store.filter_sql import memory_filter_sql
 from vrom.store.fts_text import segment
-from vrom.store.records import KeywordQuery, MemoryFilter, MemoryKeywordRow, MemoryRecord
-from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
+from vrom.store.records import KeywordQuery, MemoryRecord
+from vrom.store.rows import MEMORY_COLUMNS
 from vrom.store.sql_dialect import Statements
 from vrom.store.sql_memories import SqlMemories
+from vrom.store.sql_vectors import MEMORY_VECTORS
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_dialect import SQLiteDialect
-from vrom.store.sqlite_query import DIALECT as FILTERS
 from vrom.store.sqlite_query import match_expression
 from vrom.store.sqlite_vectors import SQLiteMemoryVectors
 
@@ -28,16 +27,8 @@ MEMORY_BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0)
 class SQLiteMemories(SqlMemories):
     """The memories of one store (`vrom.store.MemoryStore`), over its database connection."""
 
-    filters = FILTERS
-
     def __init__(self, db: Database) -> None:
-        super().__init__(SQLiteDialect(db))
-        self._vectors = SQLiteMemoryVectors(db)
-
-    @property
-    def vectors(self) -> SQLiteMemoryVectors:
-        """The memories' vectors."""
-        return self._vectors
+        super().__init__(SQLiteDialect(db), SQLiteMemoryVectors(db))
 
     def _indexed(self, run: Statements, memory: MemoryRecord, replaced: bool) -> None:
         if replaced:
@@ -53,25 +44,16 @@ class SQLiteMemories(SqlMemories):
         )
 
     def _dropped(self, run: Statements, key: int) -> None:
-        self._vectors.bump_generation()
+        run.count_up(MEMORY_VECTORS.generation_meta)
 
-    def keyword_search(
-        self, query: KeywordQuery, limit: int, where: MemoryFilter
-    ) -> builtins.list[MemoryKeywordRow]:
-        """Return up to ``limit`` memories matching the query and filter, best BM25 first."""
-        with self._sql.reading("searching memories") as run:
-            if query.is_empty:
-                return []
-            weights = ", ".join(str(w) for w in MEMORY_BM25_WEIGHTS)
-            filter_sql, params = memory_filter_sql(where, self.filters)
-            # ranked on ids and scores alone; only the rows kept are read whole (a memory's
-            # text carried through the sort cost a fifth of the time on SciFact's abstracts)
-            rows = run.rows(
-                f"SELECT {MEMORY_COLUMNS}, r.score FROM (SELECT m.id AS id,"
-                f" bm25(memories_fts, {weights}) AS score FROM memories_fts"
-                " JOIN memories m ON m.id = memories_fts.memory_id"
-                f" WHERE memories_fts MATCH ?{filter_sql} ORDER BY score, m.id LIMIT ?) r"
-                " JOIN memories m ON m.id = r.id ORDER BY r.score, m.id",
-                [match_expression(query), *params, limit],
-            )
-            return [MemoryKeywordRow(memory_from_row(row[:-1]), -float(row[-1])) for row in rows]
+    def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, list[Any]]:
+        # ranked on ids and scores alone; only the rows kept are read whole (a memory's text
+        # carried through the sort cost a fifth of the time on SciFact's abstracts)
+        weights = ", ".join(str(w) for w in MEMORY_BM25_WEIGHTS)
+        return (
+            f"SELECT {MEMORY_COLUMNS}, r.score FROM (SELECT m.id AS id,"
+            f" -bm25(memories_fts, {weights}) AS score FROM memories_fts"
+            " JOIN memories m ON m.id = memories_fts.memory_id"
+            f" WHERE memories_fts MATCH ?{filter_sql} ORDER BY score DESC, m.id LIMIT ?) r"
+            " JOIN memories m ON m.id = r.id ORDER BY r.score DESC, m.id"
+        ), [match_expression(query)]

@@ -13,9 +13,8 @@ from typing import Any
 
 from vrom.filters import instant_of
 from vrom.store.filter_sql import FilterDialect
-from vrom.store.filter_sql import where_sql as shared_where_sql
 from vrom.store.fts_text import segment_query_term
-from vrom.store.records import KeywordQuery, Where
+from vrom.store.records import KeywordQuery
 
 INSTANT_FUNCTION = "vrom_instant"
 
@@ -67,8 +66,3 @@ def _instant(value: object) -> float | None:
     # cached: a store's date values repeat from search to search, and parsing one in Python
     # costs ~10 us, three times what julianday costs in C
     return instant_of(value) if isinstance(value, str) else None
-
-
-def where_sql(where: Where | None) -> tuple[str, list[Any]]:
-    """Return `` AND ...`` clauses testing document ``d`` against a filter, and parameters."""
-    return shared_where_sql(where, DIALECT)

@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from vrom.store.records import VECTOR_ENCODING_META_KEY
 from vrom.store.sql_dialect import Statements
 from vrom.store.sql_vectors import (
-    VECTOR_CHANGES_KEPT,
     SqlChunkVectors,
     SqlMemoryVectors,
     SqlVectors,
@@ -28,32 +26,12 @@ class _Writes(SqlVectors):
 
     _db: Database
 
-    def identity(self) -> str:
-        """Return the store's creation stamp (a re-created store's counters start again)."""
+    def identity(self) -> str:  # a re-created store's counters start again
         return self._db.get_meta("created_unix") or ""
 
     def latest_change(self, run: Statements) -> int:
         seq = run.scalar("SELECT seq FROM sqlite_sequence WHERE name = ?", (self._t.changes,))
         return int(seq or 0)
-
-    def bump_generation(self) -> None:
-        """Count one more change of the vectors (inside the caller's transaction)."""
-        self._db.conn.execute(
-            "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key)"
-            " DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-            (self._t.generation_meta,),
-        )
-
-    def _after_write(self, run: Statements) -> None:
-        self.bump_generation()
-        # Past as many changes as there are vectors, rebuilding an index is as cheap as
-        # replaying the log, so older entries are of no use.
-        t = self._t
-        keep = max(VECTOR_CHANGES_KEPT, run.scalar(t.largest_owner_sql) or 0)
-        horizon = self.latest_change(run) - keep
-        oldest = run.scalar(f"SELECT min(seq) FROM {t.changes}")
-        if oldest is not None and oldest <= horizon:
-            run.run(f"DELETE FROM {t.changes} WHERE seq <= ?", (horizon,))
 
     def _put(self, sql: str, rows: Sequence[tuple[object, ...]]) -> int:
         """Run ``sql`` for each row and return how many vectors it wrote.
@@ -64,18 +42,16 @@ class _Writes(SqlVectors):
         with self._sql.writing("writing vectors") as run:
             written = self._db.conn.executemany(sql, rows).rowcount
             if written > 0:
-                self._after_write(run)
+                self.counted(run, self.latest_change(run))
             return max(written, 0)
 
     def clear(self) -> None:
-        """Remove every vector of this kind."""
         with self._sql.writing("clearing vectors") as run:
             run.run(f"DELETE FROM {self._t.vectors}")
-            self._after_write(run)
+            self.counted(run, self.latest_change(run))
 
     @contextmanager
-    def loading(self) -> Iterator[None]:
-        """Run the block's writes as one transaction (SQLite needs nothing more)."""
+    def loading(self) -> Iterator[None]:  # one transaction: SQLite needs nothing more
         with self._db.transaction():
             yield
 
@@ -87,14 +63,7 @@ class SQLiteChunkVectors(SqlChunkVectors, _Writes):
         super().__init__(SQLiteDialect(db), chunk_columns(db.stored_version()))
         self._db = db
 
-    def encoding(self) -> str:
-        """Return how the vectors are encoded: ``float32`` (the default) or ``int8``."""
-        return self._db.get_meta(VECTOR_ENCODING_META_KEY) or "float32"
-
     def put(self, vectors: Sequence[tuple[int, bytes]], inputs: Sequence[str] | None = None) -> int:
-        """Store vectors by chunk id, with the hash of the text each was embedded from (none:
-        never reused for another chunk); chunks deleted meanwhile are skipped. Returns how
-        many."""
         hashes: Sequence[str | None] = [None] * len(vectors) if inputs is None else inputs
         return self._put(
             "INSERT OR REPLACE INTO vectors(chunk_id, data, input_hash)"
@@ -102,25 +71,22 @@ class SQLiteChunkVectors(SqlChunkVectors, _Writes):
             [(key, data, h) for (key, data), h in zip(vectors, hashes, strict=True)],
         )
 
-    # -- vectors kept across a document's rewrite (inside the writer's transaction) ----------
+    # -- `vrom.store.sql_documents.KeptVectors` ---------------------------------------------
 
     def reuse(
         self, run: Statements, new: Sequence[tuple[int, str | None]], reusable: dict[str, bytes]
     ) -> None:
-        """Give new chunks (id, embedded-input hash; None: unknown, none given) the vector
-        stored for the same input (`reused`)."""
         rows = self.reused(run, new, reusable)
         if rows:
             run.many("INSERT INTO vectors(chunk_id, data, input_hash) VALUES (?, ?, ?)", rows)
-            self.bump_generation()
+            run.count_up(self._t.generation_meta)
 
     def delete_of(self, run: Statements, document_id: int) -> None:
-        """Remove a document's chunk vectors (inside the writer's transaction)."""
         if run.run(
             "DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE document_id = ?)",
             (document_id,),
         ):
-            self.bump_generation()
+            run.count_up(self._t.generation_meta)
 
 
 class SQLiteMemoryVectors(SqlMemoryVectors, _Writes):
@@ -131,7 +97,6 @@ class SQLiteMemoryVectors(SqlMemoryVectors, _Writes):
         self._db = db
 
     def put(self, vectors: Sequence[tuple[str, bytes]]) -> int:
-        """Store vectors by memory id (memories gone meanwhile are skipped); return how many."""
         return self._put(
             "INSERT OR REPLACE INTO memory_vectors(key, data)"
             " SELECT m.key, ?2 FROM memories m WHERE m.id = ?1",
