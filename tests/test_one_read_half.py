@@ -9,6 +9,7 @@ PostgreSQL at the driver's cursors.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from vrom.memories import Memories
 
 EXAMPLE_VAULT = Path(__file__).resolve().parents[1] / "examples" / "vault"
 QUERY = "network switch"
+COUNTING = re.compile(r"SELECT count\(\*\) FROM (vectors|chunks)\b")
 
 
 @contextmanager
@@ -140,6 +142,8 @@ def test_one_read_half_postgresql_reads_one_store_state(
         memories.remember("rack", f"the {QUERY} in the rack", project="lab")
         searches = {
             "hybrid search": lambda: vault.corpus.search_report(QUERY, 10),
+            "vault search": lambda: vault.search(QUERY, 10, per_note=True),
+            "keyword search": lambda: vault.search(QUERY, 10, mode="keyword"),
             "memory recall": lambda: memories.recall(QUERY, 3),
         }
         for name, search in searches.items():
@@ -149,6 +153,12 @@ def test_one_read_half_postgresql_reads_one_store_state(
             generation = "memory_vector_generation" if "memory" in name else "vector_generation"
             reads = [s for s in statements if f"'{generation}'" in s]
             assert len(reads) == 1, (name, statements)
+            # a report's coverage (vectors of chunks) is kept until a write moves the state
+            assert not [s for s in statements if COUNTING.search(s)], (name, statements)
+        vault.store.documents.delete(vault.store.documents.state("Welcome.md").document_id)  # type: ignore[union-attr]
+        with postgres_statements(monkeypatch) as statements:
+            report = vault.search(QUERY, 10)
+        assert report.chunks < 16 and any(COUNTING.search(s) for s in statements), "counted again"
     finally:
         vault.close()
 

@@ -399,7 +399,7 @@ class Corpus:
         Counting reads every row of both tables (vectors are wide: ~7 ms on 11k chunks), so the
         counts are kept until the vector generation or the keyword index's version moves: every
         write of a chunk changes the one, of a vector the other. A store without a keyword
-        version (PostgreSQL) is counted every time.
+        version is counted every time.
         """
         version = state.keyword_version
         key = None if version is None else (state.vector_generation, version)

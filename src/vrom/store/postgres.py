@@ -31,9 +31,20 @@ from vrom.store.postgres_schema import (
 from vrom.store.postgres_vectors import PgChunkVectors
 from vrom.store.records import Sidecar, StoreState
 from vrom.store.sql_dialect import Statements
+from vrom.store.sql_documents import DOCUMENT_GENERATION_META_KEY
 from vrom.store.sql_store import SqlStore
+from vrom.store.sql_vectors import CHUNK_VECTORS, MEMORY_VECTORS
 
 DEFAULT_NAMESPACE = "default"
+_STATE_KEYS = (
+    CHUNK_VECTORS.generation_meta,
+    MEMORY_VECTORS.generation_meta,
+    DOCUMENT_GENERATION_META_KEY,
+)
+_STATE = (
+    "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT value FROM meta WHERE key = ?),"
+    " (SELECT value FROM meta WHERE key = ?), (SELECT coalesce(max(key), 0) FROM memories)"
+)
 
 
 class PostgresStore(SqlStore[PgDocuments, PgChunkVectors, PgMemories]):
@@ -47,11 +58,16 @@ class PostgresStore(SqlStore[PgDocuments, PgChunkVectors, PgMemories]):
         super().__init__(self._db, PgDocuments(self._db, vectors), vectors, PgMemories(self._db))
 
     def state(self) -> StoreState:
-        # inside a snapshot each meta value is read once and held; there is no keyword version
-        newest = self._memories.newest_key()
-        return StoreState(
-            self._vectors.generation(), self._memories.vectors.generation(), None, newest
-        )
+        # one statement; inside a snapshot its meta values are held, and answer the generation
+        # reads until it ends. The keyword version is the document generation: the tsvectors
+        # change only with a write of their document.
+        with self._documents.sql.reading("reading the store's state") as run:
+            row = run.one(_STATE, _STATE_KEYS)
+        assert row is not None
+        *values, newest = row
+        self._db.hold(dict(zip(_STATE_KEYS, values, strict=True)))
+        chunks, memories, documents = (int(value or 0) for value in values)
+        return StoreState(chunks, memories, str(documents).encode(), int(newest))
 
     def close(self) -> None:
         self._db.close()

@@ -22,6 +22,7 @@ from vrom.store.postgres_vectors import PgChunkVectors
 from vrom.store.records import ChunkRecord, DocumentRecord, DocumentWrite
 from vrom.store.sql_dialect import Statements
 from vrom.store.sql_documents import (
+    DOCUMENT_GENERATION_META_KEY,
     DOCUMENT_WRITE_COLUMNS,
     LINK_COLUMNS,
     chunk_rows,
@@ -59,6 +60,7 @@ def put_many(
     if not writes:
         return []
     with documents.sql.writing("writing notes") as run:
+        run.count_up(DOCUMENT_GENERATION_META_KEY)  # as `SqlDocuments._changing` does
         claims = _claim_paths(run, writes)
         if claims is None:
             return [

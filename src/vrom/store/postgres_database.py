@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -456,6 +456,13 @@ class PgDatabase:
         if held is not None:
             held[key] = value
         return value
+
+    def hold(self, values: Mapping[str, str | None]) -> None:
+        """Keep ``meta`` values read in this thread's snapshot to answer `get_meta` until it
+        ends (outside a snapshot, nothing is kept)."""
+        held = getattr(self._local, "held", None)
+        if held is not None:
+            held.update(values)
 
     def set_meta(self, key: str, value: str) -> None:
         """Set a value of the ``meta`` table."""

@@ -249,9 +249,10 @@ class StoreState:
     """What a search checks its caches against, read once at its start (`Store.state`).
 
     ``vector_generation`` and ``memory_vector_generation`` change whenever a chunk or memory
-    vector is added or removed; ``keyword_version`` whenever the keyword index changes (None:
-    the store has no version to read, PostgreSQL); ``newest_memory_key`` is the largest memory
-    key (0 without memories).
+    vector is added or removed; ``keyword_version`` whenever the keyword index changes (SQLite:
+    FTS5's own records; PostgreSQL: the document generation, since a chunk's tsvector changes
+    only with a write of its document; None: a store with no version to read);
+    ``newest_memory_key`` is the largest memory key (0 without memories).
     """
 
     vector_generation: int

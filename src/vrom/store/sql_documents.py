@@ -47,6 +47,8 @@ CHUNK_WRITE_COLUMNS = (
     " content_hash"
 )
 LINK_COLUMNS = "kind, target, target_key, heading, alias, position"
+DOCUMENT_GENERATION_META_KEY = "document_generation"
+"""The meta counter of document writes (`SqlDocuments._changing`)."""
 _STATE = "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
 _CHUNKS = "SELECT {columns} FROM chunks c JOIN documents d ON d.id = c.document_id"
 
@@ -127,7 +129,10 @@ class SqlDocuments:
         raise NotImplementedError
 
     def _changing(self, run: Statements) -> None:
-        """Count a write of a document, first thing in its transaction."""
+        """Count one more document generation, first thing in the writer's transaction (so a
+        read inside it, after any of its writes, sees a generation no kept filter has): it
+        moves with every write of a document (chunks, links, tags, fields), not a `touch`."""
+        run.count_up(DOCUMENT_GENERATION_META_KEY)
 
     def _unindex(self, run: Statements, document_id: int) -> None:
         """Remove a document's chunks from a keyword index kept apart from them."""

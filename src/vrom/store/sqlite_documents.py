@@ -26,7 +26,11 @@ from vrom.store.records import (
     Where,
 )
 from vrom.store.sql_dialect import Statements
-from vrom.store.sql_documents import CHUNK_WRITE_COLUMNS, SqlDocuments
+from vrom.store.sql_documents import (
+    CHUNK_WRITE_COLUMNS,
+    DOCUMENT_GENERATION_META_KEY,
+    SqlDocuments,
+)
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_dialect import SQLiteDialect
 from vrom.store.sqlite_keyword import BM25_WEIGHTS, QueryTokenizer
@@ -34,7 +38,6 @@ from vrom.store.sqlite_query import match_expression
 from vrom.store.sqlite_rows import chunk_columns
 from vrom.store.sqlite_vectors import SQLiteChunkVectors
 
-DOCUMENT_GENERATION_META_KEY = "document_generation"
 """The ``meta`` key counting writes of documents (their chunks, links, tags and fields)."""
 KEPT_FILTERS = 8
 """How many filters' chunk ids are kept (the most recently used): 8 bytes per chunk each, so at
@@ -65,11 +68,6 @@ class SQLiteDocuments(SqlDocuments):
             (table,),
         )
         return list(range(int(first) + 1, int(first) + 1 + count))
-
-    def _changing(self, run: Statements) -> None:
-        """Count one more document generation, first thing in the writer's transaction (so a
-        read inside it, after any of its writes, sees a generation no kept filter has)."""
-        run.count_up(DOCUMENT_GENERATION_META_KEY)
 
     def _unindex(self, run: Statements, document_id: int) -> None:
         run.run(
