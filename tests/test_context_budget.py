@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vrom import AgentMemory, Vault, format_context
+from vrom import AgentMemory, Collection, Vault, format_context
 from vrom.results import SearchResult
 from vrom.search.context import (
     RELATIVE_CUTOFF,
@@ -233,3 +233,10 @@ def test_boilerplate_shared_by_notes_is_given_once(write_vault, tmp_path: Path) 
         context = vault.context("walrus plugin", max_tokens=2000)
         assert len(context.sources) == 4
         assert context.text.count(footer) == 1
+
+
+def test_a_collection_context_names_an_untitled_document_by_its_id() -> None:
+    with Collection.open("handbook", embedder=None, storage=None) as docs:
+        docs.add([{"id": "leave", "text": "Annual leave is 25 days a year."}])
+        context = docs.context("annual leave", max_tokens=200)
+    assert context.text.startswith("[1] leave\nAnnual leave is 25 days a year.\n"), context.text

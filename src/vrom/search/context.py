@@ -27,8 +27,10 @@ def estimate_tokens(text: str) -> int:
 
 
 def _header(number: int, hit: Hit) -> str:
-    where = f" › {hit.heading_path}" if hit.heading_path else ""
-    return f"[{number}] {hit.title} ({hit.path}{where})"
+    """Return a passage's first line: its title, then where it is; a hit without a title (a
+    collection's document) is named by where it is alone."""
+    where = f"{hit.path} › {hit.heading_path}" if hit.heading_path else hit.path
+    return f"[{number}] {hit.title} ({where})" if hit.title else f"[{number}] {where}"
 
 
 def _source(number: int, hits: Sequence[Hit]) -> str:
