@@ -17,11 +17,14 @@ pytest.importorskip("jsonschema")
 
 import jsonschema
 from mcp import Client
+from mcp.types import TextContent
 
+from vrom import Vault
 from vrom._background_embedding import BackgroundEmbedding, EmbeddingProgress
 from vrom.errors import StorageError
 from vrom.server.app import build_server
 from vrom.server.bounds import REPLY_CHARS
+from vrom.server.replies import search_reply
 from vrom.server.state import ServerState
 
 NOTES: dict[str, str | bytes] = {
@@ -304,3 +307,14 @@ def test_issue27_item9_while_the_server_embeds_it_says_so_instead_of_run_vrom_em
         _run(state, session)
     finally:
         state.close()
+
+
+def test_a_search_reply_counts_its_hits_in_words(
+    write_vault: Callable[[dict[str, str | bytes]], Path], tmp_path: Path
+) -> None:
+    root = write_vault({"A.md": "# A\n\nThe heron waits.\n", "B.md": "# B\n\nA heron flies.\n"})
+    with Vault.open(root, state_dir=tmp_path / "state") as vault:
+        vault.index()
+        for k, said in ((1, "1 hit, keyword search"), (2, "2 hits, keyword search")):
+            text = search_reply(vault.search("heron", k=k)).content[0]
+            assert isinstance(text, TextContent) and text.text.startswith(said), text

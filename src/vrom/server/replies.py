@@ -39,7 +39,8 @@ def search_reply(report: SearchReport, offset: int = 0, k: int = MAX_HITS) -> Ca
     if report.fallback:
         how += f" ({report.fallback})"
     lines = [
-        f"{len(hits)} hits, {how}; {report.vectors}/{report.chunks} chunks have "
+        f"{len(hits)} {'hit' if len(hits) == 1 else 'hits'}, {how};"
+        f" {report.vectors}/{report.chunks} chunks have "
         "vectors (whole texts, hashes, times: structured content)"
     ]
     lines += [
