@@ -231,7 +231,14 @@ def test_put_many_computes_each_chunks_search_vector_as_put_does(
         pytest.skip("search vectors are PostgreSQL's")
     assert store_spot.namespace is not None
     one, many = stores
-    texts = ("Crème brûlée, naïve café", "東京の天気は晴れ", "", "the running runners ran", "a-b c")
+    texts = (
+        "Crème brûlée, naïve café",
+        "東京の天気は晴れ",
+        "",
+        "the running runners ran",
+        "a-b c",
+        "it's O'Brien's \\back\\slash 'quoted' \"said\" x:1A",
+    )
     writes = [
         DocumentWrite(
             note_record(f"s{i:03}.md", title=f"Title {texts[i % len(texts)]} {i}"),
