@@ -204,3 +204,61 @@ def test_vectors_loaded_into_an_empty_store_get_their_index_once_at_the_end(
             assert _hnsw_indexes(store_spot.location, store_spot.namespace) == 1
     finally:
         store.close()
+
+
+def _search_vectors(url: str, namespace: str) -> list[tuple[str, int, str]]:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            f"SELECT id FROM {REGISTRY_SCHEMA}.namespaces WHERE name = %s", (namespace,)
+        ).fetchone()
+        assert row is not None
+        return [
+            (str(path), int(position), str(search))
+            for path, position, search in conn.execute(
+                f"SELECT d.path, c.position, c.search::text FROM {NAMESPACE_SCHEMA_PREFIX}{row[0]}"
+                f".chunks c JOIN {NAMESPACE_SCHEMA_PREFIX}{row[0]}.documents d"
+                " ON d.id = c.document_id ORDER BY d.path, c.position"
+            )
+        ]
+
+
+def test_put_many_computes_each_chunks_search_vector_as_put_does(
+    stores: tuple[Store, Store], store_spot: StoreSpot
+) -> None:
+    """The search vectors `put_many` has computed on a second connection, a slice of notes at a
+    time, and inserted from their text are the ones `put` computes in its own statement."""
+    if store_spot.namespace is None:
+        pytest.skip("search vectors are PostgreSQL's")
+    assert store_spot.namespace is not None
+    one, many = stores
+    texts = (
+        "Crème brûlée, naïve café",
+        "東京の天気は晴れ",
+        "",
+        "the running runners ran",
+        "a-b c",
+        "it's O'Brien's \\back\\slash 'quoted' \"said\" x:1A",
+    )
+    writes = [
+        DocumentWrite(
+            note_record(f"s{i:03}.md", title=f"Title {texts[i % len(texts)]} {i}"),
+            [
+                ChunkRecord(0, "", texts[(i + 1) % len(texts)], 0, 9, f"a{i}"),
+                ChunkRecord(1, "Top > Café", texts[(i + 2) % len(texts)], 9, 19, f"b{i}"),
+            ],
+            [],
+            [],
+        )
+        for i in range(150)  # three slices of `postgres_batch.SLICE_NOTES`
+    ]
+    for write in writes:
+        one.documents.put(write.document, write.chunks, write.links, write.tags)
+    many.documents.put_many(writes)
+    url, namespace = store_spot.location, store_spot.namespace
+    by_put, by_put_many = (
+        _search_vectors(url, namespace),
+        _search_vectors(url, namespace + " batched"),
+    )
+    assert len(by_put) == 300
+    assert by_put_many == by_put
+    assert all(search for _, _, search in by_put)  # each has its title's lexemes at least

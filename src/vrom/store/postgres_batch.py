@@ -5,7 +5,10 @@ fields, the vectors it keeps), each a round trip to the server; a sync of thousa
 spent most of its time waiting on them. A batch is written in a handful of statements instead:
 the paths claimed with one query, the ids drawn from their sequences at once, the rows of plain
 tables streamed with ``COPY`` (`vrom.store.postgres_copy`), the chunks inserted from arrays
-(``unnest``) so their full-text vectors are still computed by the server. The result is what
+(``unnest``). Their full-text vectors are computed by the server, on a second connection, a
+slice of notes at a time while the batch's other rows are written (`_search_vectors`): the
+server then works on two cores, not one; they come back as text and are inserted from it
+(``::tsvector``), the same values the inserting statement would compute. The result is what
 `SqlDocuments.put` writes, note by note: a batch whose documents would claim one path or id
 twice is written by it, one by one.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from vrom.store.postgres_copy import copy_rows
@@ -38,17 +42,27 @@ _CHUNKS_FROM_ARRAYS = (
     "INSERT INTO chunks(id, document_id, position, heading_path, text, char_start, char_end,"
     " prev_id, next_id, content_hash, search)"
     " SELECT u.id, u.document_id, u.position, u.heading_path, u.text, u.char_start, u.char_end,"
-    " u.prev_id, u.next_id, u.content_hash,"
-    f" setweight(to_tsvector({CONFIG}, u.title), 'A')"
-    f" || setweight(to_tsvector({CONFIG}, u.heading), 'B')"
-    f" || setweight(to_tsvector({CONFIG}, u.body), 'C')"
+    " u.prev_id, u.next_id, u.content_hash, u.search::tsvector"
     " FROM unnest(%b::bigint[], %b::bigint[], %b::integer[], %b::text[], %b::text[],"
-    " %b::integer[], %b::integer[], %b::bigint[], %b::bigint[], %b::text[], %b::text[],"
-    " %b::text[], %b::text[]) AS u(id, document_id, position, heading_path, text, char_start,"
-    " char_end, prev_id, next_id, content_hash, title, heading, body)"
+    " %b::integer[], %b::integer[], %b::bigint[], %b::bigint[], %b::text[], %b::text[])"
+    " AS u(id, document_id, position, heading_path, text, char_start, char_end, prev_id,"
+    " next_id, content_hash, search)"
 )
 """psycopg's own SQL (``%b``: the arrays are sent in binary; as text, quoting every element of
 a batch's arrays cost the client more than the server's insert)."""
+SEARCH_VECTORS = (
+    "SELECT ("
+    f"setweight(to_tsvector({CONFIG}, u.title), 'A')"
+    f" || setweight(to_tsvector({CONFIG}, u.heading), 'B')"
+    f" || setweight(to_tsvector({CONFIG}, u.body), 'C'))::text"
+    " FROM unnest(%b::text[], %b::text[], %b::text[]) WITH ORDINALITY AS u(title, heading, body, n)"
+    " ORDER BY u.n"
+)
+"""The text form of each chunk's search vector (``weighted_vector_sql``'s), in order."""
+SLICE_NOTES = 64
+"""Notes whose chunks' search vectors are computed, and whose chunks are inserted, per statement
+(a batch of 256 notes is four: the first slice's vectors are computed while the batch's paths,
+documents and links are written, the next ones while the one before is inserted)."""
 
 
 def put_many(
@@ -66,30 +80,50 @@ def put_many(
             return [
                 documents.put(w.document, w.chunks, w.links, w.tags, w.document_id) for w in writes
             ]
-        claimed, taken_over = claims
-        for held in taken_over:  # moved onto a path another document still held
-            documents.delete_children(run, held)
-            run.run("DELETE FROM documents WHERE id = ?", (held,))
-        replaced = [document_id for document_id in claimed if document_id is not None]
-        reusable: dict[str, bytes] = {}  # by input: any replaced note's vector of it serves
-        for document_id in replaced:
-            reusable.update(vectors.by_input_of(run, document_id))
-        for document_id in replaced:
-            documents.delete_children(run, document_id)
-        fresh = iter(documents.next_ids(run, "documents", claimed.count(None)))
-        ids = [next(fresh) if document_id is None else document_id for document_id in claimed]
-        _write_rows(run, writes, ids, set(replaced))
-        chunk_ids = _write_chunks(documents, run, writes, ids)
-        vectors.reuse(
-            run,
-            [
-                (i, c.input_hash)
-                for write, new_ids in zip(writes, chunk_ids, strict=True)
-                for i, c in zip(new_ids, write.chunks, strict=True)
-            ],
-            reusable,
-        )
-        return ids
+        slices = [writes[s : s + SLICE_NOTES] for s in range(0, len(writes), SLICE_NOTES)]
+        with ThreadPoolExecutor(1, thread_name_prefix="vrom-search-vectors") as side:
+            searches = [side.submit(documents.search_vectors, part) for part in slices]
+            try:
+                return _write_claimed(documents, vectors, run, writes, claims, searches)
+            finally:
+                for search in searches:  # on an error, the slices not yet computed are not
+                    search.cancel()
+
+
+def _write_claimed(
+    documents: PgDocuments,
+    vectors: PgChunkVectors,
+    run: Statements,
+    writes: Sequence[DocumentWrite],
+    claims: tuple[list[int | None], list[int]],
+    searches: Sequence[Future[list[str]]],
+) -> list[int]:
+    """Write ``writes`` over the documents ``claims`` names (`_claim_paths`), their chunks'
+    search vectors given a slice of notes at a time by ``searches``; return their ids."""
+    claimed, taken_over = claims
+    for held in taken_over:  # moved onto a path another document still held
+        documents.delete_children(run, held)
+        run.run("DELETE FROM documents WHERE id = ?", (held,))
+    replaced = [document_id for document_id in claimed if document_id is not None]
+    reusable: dict[str, bytes] = {}  # by input: any replaced note's vector of it serves
+    for document_id in replaced:
+        reusable.update(vectors.by_input_of(run, document_id))
+    for document_id in replaced:
+        documents.delete_children(run, document_id)
+    fresh = iter(documents.next_ids(run, "documents", claimed.count(None)))
+    ids = [next(fresh) if document_id is None else document_id for document_id in claimed]
+    _write_rows(run, writes, ids, set(replaced))
+    chunk_ids = _write_chunks(documents, run, writes, ids, searches)
+    vectors.reuse(
+        run,
+        [
+            (i, c.input_hash)
+            for write, new_ids in zip(writes, chunk_ids, strict=True)
+            for i, c in zip(new_ids, write.chunks, strict=True)
+        ],
+        reusable,
+    )
+    return ids
 
 
 def search_texts(document: DocumentRecord, chunks: Sequence[ChunkRecord]) -> list[tuple[str, ...]]:
@@ -171,17 +205,24 @@ def _write_rows(
 
 
 def _write_chunks(
-    documents: PgDocuments, run: Statements, writes: Sequence[DocumentWrite], ids: Sequence[int]
+    documents: PgDocuments,
+    run: Statements,
+    writes: Sequence[DocumentWrite],
+    ids: Sequence[int],
+    searches: Sequence[Future[list[str]]],
 ) -> list[list[int]]:
-    """Insert every document's chunks in one statement; return each document's chunk ids."""
+    """Insert every document's chunks, a statement per slice of `SLICE_NOTES` notes (with the
+    search vectors ``searches`` gives each slice); return each document's chunk ids."""
     drawn = iter(documents.next_ids(run, "chunks", sum(len(w.chunks) for w in writes)))
     chunk_ids = [[next(drawn) for _ in w.chunks] for w in writes]
-    columns: list[list[Any]] = [[] for _ in range(13)]
-    for write, document_id, own in zip(writes, ids, chunk_ids, strict=True):
-        rows = chunk_rows(document_id, own, write.chunks, write.document.text)
-        for row, texts in zip(rows, search_texts(write.document, write.chunks), strict=True):
-            for column, value in zip(columns, (*row, *texts), strict=True):
-                column.append(value)
-    if columns[0]:
-        run.conn.execute(_CHUNKS_FROM_ARRAYS, columns)
+    for number, search in enumerate(searches):
+        part = slice(number * SLICE_NOTES, (number + 1) * SLICE_NOTES)
+        columns: list[list[Any]] = [[] for _ in range(10)]
+        for write, document_id, own in zip(writes[part], ids[part], chunk_ids[part], strict=True):
+            for row in chunk_rows(document_id, own, write.chunks, write.document.text):
+                for column, value in zip(columns, row, strict=True):
+                    column.append(value)
+        columns.append(search.result())
+        if columns[0]:
+            run.conn.execute(_CHUNKS_FROM_ARRAYS, columns)
     return chunk_ids

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from vrom.store.postgres_batch import put_many, search_texts
+from vrom.store.postgres_batch import SEARCH_VECTORS, put_many, search_texts
 from vrom.store.postgres_database import PgDatabase
 from vrom.store.postgres_dialect import PgDialect
 from vrom.store.postgres_query import field_rows, text_search, weighted_vector_sql
@@ -64,6 +64,19 @@ class PgDocuments(SqlDocuments):
             f"INSERT INTO fields({FIELD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
             [(document_id, *row) for row in field_rows(document.frontmatter)],
         )
+
+    def search_vectors(self, writes: Sequence[DocumentWrite]) -> list[str]:
+        """Return the text form of the search vector of each chunk of ``writes``, in order,
+        computed on a pooled connection (outside this thread's transaction: `put_many` asks
+        for them from a thread of its own)."""
+        texts = [t for w in writes for t in search_texts(w.document, w.chunks)]
+        if not texts:
+            return []
+        with self._db.guard("computing search vectors"), self._db.connection() as conn:
+            rows = conn.execute(
+                SEARCH_VECTORS, [list(column) for column in zip(*texts, strict=True)]
+            )
+            return [str(row[0]) for row in rows.fetchall()]
 
     def put_many(self, writes: Sequence[DocumentWrite]) -> list[int]:  # in a few statements
         return put_many(self, self._pg_vectors, writes)
