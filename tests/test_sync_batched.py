@@ -222,13 +222,12 @@ def _search_vectors(url: str, namespace: str) -> list[tuple[str, int, str]]:
         ]
 
 
+@pytest.mark.parametrize("store_spot", ["postgresql"], indirect=True)  # its search vectors
 def test_put_many_computes_each_chunks_search_vector_as_put_does(
     stores: tuple[Store, Store], store_spot: StoreSpot
 ) -> None:
     """The search vectors `put_many` has computed on a second connection, a slice of notes at a
     time, and inserted from their text are the ones `put` computes in its own statement."""
-    if store_spot.namespace is None:
-        pytest.skip("search vectors are PostgreSQL's")
     assert store_spot.namespace is not None
     one, many = stores
     texts = (
