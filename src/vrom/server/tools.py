@@ -72,6 +72,20 @@ NotePath = Annotated[
         "for reading, a note name or id also works"
     ),
 ]
+SearchMode = Annotated[
+    Literal["hybrid", "keyword", "vector", "rerank"] | None,
+    Field(description="hybrid (default with a model), keyword, vector or rerank"),
+]
+NoteFilter = Annotated[
+    dict[str, Any] | None,
+    where_argument("the notes' frontmatter", '{"status": "done", "year": {"$gte": 2020}}'),
+]
+PathPrefix = Annotated[str | None, Field(description="Only notes under this folder or path prefix")]
+TagsHeld = Annotated[
+    list[str] | None,
+    Field(description="Only notes holding every one of these tags (nested tags match)"),
+]
+"""The search arguments `vault_search` and `vault_context` share."""
 
 
 Progress = tuple[float, float | None, str]
@@ -164,28 +178,14 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
     async def vault_search(
         query: Annotated[str, Field(description="What to look for: words, a question, a phrase")],
         ctx: Context,
-        mode: Annotated[
-            Literal["hybrid", "keyword", "vector", "rerank"] | None,
-            Field(description="hybrid (default with a model), keyword, vector or rerank"),
-        ] = None,
+        mode: SearchMode = None,
         k: Annotated[
             int,
             Field(ge=1, le=MAX_HITS, description="How many notes (chunks, with chunks=true)"),
         ] = 10,
-        where: Annotated[
-            dict[str, Any] | None,
-            where_argument(
-                "the notes' frontmatter",
-                '{"status": "done", "year": {"$gte": 2020}}',
-            ),
-        ] = None,
-        path: Annotated[
-            str | None, Field(description="Only notes under this folder or path prefix")
-        ] = None,
-        tags: Annotated[
-            list[str] | None,
-            Field(description="Only notes holding every one of these tags (nested tags match)"),
-        ] = None,
+        where: NoteFilter = None,
+        path: PathPrefix = None,
+        tags: TagsHeld = None,
         expand_context: Annotated[
             bool, Field(description="Add each hit's neighbouring chunks as context_text")
         ] = False,
@@ -235,24 +235,10 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         ctx: Context,
         max_tokens: Annotated[int, Field(ge=50, le=CONTEXT_TOKENS)] = 2000,
         expand_context: bool = False,
-        mode: Annotated[
-            Literal["hybrid", "keyword", "vector", "rerank"] | None,
-            Field(description="hybrid (default with a model), keyword, vector or rerank"),
-        ] = None,
-        where: Annotated[
-            dict[str, Any] | None,
-            where_argument(
-                "the notes' frontmatter",
-                '{"status": "done", "year": {"$gte": 2020}}',
-            ),
-        ] = None,
-        path: Annotated[
-            str | None, Field(description="Only notes under this folder or path prefix")
-        ] = None,
-        tags: Annotated[
-            list[str] | None,
-            Field(description="Only notes holding every one of these tags (nested tags match)"),
-        ] = None,
+        mode: SearchMode = None,
+        where: NoteFilter = None,
+        path: PathPrefix = None,
+        tags: TagsHeld = None,
     ) -> ContextReply:
         """Return the best passages for a question within a token budget, each with its source.
 
