@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from vrom.store.postgres_copy import copy_rows
-from vrom.store.postgres_query import CONFIG, field_rows, fold
+from vrom.store.postgres_query import field_rows, fold, weighted_vector_sql
 from vrom.store.postgres_vectors import PgChunkVectors
 from vrom.store.records import ChunkRecord, DocumentRecord, DocumentWrite
 from vrom.store.sql_dialect import Statements
@@ -51,10 +51,7 @@ _CHUNKS_FROM_ARRAYS = (
 """psycopg's own SQL (``%b``: the arrays are sent in binary; as text, quoting every element of
 a batch's arrays cost the client more than the server's insert)."""
 SEARCH_VECTORS = (
-    "SELECT ("
-    f"setweight(to_tsvector({CONFIG}, u.title), 'A')"
-    f" || setweight(to_tsvector({CONFIG}, u.heading), 'B')"
-    f" || setweight(to_tsvector({CONFIG}, u.body), 'C'))::text"
+    f"SELECT ({weighted_vector_sql(3, ('u.title', 'u.heading', 'u.body'))})::text"
     " FROM unnest(%b::text[], %b::text[], %b::text[]) WITH ORDINALITY AS u(title, heading, body, n)"
     " ORDER BY u.n"
 )

@@ -66,10 +66,13 @@ def _plain(char: str) -> str:
     )
 
 
-def weighted_vector_sql(parts: int) -> str:
-    """Return SQL building one ``tsvector`` from ``parts`` texts weighted A, B, C, D in turn."""
+def weighted_vector_sql(parts: int, texts: Sequence[str] = ()) -> str:
+    """Return SQL building one ``tsvector`` from ``parts`` texts weighted A, B, C, D in turn:
+    the SQL ``texts`` (column names), or as many parameters."""
+    texts = texts or ["%s"] * parts
     return " || ".join(
-        f"setweight(to_tsvector({CONFIG}, %s), '{weight}')" for weight in "ABCD"[:parts]
+        f"setweight(to_tsvector({CONFIG}, {text}), '{weight}')"
+        for text, weight in zip(texts, "ABCD"[:parts], strict=True)
     )
 
 
