@@ -48,6 +48,7 @@ from vrom.ingest.embedding import (
 from vrom.queryable import Queryable
 from vrom.results import SearchReport
 from vrom.search.fusion import MAX_K
+from vrom.search.query import parse_query, query_words
 from vrom.store import MEMORY_FIELDS, MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
 
 __all__ = [  # Memory, MemoryHit and MemoryStats live in vrom._memory_results; named here too
@@ -401,10 +402,11 @@ class Memories(Queryable):
         for chunk_word in ("ef_search", "expand_context", "context_window"):
             words.pop(chunk_word, None)
         found = self.recall(query, k, where=where, mode=mode, **words)
-        hits = [memory_as_hit(hit, query.split()) for hit in found]
-        counts = self._store.memories.counts()
+        excerpted = query_words(parse_query(query))  # the words a chunk's excerpt is around
+        hits = [memory_as_hit(hit, excerpted) for hit in found]
+        memories = self._store.memories
         return SearchReport(
-            hits, self._corpus.recall_mode(mode), None, counts.embedded, counts.total
+            hits, self._corpus.recall_mode(mode), None, memories.vectors.count(), memories.count()
         )
 
     def _report(

@@ -177,6 +177,11 @@ class SqlMemories:
             )
             return [memory_from_row(row) for row in rows]
 
+    def count(self) -> int:
+        """Return how many memories there are."""
+        with self._sql.reading("counting memories") as run:
+            return int(run.scalar("SELECT count(*) FROM memories"))
+
     def counts(self) -> MemoryCounts:
         """Return how many memories there are, by status, type and project."""
         with self._sql.snapshot("counting memories") as run:
