@@ -272,8 +272,7 @@ class Corpus:
         in each ranking: `FusedCandidates.by_group`). ``ef_search`` widens an HNSW search. A
         blank ``query`` is a `ValidationError`.
         """
-        found = self._searched(query, k, where, mode, per_document, ef_search, report=False)
-        return found[0]
+        return self._searched(query, k, where, mode, per_document, ef_search, report=False)[0]
 
     def search_report(
         self,
