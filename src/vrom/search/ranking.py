@@ -69,28 +69,56 @@ class ChunkRanking:
         ef_search: int | None,
         per_document: bool,
     ) -> list[Hit]:
-        """Return the ``k`` chunks nearest ``vector`` among ``allowed`` (None: all)."""
+        """Return the ``k`` chunks nearest ``vector`` among ``allowed`` (None: all).
+
+        Rows are read only as far as the hits need: the first ``k`` candidates that exist are
+        most often the hits, so they are read whole at once; with ``per_document`` each later
+        candidate's document is looked up (read light) only when those ``k`` hold fewer than
+        ``k`` documents, unless the keyword copy knows every candidate's document already.
+        """
         chunks: dict[int, StoredChunk] = {}
         owners: dict[int, tuple[int, float]] = {}  # candidate -> (document, prior)
+        asked: set[int] = set()  # candidates read or looked up, those gone included
+
+        def read(ids: list[int], whole: bool) -> None:
+            unseen = [i for i in ids if i not in asked]
+            asked.update(unseen)
+            if not unseen:
+                return
+            if whole:
+                found = self._chunks(unseen)
+                chunks.update(found)
+                owners.update(
+                    (i, (c.document_id, c.human_relevance_score)) for i, c in found.items()
+                )
+            else:
+                owners.update(self._owners(unseen))
 
         def rank(pool: int) -> tuple[list[tuple[int, float, int]], bool]:
             ef = None if ef_search is None else max(ef_search, pool)
             nearest = self.index.nearest(vector, pool, allowed, ef)
-            unseen = [i for i, _ in nearest if i not in owners]
-            if per_document:  # a wider pool than the hits: only each candidate's document
-                owners.update(self._owners(unseen))
-            else:  # the first k candidates that exist are the hits: read them whole
-                chunks.update(self._chunks(unseen))
-                owners.update(
-                    (i, (chunks[i].document_id, chunks[i].human_relevance_score))
-                    for i in unseen
-                    if i in chunks
-                )
+            ids = [i for i, _ in nearest]
+            copied = None
+            if per_document:  # in memory, when the keyword copy is current: no read at all
+                unseen = [i for i in ids if i not in asked]
+                copied = self.keyword.owners(unseen) if unseen else None
+                if copied is not None:
+                    asked.update(unseen)
+                    owners.update(copied)
+            if copied is None:
+                read(ids[:k] if per_document else ids, whole=True)
             kept = first_k(
                 ((i, score, owners[i][0]) for i, score in nearest if i in owners),
                 k,
                 itemgetter(2) if per_document else None,
             )
+            if per_document and len(kept) < k:  # chunks of the same documents: look further
+                read(ids, whole=False)
+                kept = first_k(
+                    ((i, score, owners[i][0]) for i, score in nearest if i in owners),
+                    k,
+                    itemgetter(2),
+                )
             return kept, len(nearest) == pool
 
         with self.store.snapshot():  # the chunks read are the ones ranked
