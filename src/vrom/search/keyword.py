@@ -144,8 +144,6 @@ class KeywordRanker:
             if self._owed >= self._expected_copy_seconds():
                 self._copying.start(self._copy_apart)
             return rows
-        if not index.answers(tokens):  # a word in half the chunks or more: FTS5 ranks it
-            return self._documents.keyword_search(query, limit, where)
         allowed = None if where is None else self._documents.chunk_ids_matching(where)
         return index.rank(tokens, limit, allowed)
 
