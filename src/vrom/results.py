@@ -9,9 +9,9 @@ The result types of a vault's reads and writes and of the admin commands live in
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from vrom.vault_results import (
     BackendInfo,
@@ -67,6 +67,7 @@ __all__ = [
     "VectorInfo",
     "WriteResult",
     "changed_hit",
+    "deferred",
     "rough_duration",
     "to_jsonable",
     "vector_coverage",
@@ -91,7 +92,8 @@ class Hit:
         path: the note's path relative to the vault root, with ``/`` separators.
         title: the note's title (frontmatter ``title`` › first H1 › file name).
         heading_path: the headings above the chunk, joined with `` > `` ("Setup > Install").
-        excerpt: a bounded excerpt of the chunk around the best match.
+        excerpt: a bounded excerpt of the chunk around the best match (made when first read:
+            a search's hits cost nothing for excerpts nobody reads; see `deferred`).
         score: the final ranking score (higher is better); its parts are in ``scores``, and
             what it measures in ``score_kind``.
         content_hash: SHA-256 of the chunk's text, hex.
@@ -164,6 +166,49 @@ class Hit:
     stale: bool = False
     stale_after: str | None = None
     fresh: bool | None = None
+
+
+class Deferred:
+    """A field's value to be computed when it is first read (see `deferred`)."""
+
+    __slots__ = ("args", "compute")
+
+    def __init__(self, compute: Callable[..., Any], *args: Any) -> None:
+        self.compute, self.args = compute, args
+
+
+def deferred(compute: Callable[..., str], *args: Any) -> str:
+    """Return what a `Hit`'s ``excerpt`` takes for ``compute(*args)``, computed when the field
+    is first read (by code, its repr, equality, `to_jsonable`) and kept: a search's hits cost
+    nothing for excerpts nobody reads. ``compute`` must not depend on anything that changes."""
+    return cast(str, Deferred(compute, *args))
+
+
+class _ComputedOnRead:
+    """A dataclass field that may hold a `Deferred`: the first read computes and keeps it.
+
+    A data descriptor, so the dataclass's own ``__init__`` stores through it; the value lives
+    in the instance's ``__dict__`` under the field's name, so `changed_hit` (``vars``) carries
+    a value not yet computed over as it is.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__[self._name]
+        if type(value) is Deferred:
+            value = value.compute(*value.args)
+            instance.__dict__[self._name] = value
+        return value
+
+    def __set__(self, instance: object, value: Any) -> None:
+        instance.__dict__[self._name] = value
+
+
+setattr(Hit, "excerpt", _ComputedOnRead("excerpt"))  # noqa: B010 (the field is declared a str)
 
 
 @dataclass(frozen=True)

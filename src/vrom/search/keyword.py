@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from vrom.errors import ValidationError, shown
 from vrom.index.background import BackgroundBuild
 from vrom.ingest.okf import stale_after
-from vrom.results import Hit
+from vrom.results import Hit, deferred
 from vrom.search.excerpt import excerpt
 from vrom.search.fusion import MAX_K, first_k, first_pool, widen
 from vrom.store import (
@@ -79,7 +79,7 @@ def make_hit(
         path=chunk.path,
         title=chunk.title,
         heading_path=chunk.heading_path,
-        excerpt=excerpt(chunk.text, words),
+        excerpt=deferred(excerpt, chunk.text, tuple(words)),
         score=round(score, 6),
         content_hash=chunk.content_hash,
         modified_unix=chunk.mtime,
