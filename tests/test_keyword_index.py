@@ -21,7 +21,7 @@ from vrom import Collection, Embedder, Vault
 from vrom.evaluation.beir import corpus_documents, load_beir
 from vrom.index.keyword import KeywordIndex
 from vrom.search import keyword as keyword_module
-from vrom.search.keyword import KeywordRanker
+from vrom.search.keyword import KeywordRanker, rank_keyword
 from vrom.search.query import parse_query, parse_where
 from vrom.state import store_path
 from vrom.store import KeywordQuery, KeywordRow, Where
@@ -163,6 +163,33 @@ def test_the_copy_ranks_exactly_as_fts5(indexed: tuple[Path, Path]) -> None:
     # stems, case, diacritics and CJK bigram terms all reach the copy; a query it cannot
     # answer is one whose term the tokenizer splits into a phrase
     assert answered >= 0.8 * len(queries) * len(wheres) * 4
+
+
+def test_the_copy_ranks_with_the_prior_as_the_store_does(indexed: tuple[Path, Path]) -> None:
+    """`KeywordRanker.ranked` (prior, order and one chunk a document in numpy) returns what
+    `rank_keyword` makes of the store's rows: scores, ids, ties and widened pools alike."""
+    _, db = indexed
+    store = SQLiteStore(db)
+    try:
+        ranker = KeywordRanker(store.documents)
+        ranker._index = KeywordIndex(store.documents.keyword_postings())
+        wheres = [None, parse_where(None, path="Projects")]
+        compared = 0
+        for query in [*_queries(random.Random(5), 60), "twin beacon", "everywhere"]:
+            parsed = parse_query(query)
+            for where, k, per_document in itertools.product(wheres, (1, 10, 100), (True, False)):
+                with store.snapshot():
+                    copied = ranker.ranked(parsed, k, where, per_document=per_document)
+                stored = rank_keyword(
+                    store.documents.keyword_search, parsed, k, where, per_document=per_document
+                )
+                what = f"{query!r} {where} {k} {per_document}"
+                assert [s for s, _ in copied] == pytest.approx([s for s, _ in stored]), what
+                _same([row for _, row in copied], [row for _, row in stored], what)
+                compared += bool(stored)
+    finally:
+        store.close()
+    assert compared >= 500
 
 
 def test_equal_scores_come_in_chunk_id_order(indexed: tuple[Path, Path]) -> None:

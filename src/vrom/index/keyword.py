@@ -128,6 +128,42 @@ class KeywordIndex:
         scores = self._scores(tokens)
         if scores is None:
             return []
+        best = self._best(scores, limit, allowed)
+        return self._keyword_rows(best, scores[best])
+
+    def rank_with_prior(
+        self,
+        tokens: Sequence[str],
+        k: int,
+        pool: int,
+        allowed: Sequence[int] | None,
+        *,
+        per_document: bool,
+        spread: float,
+    ) -> tuple[list[tuple[float, KeywordRow]], bool]:
+        """Return the ``k`` best (score, row) among the ``pool`` best by BM25 (as `rank`
+        gives them), the score BM25 times the prior ``1 + spread·(relevance − 0.5)``, best
+        first, ties by chunk id; ``per_document`` keeps each document's best only. And whether
+        the pool was full (more chunks match). In numpy: only the kept rows become objects."""
+        scores = self._scores(tokens)
+        if scores is None:
+            return [], False
+        best = self._best(scores, pool, allowed)
+        final = scores[best] * (1.0 + spread * (self._human_relevance[best] - 0.5))
+        order = np.lexsort((self._chunk_ids[best], -final))
+        kept, final = best[order], final[order]
+        if per_document:
+            _, firsts = np.unique(self._document_ids[kept], return_index=True)
+            firsts.sort()
+            kept, final = kept[firsts], final[firsts]
+        kept, final = kept[:k], final[:k]
+        ranked = list(zip(final.tolist(), self._keyword_rows(kept, scores[kept]), strict=True))
+        return ranked, len(best) == pool
+
+    def _best(
+        self, scores: npt.NDArray[np.float64], limit: int, allowed: Sequence[int] | None
+    ) -> npt.NDArray[np.intp]:
+        """Return the rows of the ``limit`` best nonzero ``scores``, best first, ties by id."""
         candidates = np.flatnonzero(scores)
         if allowed is not None:
             candidates = candidates[self._allowed_rows(allowed)[candidates]]
@@ -136,14 +172,20 @@ class KeywordIndex:
             threshold = np.partition(scores[candidates], len(candidates) - limit)[-limit]
             candidates = candidates[scores[candidates] >= threshold]
         order = np.lexsort((self._chunk_ids[candidates], -scores[candidates]))[:limit]
-        best = candidates[order]
+        best: npt.NDArray[np.intp] = candidates[order]
+        return best
+
+    def _keyword_rows(
+        self, best: npt.NDArray[np.intp], scores: npt.NDArray[np.float64]
+    ) -> list[KeywordRow]:
+        """Return the keyword rows of chunk rows ``best`` with their BM25 ``scores``."""
         return list(
             map(
                 KeywordRow,
                 self._chunk_ids[best].tolist(),
                 self._document_ids[best].tolist(),
                 self._human_relevance[best].tolist(),
-                scores[best].tolist(),
+                scores.tolist(),
             )
         )
 

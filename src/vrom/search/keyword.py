@@ -147,6 +147,27 @@ class KeywordRanker:
         allowed = None if where is None else self._documents.chunk_ids_matching(where)
         return index.rank(tokens, limit, allowed)
 
+    def ranked(
+        self, query: KeywordQuery, k: int, where: Where | None, *, per_document: bool
+    ) -> list[tuple[float, KeywordRow]]:
+        """Return what `rank_keyword` returns over this ranker's `search`; from the copy's
+        arrays when it answers the query (prior, order and one chunk a document in numpy).
+
+        Call it inside a store snapshot when chunks are read afterwards.
+        """
+        tokens = self._plain_tokens(query)
+        index = None if tokens is None else self._current()
+        if tokens is None or index is None:
+            return rank_keyword(self.search, query, k, where, per_document=per_document)
+        allowed = None if where is None else self._documents.chunk_ids_matching(where)
+
+        def rank(pool: int) -> tuple[list[tuple[float, KeywordRow]], bool]:
+            return index.rank_with_prior(
+                tokens, k, pool, allowed, per_document=per_document, spread=PRIOR_SPREAD
+            )
+
+        return widen(rank, k, first_pool(k))
+
     def version(self) -> bytes | None:
         """Return the store's keyword index version (None: the store has none to read)."""
         return None if self._source is None else self._source.keyword_version()
