@@ -281,10 +281,22 @@ class Context:
     sources: Sequence[Hit]
 
 
+_HIT_FIELDS = frozenset(f.name for f in dataclasses.fields(Hit))
+
+
 def changed_hit(hit: Hit, **changes: Any) -> Hit:
-    """Return ``hit`` with ``changes``: `dataclasses.replace` at half the cost, for the steps
-    that finish every hit a search returns (a collection's whole text, a note's freshness)."""
-    return Hit(**{**vars(hit), **changes})
+    """Return ``hit`` with ``changes``: what `dataclasses.replace` gives at a fifth of the
+    cost, for the steps that finish every hit a search returns (a collection's whole text, a
+    note's freshness). Its fields are copied as they are (a frozen dataclass's ``__init__``
+    sets them one by one; `Hit` checks nothing), an excerpt not made yet included."""
+    unknown = changes.keys() - _HIT_FIELDS
+    if unknown:
+        raise TypeError(f"Hit has no field {', '.join(sorted(unknown))}")
+    changed = object.__new__(Hit)
+    values = changed.__dict__
+    values.update(vars(hit))
+    values.update(changes)
+    return changed
 
 
 def to_jsonable(value: Any, *, omit_empty: bool = False) -> Any:

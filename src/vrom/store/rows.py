@@ -43,7 +43,8 @@ def chunks_from_rows(rows: Iterable[Sequence[Any]]) -> list[StoredChunk]:
         document_id = values[1]
         parsed = metadata.get(document_id)
         if parsed is None:
-            parsed = metadata[document_id] = json.loads(values[-1])
+            text = values[-1]  # most collection documents have no metadata: skip the parser
+            parsed = metadata[document_id] = {} if text == "{}" else json.loads(text)
         values[-1] = parsed
         chunks.append(StoredChunk(*values))
     return chunks
