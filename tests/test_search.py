@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from vrom import ValidationError, Vault
 from vrom.filters import AllOf
-from vrom.results import Deferred, SearchReport, changed_hit, to_jsonable
+from vrom.results import Deferred, Hit, SearchReport, changed_hit, new_hit, to_jsonable
 from vrom.search.excerpt import EXCERPT_CHARS, excerpt
 from vrom.search.query import parse_query, parse_where
 from vrom.store import Condition, StoredChunk
@@ -256,3 +256,15 @@ def test_an_excerpt_is_made_when_first_read_and_reads_as_one_made_at_once(vault:
     assert pickle.loads(pickle.dumps(vault.search("needle", k=1)[0])) == eager
     with pytest.raises(dataclasses.FrozenInstanceError):
         hit.excerpt = "other"  # type: ignore[misc]
+
+
+def test_new_hit_is_what_hit_gives(vault: Vault) -> None:
+    (found,) = vault.search("needle", k=1)
+    given = {name: value for name, value in vars(found).items() if name != "scores"}
+    assert new_hit(**given) == Hit(**given) and new_hit(**given).scores == {}
+    assert new_hit(**given).scores is not new_hit(**given).scores  # a default made anew
+    assert repr(new_hit(**given)) == repr(Hit(**given))
+    with pytest.raises(TypeError):
+        new_hit(**{**given, "no_such_field": 1})
+    with pytest.raises(TypeError):
+        new_hit(**{name: value for name, value in given.items() if name != "path"})

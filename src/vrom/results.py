@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast, overload
+from typing import Any, TypeVar, cast, overload
 
 from vrom.vault_results import (
     BackendInfo,
@@ -66,8 +66,10 @@ __all__ = [
     "VaultStats",
     "VectorInfo",
     "WriteResult",
+    "built",
     "changed_hit",
     "deferred",
+    "new_hit",
     "rough_duration",
     "to_jsonable",
     "vector_coverage",
@@ -281,22 +283,55 @@ class Context:
     sources: Sequence[Hit]
 
 
+T = TypeVar("T")
+
+
+def built(cls: type[T], values: dict[str, Any]) -> T:
+    """Return the frozen dataclass ``cls`` holding ``values``, one for each of its fields.
+
+    What ``cls(**values)`` gives, without its ``__init__`` (which sets a frozen dataclass's
+    fields one by one: ~10 µs for a `Hit`) — for a class with no ``__post_init__`` and no
+    check in its ``__init__``, built for every hit and chunk a search returns. ``values`` is
+    taken over. A field's data descriptor (`Hit.excerpt`'s) keeps its value in the instance's
+    ``__dict__`` too.
+    """
+    made: T = object.__new__(cls)
+    made.__dict__.update(values)
+    return made
+
+
 _HIT_FIELDS = frozenset(f.name for f in dataclasses.fields(Hit))
+_HIT_DEFAULTS = {
+    f.name: f.default_factory
+    for f in dataclasses.fields(Hit)
+    if f.default_factory is not dataclasses.MISSING
+}
+_HIT_CONSTANTS = {
+    f.name: f.default for f in dataclasses.fields(Hit) if f.default is not dataclasses.MISSING
+}
+
+
+def new_hit(**values: Any) -> Hit:
+    """Return ``Hit(**values)`` at a tenth of the cost (`built`): fields left out get their
+    defaults (a mutable one made anew); a missing field or an unknown name is a TypeError."""
+    fields = {**_HIT_CONSTANTS, **values}
+    for name, factory in _HIT_DEFAULTS.items():
+        if name not in fields:
+            fields[name] = factory()
+    if fields.keys() != _HIT_FIELDS:
+        missing, unknown = _HIT_FIELDS - fields.keys(), fields.keys() - _HIT_FIELDS
+        raise TypeError(f"Hit: missing {sorted(missing)}, unknown {sorted(unknown)}")
+    return built(Hit, fields)
 
 
 def changed_hit(hit: Hit, **changes: Any) -> Hit:
     """Return ``hit`` with ``changes``: what `dataclasses.replace` gives at a fifth of the
-    cost, for the steps that finish every hit a search returns (a collection's whole text, a
-    note's freshness). Its fields are copied as they are (a frozen dataclass's ``__init__``
-    sets them one by one; `Hit` checks nothing), an excerpt not made yet included."""
+    cost (`built`), for the steps that finish every hit a search returns (a collection's whole
+    text, a note's freshness); an excerpt not made yet is carried over as it is."""
     unknown = changes.keys() - _HIT_FIELDS
     if unknown:
         raise TypeError(f"Hit has no field {', '.join(sorted(unknown))}")
-    changed = object.__new__(Hit)
-    values = changed.__dict__
-    values.update(vars(hit))
-    values.update(changes)
-    return changed
+    return built(Hit, {**vars(hit), **changes})
 
 
 def to_jsonable(value: Any, *, omit_empty: bool = False) -> Any:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from vrom.errors import ValidationError, shown
 from vrom.index.background import BackgroundBuild
 from vrom.ingest.okf import stale_after
-from vrom.results import Hit, deferred
+from vrom.results import Hit, deferred, new_hit
 from vrom.search.excerpt import excerpt
 from vrom.search.fusion import MAX_K, first_k, first_pool, widen
 from vrom.store import (
@@ -74,7 +74,7 @@ def make_hit(
     decided now, at search time, since a note goes stale without changing.
     """
     expires = stale_after(chunk.metadata)
-    return Hit(
+    return new_hit(
         chunk_id=chunk.chunk_id,
         path=chunk.path,
         title=chunk.title,
