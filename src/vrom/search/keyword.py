@@ -2,8 +2,10 @@
 
 `KeywordRanker` answers the search core's keyword candidates from an in-memory copy of the
 store's index (`vrom.index.keyword`) when the store offers one, the copy is current and the
-query is plain terms; otherwise from the store's own `keyword_search` (phrases, prefixes and
-exclusions always go there). Both give the same rows in the same order.
+query is plain terms, common words included; otherwise from the store's own `keyword_search`
+(phrases, prefixes and exclusions always go there). Both give the same rows in the same order.
+`KeywordRanker.ranked` gives the search core's keyword ranking (the prior applied, one chunk a
+document if asked): from the copy's arrays when it answers, else `rank_keyword` over those rows.
 
 When to copy the index is a rent-or-buy choice: a copy costs about as much as a few dozen
 store searches, and a store that changes between every two searches (an agent adding and
