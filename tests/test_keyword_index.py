@@ -21,10 +21,10 @@ from vrom import Collection, Embedder, Vault
 from vrom.evaluation.beir import corpus_documents, load_beir
 from vrom.index.keyword import KeywordIndex
 from vrom.search import keyword as keyword_module
-from vrom.search.keyword import KeywordRanker
+from vrom.search.keyword import KeywordRanker, rank_keyword
 from vrom.search.query import parse_query, parse_where
 from vrom.state import store_path
-from vrom.store import KeywordRow, Where
+from vrom.store import KeywordQuery, KeywordRow, Where
 from vrom.store.sqlite import SQLiteStore
 
 WORDS = tuple(
@@ -119,7 +119,7 @@ def _compare(
     for query in queries:
         parsed = parse_query(query)
         tokens = ranker._plain_tokens(parsed)
-        if tokens is None or not index.answers(tokens):
+        if tokens is None:
             continue
         for where in wheres:
             allowed = None if where is None else store.documents.chunk_ids_matching(where)
@@ -165,6 +165,33 @@ def test_the_copy_ranks_exactly_as_fts5(indexed: tuple[Path, Path]) -> None:
     assert answered >= 0.8 * len(queries) * len(wheres) * 4
 
 
+def test_the_copy_ranks_with_the_prior_as_the_store_does(indexed: tuple[Path, Path]) -> None:
+    """`KeywordRanker.ranked` (prior, order and one chunk a document in numpy) returns what
+    `rank_keyword` makes of the store's rows: scores, ids, ties and widened pools alike."""
+    _, db = indexed
+    store = SQLiteStore(db)
+    try:
+        ranker = KeywordRanker(store.documents)
+        ranker._index = KeywordIndex(store.documents.keyword_postings())
+        wheres = [None, parse_where(None, path="Projects")]
+        compared = 0
+        for query in [*_queries(random.Random(5), 60), "twin beacon", "everywhere"]:
+            parsed = parse_query(query)
+            for where, k, per_document in itertools.product(wheres, (1, 10, 100), (True, False)):
+                with store.snapshot():
+                    copied = ranker.ranked(parsed, k, where, per_document=per_document)
+                stored = rank_keyword(
+                    store.documents.keyword_search, parsed, k, where, per_document=per_document
+                )
+                what = f"{query!r} {where} {k} {per_document}"
+                assert [s for s, _ in copied] == pytest.approx([s for s, _ in stored]), what
+                _same([row for _, row in copied], [row for _, row in stored], what)
+                compared += bool(stored)
+    finally:
+        store.close()
+    assert compared >= 500
+
+
 def test_equal_scores_come_in_chunk_id_order(indexed: tuple[Path, Path]) -> None:
     _, db = indexed
     store = SQLiteStore(db)
@@ -183,9 +210,11 @@ def test_equal_scores_come_in_chunk_id_order(indexed: tuple[Path, Path]) -> None
     assert [row.chunk_id for row in tied] == sorted(row.chunk_id for row in tied)
 
 
-def test_a_word_in_half_the_chunks_is_left_to_the_store(indexed: tuple[Path, Path]) -> None:
-    """A term held by half the rows or more gets FTS5's floor IDF and is left out of the copy
-    (the longest posting lists, weighing next to nothing): a query holding it goes to FTS5."""
+def test_a_word_in_half_the_chunks_is_ranked_by_the_copy_as_fts5_ranks_it(
+    indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term held by half the rows or more gets FTS5's floor IDF; the copy holds it as dense
+    frequencies by chunk and ranks a query holding it in memory, with FTS5's scores and ties."""
     _, db = indexed
     store = SQLiteStore(db)
     try:
@@ -195,16 +224,22 @@ def test_a_word_in_half_the_chunks_is_left_to_the_store(indexed: tuple[Path, Pat
         index = KeywordIndex(postings)
         ranker = KeywordRanker(store.documents)
         ranker._index = index
-        parsed = parse_query("everywhere river")
-        tokens = ranker._plain_tokens(parsed)
-        assert tokens == ["everywher", "river"] and not index.answers(tokens)
-        assert index.answers(["river"])
-        with store.snapshot():
-            _same(
-                ranker.search(parsed, 50, None),
-                store.documents.keyword_search(parsed, 50, None),
-                "a floor term",
-            )
+        calls: list[object] = []
+        stored_search = store.documents.keyword_search
+        monkeypatch.setattr(
+            store.documents,
+            "keyword_search",
+            lambda *args: calls.append(args) or stored_search(*args),
+        )
+        for query in ("everywhere", "everywhere river", "river everywhere harbour"):
+            parsed = parse_query(query)
+            tokens = ranker._plain_tokens(parsed)
+            assert tokens is not None and "everywher" in tokens
+            for limit in (1, 10, 1000):
+                with store.snapshot():
+                    copied = ranker.search(parsed, limit, None)
+                assert not calls, f"{query!r} went to FTS5"
+                _same(copied, stored_search(parsed, limit, None), f"a floor term: {query!r}")
     finally:
         store.close()
 
@@ -343,6 +378,38 @@ def test_the_copy_ranks_beir_scifact_exactly_as_fts5(tmp_path: Path) -> None:
         assert _compare(store, index, queries, [None]) >= 0.9 * len(queries) * 4
     finally:
         store.close()
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="BEIR SciFact is not in ../shared/data")
+def test_the_copy_ranks_scifact_queries_holding_its_common_words_as_fts5(tmp_path: Path) -> None:
+    """SciFact's words in half its chunks or more ("the", "of", "and"...) kept in its queries
+    (a query parser would drop them as stopwords) are ranked by the copy with FTS5's scores."""
+    with Collection.open("scifact", embedder=None, storage=tmp_path) as docs:
+        docs.add(itertools.islice(corpus_documents(SHARED), 1500))
+    texts = [text for _, text in load_beir(SHARED, "train").queries[:60]]
+    store = SQLiteStore(tmp_path / "scifact.db")
+    try:
+        postings = store.documents.keyword_postings()
+        common = set(postings.floor_terms)
+        assert {"the", "of", "and"} <= common
+        index = KeywordIndex(postings)
+        compared = 0
+        for text in texts:
+            words = tuple(word.strip(".,;:()?'\"").lower() for word in text.split())
+            terms = tuple(w for w in words if w.isalpha())
+            tokens = [store.documents.keyword_tokens(term) for term in terms]
+            if not any(common & set(found) for found in tokens):
+                continue
+            query = KeywordQuery(terms=terms)
+            flat = [found[0] for found in tokens if len(found) == 1]
+            if len(flat) != len(terms):
+                continue
+            for limit in (1, 10, 100, 5000):
+                _same(index.rank(flat, limit), store.documents.keyword_search(query, limit), text)
+                compared += 1
+    finally:
+        store.close()
+    assert compared >= 100
 
 
 def test_a_store_without_postings_keeps_its_own_ranking() -> None:

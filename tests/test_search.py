@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from collections.abc import Sequence
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from vrom import ValidationError, Vault
 from vrom.filters import AllOf
-from vrom.results import SearchReport, changed_hit
+from vrom.results import Deferred, Hit, SearchReport, changed_hit, new_hit, to_jsonable
 from vrom.search.excerpt import EXCERPT_CHARS, excerpt
 from vrom.search.query import parse_query, parse_where
 from vrom.store import Condition, StoredChunk
@@ -233,3 +234,37 @@ def test_excerpt_is_bounded_and_centred_on_the_densest_window() -> None:
     assert "alpha beta" in short and len(short) <= EXCERPT_CHARS + 2
     assert short.startswith("…") and short.endswith("…")
     assert excerpt("short text", ["x"]) == "short text"
+
+
+def test_an_excerpt_is_made_when_first_read_and_reads_as_one_made_at_once(vault: Vault) -> None:
+    """A hit's excerpt is computed on first read; equality, repr, JSON, `changed_hit`,
+    `dataclasses.replace` and pickling see what an excerpt made at once gives."""
+    (hit,) = vault.search("needle", k=1)
+    assert type(vars(hit)["excerpt"]) is Deferred  # not made by the search
+    made = excerpt(hit.text, ["needle"])
+    eager = dataclasses.replace(hit, excerpt=made)
+    assert hit.excerpt == made and vars(hit)["excerpt"] == made  # made once, then kept
+    assert hit == eager
+    for fresh in (vault.search("needle", k=1)[0] for _ in range(5)):
+        assert type(vars(fresh)["excerpt"]) is Deferred
+    later = [vault.search("needle", k=1)[0] for _ in range(5)]
+    assert repr(later[0]) == repr(eager)
+    assert to_jsonable(later[1]) == to_jsonable(eager)
+    assert later[2] == eager and eager == later[3]
+    carried = changed_hit(later[4], fresh=None)
+    assert type(vars(carried)["excerpt"]) is Deferred and carried.excerpt == made
+    assert pickle.loads(pickle.dumps(vault.search("needle", k=1)[0])) == eager
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hit.excerpt = "other"  # type: ignore[misc]
+
+
+def test_new_hit_is_what_hit_gives(vault: Vault) -> None:
+    (found,) = vault.search("needle", k=1)
+    given = {name: value for name, value in vars(found).items() if name != "scores"}
+    assert new_hit(**given) == Hit(**given) and new_hit(**given).scores == {}
+    assert new_hit(**given).scores is not new_hit(**given).scores  # a default made anew
+    assert repr(new_hit(**given)) == repr(Hit(**given))
+    with pytest.raises(TypeError):
+        new_hit(**{**given, "no_such_field": 1})
+    with pytest.raises(TypeError):
+        new_hit(**{name: value for name, value in given.items() if name != "path"})

@@ -14,8 +14,11 @@ rows holding the term, ``avgdl`` its tokens over ``N``; k1 = 1.2, b = 0.75 (FTS5
 best score first, ties by chunk id, as the store's own SQL orders them.
 
 Memory: 12 bytes a posting (a 4-byte chunk row and an 8-byte term-frequency part) and 32 bytes
-a chunk, plus the vocabulary (a dict of its terms); see `KeywordIndex.nbytes`. Terms held by half
-the rows or more are left out (`KeywordPostings.floor_terms`): a query holding one goes to FTS5.
+a chunk, plus the vocabulary (a dict of its terms); see `KeywordIndex.nbytes`. A term held by half
+the rows or more (`KeywordPostings.floor_terms`: FTS5's floor IDF) is held as one dense array of
+its weighted frequency by chunk instead, a byte a chunk for most, and its term-frequency parts are
+computed when a query holds it, with the same operations: the longest posting lists cost 1–2
+bytes a chunk rather than 12 a posting, and every plain-term query is answered here.
 """
 
 from __future__ import annotations
@@ -48,9 +51,16 @@ class KeywordIndex:
         self._chunk_ids: npt.NDArray[np.int64] = np.asarray(postings.chunk_ids, dtype=np.int64)
         self._document_ids = np.asarray(postings.document_ids, dtype=np.int64)
         self._human_relevance = np.asarray(postings.human_relevance, dtype=np.float64)
-        self._lengths = np.asarray(postings.chunk_lengths, dtype=np.float64)
+        # k1·(1 − b + b·|chunk| / avgdl) per chunk, FTS5's operations in its order: a posting's
+        # saturation adds its frequency to it
+        saturation = np.asarray(postings.chunk_lengths, dtype=np.float64)
         self._rows_total = postings.rows
         self._average_length = postings.tokens / postings.rows if postings.rows else 0.0
+        saturation *= B
+        saturation /= self._average_length or 1.0
+        saturation += 1 - B
+        saturation *= K1
+        self._saturation: npt.NDArray[np.float64] = saturation
         starts = np.asarray(postings.term_starts, dtype=np.int64)
         self._hits = np.diff(starts)  # rows holding each term, orphans included
         # The pair arrays become the index's own, in place and a block at a time, so a copy
@@ -72,21 +82,19 @@ class KeywordIndex:
             else:
                 kept[block] = False
             rows[block] = at
-            saturation = self._lengths[at]
-            saturation *= B
-            saturation /= self._average_length or 1.0
-            saturation += 1 - B
-            saturation *= K1
-            saturation += parts[block]
+            saturated = saturation[at]
+            saturated += parts[block]
             parts[block] *= K1 + 1.0
-            parts[block] /= saturation
+            parts[block] /= saturated
         if not kept.all():
             rows, parts = rows[kept], parts[kept]
         self._starts = np.concatenate(([0], np.cumsum(kept)))[starts]
         self._rows: npt.NDArray[np.int32] = rows
         self._term_frequencies: npt.NDArray[np.float64] = parts
         self._terms = {term: number for number, term in enumerate(postings.terms)}
-        self._floor_terms = postings.floor_terms
+        self._floor: dict[str, npt.NDArray[np.generic]] = dict(
+            zip(postings.floor_terms, postings.floor_frequencies, strict=True)
+        )
 
     def __len__(self) -> int:
         return len(self._chunk_ids)
@@ -98,33 +106,64 @@ class KeywordIndex:
             self._chunk_ids,
             self._document_ids,
             self._human_relevance,
-            self._lengths,
+            self._saturation,
             self._starts,
             self._hits,
             self._rows,
             self._term_frequencies,
+            *self._floor.values(),
         )
         return sum(int(array.nbytes) for array in arrays)
 
     @property
     def term_count(self) -> int:
         """Return how many distinct terms the index holds."""
-        return len(self._terms)
-
-    def answers(self, tokens: Sequence[str]) -> bool:
-        """True when the index holds what ranking ``tokens`` needs: none is a term left out
-        for being held by half the rows or more (`KeywordPostings.floor_terms`)."""
-        return not any(token in self._floor_terms for token in tokens)
+        return len(self._terms) + len(self._floor)
 
     def rank(
         self, tokens: Sequence[str], limit: int, allowed: Sequence[int] | None = None
     ) -> list[KeywordRow]:
         """Return up to ``limit`` chunks holding any of ``tokens``, best BM25 first (ties by chunk
-        id), among the ``allowed`` chunk ids if given; one query term per token, in order.
-        Only for tokens the index `answers`."""
+        id), among the ``allowed`` chunk ids if given; one query term per token, in order."""
         scores = self._scores(tokens)
         if scores is None:
             return []
+        best = self._best(scores, limit, allowed)
+        return self._keyword_rows(best, scores[best])
+
+    def rank_with_prior(
+        self,
+        tokens: Sequence[str],
+        k: int,
+        pool: int,
+        allowed: Sequence[int] | None,
+        *,
+        per_document: bool,
+        spread: float,
+    ) -> tuple[list[tuple[float, KeywordRow]], bool]:
+        """Return the ``k`` best (score, row) among the ``pool`` best by BM25 (as `rank`
+        gives them), the score BM25 times the prior ``1 + spread·(relevance − 0.5)``, best
+        first, ties by chunk id; ``per_document`` keeps each document's best only. And whether
+        the pool was full (more chunks match). In numpy: only the kept rows become objects."""
+        scores = self._scores(tokens)
+        if scores is None:
+            return [], False
+        best = self._best(scores, pool, allowed)
+        final = scores[best] * (1.0 + spread * (self._human_relevance[best] - 0.5))
+        order = np.lexsort((self._chunk_ids[best], -final))
+        kept, final = best[order], final[order]
+        if per_document:
+            _, firsts = np.unique(self._document_ids[kept], return_index=True)
+            firsts.sort()
+            kept, final = kept[firsts], final[firsts]
+        kept, final = kept[:k], final[:k]
+        ranked = list(zip(final.tolist(), self._keyword_rows(kept, scores[kept]), strict=True))
+        return ranked, len(best) == pool
+
+    def _best(
+        self, scores: npt.NDArray[np.float64], limit: int, allowed: Sequence[int] | None
+    ) -> npt.NDArray[np.intp]:
+        """Return the rows of the ``limit`` best nonzero ``scores``, best first, ties by id."""
         candidates = np.flatnonzero(scores)
         if allowed is not None:
             candidates = candidates[self._allowed_rows(allowed)[candidates]]
@@ -133,14 +172,20 @@ class KeywordIndex:
             threshold = np.partition(scores[candidates], len(candidates) - limit)[-limit]
             candidates = candidates[scores[candidates] >= threshold]
         order = np.lexsort((self._chunk_ids[candidates], -scores[candidates]))[:limit]
-        best = candidates[order]
+        best: npt.NDArray[np.intp] = candidates[order]
+        return best
+
+    def _keyword_rows(
+        self, best: npt.NDArray[np.intp], scores: npt.NDArray[np.float64]
+    ) -> list[KeywordRow]:
+        """Return the keyword rows of chunk rows ``best`` with their BM25 ``scores``."""
         return list(
             map(
                 KeywordRow,
                 self._chunk_ids[best].tolist(),
                 self._document_ids[best].tolist(),
                 self._human_relevance[best].tolist(),
-                scores[best].tolist(),
+                scores.tolist(),
             )
         )
 
@@ -161,11 +206,17 @@ class KeywordIndex:
         One IDF-weighted term-frequency part per posting, added chunk by chunk in query order
         from 0, as FTS5 adds its phrases' parts: the sums are the same doubles.
         """
-        rows, parts = [], []
+        rows: list[npt.NDArray[np.integer]] = []
+        parts: list[npt.NDArray[np.float64]] = []
         for token in tokens:
             term = self._terms.get(token)
             if term is None:
-                continue  # held by no row: FTS5 adds 0 for it
+                frequencies = self._floor.get(token)
+                if frequencies is not None:
+                    held = np.flatnonzero(frequencies)
+                    rows.append(held)
+                    parts.append(MIN_IDF * self._floor_parts(held, frequencies[held]))
+                continue  # else held by no row: FTS5 adds 0 for it
             start, end = self._starts[term], self._starts[term + 1]
             hits = float(self._hits[term])
             idf = math.log((0.5 + self._rows_total - hits) / (0.5 + hits))  # C's log, as FTS5
@@ -182,6 +233,18 @@ class KeywordIndex:
             np.concatenate(rows), np.concatenate(parts), minlength=len(self._chunk_ids)
         )
         return summed.astype(np.float64, copy=False)  # weighted counts are float64 already
+
+    def _floor_parts(
+        self, held: npt.NDArray[np.intp], frequencies: npt.NDArray[np.generic]
+    ) -> npt.NDArray[np.float64]:
+        """Return a floor term's term-frequency parts in the chunk rows ``held``, operation by
+        operation as the other terms' were made (`__init__`)."""
+        weighted = frequencies.astype(np.float64)
+        saturated = self._saturation[held]
+        saturated += weighted
+        weighted *= K1 + 1.0
+        weighted /= saturated
+        return weighted
 
     def _allowed_rows(self, allowed: Sequence[int]) -> npt.NDArray[np.bool_]:
         """Return a mask of the chunk rows whose ids are in ``allowed``."""

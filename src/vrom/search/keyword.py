@@ -2,8 +2,10 @@
 
 `KeywordRanker` answers the search core's keyword candidates from an in-memory copy of the
 store's index (`vrom.index.keyword`) when the store offers one, the copy is current and the
-query is plain terms; otherwise from the store's own `keyword_search` (phrases, prefixes and
-exclusions always go there). Both give the same rows in the same order.
+query is plain terms, common words included; otherwise from the store's own `keyword_search`
+(phrases, prefixes and exclusions always go there). Both give the same rows in the same order.
+`KeywordRanker.ranked` gives the search core's keyword ranking (the prior applied, one chunk a
+document if asked): from the copy's arrays when it answers, else `rank_keyword` over those rows.
 
 When to copy the index is a rent-or-buy choice: a copy costs about as much as a few dozen
 store searches, and a store that changes between every two searches (an agent adding and
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING
 from vrom.errors import ValidationError, shown
 from vrom.index.background import BackgroundBuild
 from vrom.ingest.okf import stale_after
-from vrom.results import Hit
+from vrom.results import Hit, deferred, new_hit
 from vrom.search.excerpt import excerpt
 from vrom.search.fusion import MAX_K, first_k, first_pool, widen
 from vrom.store import (
@@ -74,12 +76,12 @@ def make_hit(
     decided now, at search time, since a note goes stale without changing.
     """
     expires = stale_after(chunk.metadata)
-    return Hit(
+    return new_hit(
         chunk_id=chunk.chunk_id,
         path=chunk.path,
         title=chunk.title,
         heading_path=chunk.heading_path,
-        excerpt=excerpt(chunk.text, words),
+        excerpt=deferred(excerpt, chunk.text, tuple(words)),
         score=round(score, 6),
         content_hash=chunk.content_hash,
         modified_unix=chunk.mtime,
@@ -144,10 +146,29 @@ class KeywordRanker:
             if self._owed >= self._expected_copy_seconds():
                 self._copying.start(self._copy_apart)
             return rows
-        if not index.answers(tokens):  # a word in half the chunks or more: FTS5 ranks it
-            return self._documents.keyword_search(query, limit, where)
         allowed = None if where is None else self._documents.chunk_ids_matching(where)
         return index.rank(tokens, limit, allowed)
+
+    def ranked(
+        self, query: KeywordQuery, k: int, where: Where | None, *, per_document: bool
+    ) -> list[tuple[float, KeywordRow]]:
+        """Return what `rank_keyword` returns over this ranker's `search`; from the copy's
+        arrays when it answers the query (prior, order and one chunk a document in numpy).
+
+        Call it inside a store snapshot when chunks are read afterwards.
+        """
+        tokens = self._plain_tokens(query)
+        index = None if tokens is None else self._current()
+        if tokens is None or index is None:
+            return rank_keyword(self.search, query, k, where, per_document=per_document)
+        allowed = None if where is None else self._documents.chunk_ids_matching(where)
+
+        def rank(pool: int) -> tuple[list[tuple[float, KeywordRow]], bool]:
+            return index.rank_with_prior(
+                tokens, k, pool, allowed, per_document=per_document, spread=PRIOR_SPREAD
+            )
+
+        return widen(rank, k, first_pool(k))
 
     def version(self) -> bytes | None:
         """Return the store's keyword index version (None: the store has none to read)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from vrom.results import Hit
 from vrom.search.fusion import first_k, first_pool, fuse_arrays, widen
-from vrom.search.keyword import KeywordRanker, make_hit, prior_factor, rank_keyword
+from vrom.search.keyword import KeywordRanker, make_hit, prior_factor
 from vrom.search.query import query_words
 from vrom.search.vector import VectorIndex
 from vrom.store import KeywordQuery, Store, StoredChunk, Where
@@ -47,7 +47,7 @@ class ChunkRanking:
     ) -> list[Hit]:
         """Return the ``k`` best chunks by BM25 times the human-relevance prior."""
         with self.store.snapshot():  # the chunks read last are the ones ranked first
-            ranked = rank_keyword(self.keyword.search, parsed, k, where, per_document=per_document)
+            ranked = self.keyword.ranked(parsed, k, where, per_document=per_document)
             # whole chunks are read only for the hits returned
             chunks = self._chunks([row.chunk_id for _, row in ranked])
         ranks = (

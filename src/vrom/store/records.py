@@ -193,8 +193,9 @@ class KeywordPostings:
     ``term_starts[t]`` to ``term_starts[t + 1]``: ``pair_chunks`` (chunk ids, ascending) and
     ``pair_frequencies`` (the term's occurrences, weighted by column). Per chunk, by ascending
     ``chunk_ids``: ``document_ids``, ``human_relevance`` and ``chunk_lengths`` (tokens). The
-    arrays are numpy arrays. ``floor_terms`` are held by half the rows or more and left out of
-    the postings (their IDF is FTS5's floor): a query holding one is the store's to rank.
+    arrays are numpy arrays. ``floor_terms`` are held by half the rows or more (their IDF is
+    FTS5's floor) and kept apart from the pairs: ``floor_frequencies[i]`` holds
+    ``floor_terms[i]``'s weighted frequency in each chunk (by ``chunk_ids``; 0 where absent).
     """
 
     version: bytes
@@ -208,7 +209,8 @@ class KeywordPostings:
     document_ids: Any
     human_relevance: Any
     chunk_lengths: Any
-    floor_terms: frozenset[str] = frozenset()
+    floor_terms: list[str] = field(default_factory=list)
+    floor_frequencies: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

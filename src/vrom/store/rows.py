@@ -3,10 +3,12 @@ memories selects (the same SQL in SQLite and PostgreSQL) and how such a row beco
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from vrom.results import built
 from vrom.store.records import MemoryRecord, StoredChunk, StoredDocument
 
 CHUNK_COLUMNS = """
@@ -29,6 +31,9 @@ MEMORY_COLUMNS = (
 """A memory ``m``."""
 
 
+_CHUNK_FIELDS = tuple(f.name for f in dataclasses.fields(StoredChunk))
+
+
 def chunks_from_rows(rows: Iterable[Sequence[Any]]) -> list[StoredChunk]:
     """Return the chunks a backend's chunk rows hold (`StoredChunk`'s fields in order, the
     metadata as JSON text last), in order.
@@ -43,9 +48,10 @@ def chunks_from_rows(rows: Iterable[Sequence[Any]]) -> list[StoredChunk]:
         document_id = values[1]
         parsed = metadata.get(document_id)
         if parsed is None:
-            parsed = metadata[document_id] = json.loads(values[-1])
+            text = values[-1]  # most collection documents have no metadata: skip the parser
+            parsed = metadata[document_id] = {} if text == "{}" else json.loads(text)
         values[-1] = parsed
-        chunks.append(StoredChunk(*values))
+        chunks.append(built(StoredChunk, dict(zip(_CHUNK_FIELDS, values, strict=True))))
     return chunks
 
 

@@ -87,10 +87,11 @@ def postings(db: Database) -> KeywordPostings:
     vocabulary counts them) and filled as terms are read in batches of about
     `_BATCH_CHARACTERS`, so the memory beyond them stays bounded.
 
-    Terms held by half the rows or more (``the``, ``of``: FTS5 gives them its floor IDF, 1e-6)
-    are left out and named in ``floor_terms``: they are the longest posting lists by far and
-    weigh next to nothing, so a query holding one is left to the store. A chunk's length counts
-    them still: it comes from FTS5's own column sizes (its ``docsize`` table).
+    Terms held by half the rows or more (``the``, ``obsidian`` in a vault about Obsidian: FTS5
+    gives them its floor IDF, 1e-6) are the longest posting lists by far: each is read as one
+    dense array of weighted frequencies by chunk (`KeywordPostings.floor_frequencies`), its
+    narrowest integer type (a byte a chunk, mostly) instead of 12 bytes a posting. A chunk's
+    length comes from FTS5's own column sizes (its ``docsize`` table).
     """
     import numpy as np  # only an in-memory keyword index needs it
 
@@ -100,12 +101,11 @@ def postings(db: Database) -> KeywordPostings:
             f" USING fts5vocab(main, 'chunks_fts', '{kind}')"
         )
     rows_total, tokens_total = _averages(db)
-    floor_terms = frozenset(
-        row[0]
-        for row in db.conn.execute(
-            f"SELECT term FROM {_TERM_ROWS} WHERE 2 * doc >= ?", (rows_total,)
-        )
-    )
+    chunks = db.conn.execute(
+        "SELECT c.id, c.document_id, d.human_relevance_score FROM chunks c"
+        " JOIN documents d ON d.id = c.document_id ORDER BY c.id"
+    ).fetchall()
+    chunk_ids = np.fromiter((row[0] for row in chunks), dtype=np.int64, count=len(chunks))
     pairs = int(
         db.scalar(
             f"SELECT coalesce(sum(doc), 0) FROM {_TERM_ROWS} WHERE 2 * doc < ?", (rows_total,)
@@ -120,21 +120,11 @@ def postings(db: Database) -> KeywordPostings:
 
     def flush(batch: list[str]) -> None:
         nonlocal filled
-        lists = [np.fromstring(instances, dtype=np.int64, sep=",") for instances in batch]
-        counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-        instances = np.concatenate(lists)
-        term_of = np.repeat(np.arange(len(lists), dtype=np.int32), counts)
-        chunk_of = instances >> 2
-        # instances come by term, then chunk: a (term, chunk) pair starts where either changes
-        starts = np.flatnonzero(
-            np.concatenate(
-                ([True], (term_of[1:] != term_of[:-1]) | (chunk_of[1:] != chunk_of[:-1]))
-            )
-        )
-        end = filled + len(starts)
-        pair_chunks[filled:end] = chunk_of[starts]
-        pair_frequencies[filled:end] = np.add.reduceat(weights[instances & 3], starts)
-        pairs_per_term.append(np.bincount(term_of[starts], minlength=len(lists)))
+        term_of, chunk_of, frequencies = _pairs(batch, weights)
+        end = filled + len(chunk_of)
+        pair_chunks[filled:end] = chunk_of
+        pair_frequencies[filled:end] = frequencies
+        pairs_per_term.append(np.bincount(term_of, minlength=len(batch)))
         filled = end
 
     batch: list[str] = []
@@ -146,8 +136,6 @@ def postings(db: Database) -> KeywordPostings:
         (rows_total,),
     )
     for term, instances in cursor:
-        if term in floor_terms:
-            continue
         terms.append(term)
         batch.append(instances)
         size += len(instances)
@@ -156,11 +144,23 @@ def postings(db: Database) -> KeywordPostings:
             batch, size = [], 0
     if batch:
         flush(batch)
-    chunks = db.conn.execute(
-        "SELECT c.id, c.document_id, d.human_relevance_score FROM chunks c"
-        " JOIN documents d ON d.id = c.document_id ORDER BY c.id"
-    ).fetchall()
-    chunk_ids = np.fromiter((row[0] for row in chunks), dtype=np.int64, count=len(chunks))
+    floor_terms, floor_frequencies = [], []
+    cursor = db.conn.execute(
+        f"SELECT term, group_concat(doc * 4 + (CASE col WHEN 'title' THEN 0"
+        f" WHEN 'heading_path' THEN 1 ELSE 2 END), ',') FROM {_VOCABULARY}"
+        f" WHERE term IN (SELECT term FROM {_TERM_ROWS} WHERE 2 * doc >= ?) GROUP BY term",
+        (rows_total,),
+    )
+    for term, instances in cursor:  # one term at a time: the longest lists
+        _, chunk_of, frequencies = _pairs([instances], weights)
+        at = np.minimum(np.searchsorted(chunk_ids, chunk_of), max(len(chunk_ids) - 1, 0))
+        held = chunk_ids[at] == chunk_of if len(chunk_ids) else np.zeros(0, dtype=bool)
+        # the weighted counts are whole numbers (weights 4, 2, 1): the narrowest type is exact
+        widest = int(frequencies.max()) if len(frequencies) else 0
+        dense = np.zeros(len(chunk_ids), dtype=np.min_scalar_type(widest))
+        dense[at[held]] = frequencies[held]  # a row whose chunk is gone is never returned
+        floor_terms.append(term)
+        floor_frequencies.append(dense)
     sizes = dict(db.conn.execute("SELECT id, sz FROM chunks_fts_docsize"))
     per_term = np.concatenate(pairs_per_term) if pairs_per_term else np.zeros(0, dtype=np.int64)
     if filled != pairs:  # the two vocabularies are read in one snapshot: they agree
@@ -185,7 +185,25 @@ def postings(db: Database) -> KeywordPostings:
             count=len(chunk_ids),
         ),
         floor_terms=floor_terms,
+        floor_frequencies=floor_frequencies,
     )
+
+
+def _pairs(lists: list[str], weights: Any) -> tuple[Any, Any, Any]:
+    """Return (term number, chunk id, weighted frequency) per (term, chunk) pair of the terms'
+    ``chunk*4+column`` instance lists, by term then chunk."""
+    import numpy as np
+
+    parsed = [np.fromstring(instances, dtype=np.int64, sep=",") for instances in lists]
+    counts = np.fromiter(map(len, parsed), dtype=np.int64, count=len(parsed))
+    instances = np.concatenate(parsed)
+    term_of = np.repeat(np.arange(len(parsed), dtype=np.int32), counts)
+    chunk_of = instances >> 2
+    # instances come by term, then chunk: a (term, chunk) pair starts where either changes
+    starts = np.flatnonzero(
+        np.concatenate(([True], (term_of[1:] != term_of[:-1]) | (chunk_of[1:] != chunk_of[:-1])))
+    )
+    return term_of[starts], chunk_of[starts], np.add.reduceat(weights[instances & 3], starts)
 
 
 def postings_apart(db: Database) -> KeywordPostings | None:
