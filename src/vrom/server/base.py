@@ -19,6 +19,7 @@ from mcp.shared._context_streams import (
     ContextSendStream,
     create_context_streams,
 )
+from mcp.shared._stream_protocols import WriteStream
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp.types import (
@@ -36,7 +37,7 @@ from pydantic import ValidationError as ArgumentsError
 
 from vrom.bounded_json import top_level
 from vrom.errors import ValidationError
-from vrom.server.stdio_input import claimed_stdin, read_messages
+from vrom.server.stdio_input import PendingRequests, claimed_stdin, read_messages
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
@@ -65,15 +66,18 @@ class VromMCPServer(MCPServer):
     async def run_stdio_async(self) -> None:
         """Serve over stdin and stdout, answering a request the SDK cannot read with an error
         (`unreadable_request_error`) where the SDK would drop it and leave the client waiting,
-        and a line longer than `MAX_MESSAGE_BYTES` unread (`vrom.server.stdio_input`)."""
+        and a line longer than `MAX_MESSAGE_BYTES` unread (`vrom.server.stdio_input`). When
+        the input ends, every request read is answered before the server stops."""
         with claimed_stdin() as stdin:
             # the SDK's transport writes the replies; vrom reads the lines, a bounded one at a time
-            async with stdio_server(stdin=cast(Any, _NoInput())) as (_, replies):
+            async with stdio_server(stdin=cast(Any, _NoInput())) as (_, out):
+                pending = PendingRequests()
+                replies = pending.watching(out)
                 lines, received = create_context_streams[SessionMessage | Exception](0)
                 readable, inbox = create_context_streams[SessionMessage | Exception](0)
                 async with anyio.create_task_group() as group:
-                    group.start_soon(read_messages, stdin, MAX_MESSAGE_BYTES, lines, replies)
-                    group.start_soon(_answer_unreadable, received, readable, replies)
+                    group.start_soon(read_messages, stdin, MAX_MESSAGE_BYTES, lines, out)
+                    group.start_soon(_answer_unreadable, received, readable, replies, pending)
                     low = self._lowlevel_server
                     await low.run(inbox, replies, low.create_initialization_options())
 
@@ -156,12 +160,15 @@ async def internal_errors(
 async def _answer_unreadable(
     received: ContextReceiveStream[SessionMessage | Exception],
     readable: ContextSendStream[SessionMessage | Exception],
-    replies: ContextSendStream[SessionMessage],
+    replies: WriteStream[SessionMessage],
+    pending: PendingRequests,
 ) -> None:
-    """Pass on what the transport read; answer each request it could not read, or log it."""
+    """Pass on what the transport read; answer each request it could not read, or log it.
+    The input's end is passed on once ``pending`` has every request read answered."""
     async with readable:
         async for item in received:
             if not isinstance(item, Exception):
+                pending.read(item.message)
                 await readable.send(item)
                 continue
             error = unreadable_request_error(item)
@@ -169,6 +176,7 @@ async def _answer_unreadable(
                 _logger.warning("ignored a message that is not JSON-RPC: %s", _first_line(item))
             else:
                 await replies.send(SessionMessage(error))
+        await pending.answered()  # the server cancels what still runs when its input ends
 
 
 def unreadable_request_error(problem: Exception) -> JSONRPCError | None:

@@ -1,10 +1,15 @@
-"""The stdio transport's input, read a bounded line at a time.
+"""The stdio transport's input, read a bounded line at a time, and the requests read from it
+that still await an answer.
 
 The SDK's stdio transport reads each line whole, however long: a client that never sends a
 newline has the server hold all it sends. Here a line past `MAX_MESSAGE_BYTES` is skipped
 unread and answered with an error (by the id at its start, when there is one), and fd 0
 points at the null device while the server runs, as the SDK's transport does, so a handler or
 a child process reading stdin cannot take the protocol's bytes.
+
+A client may write its requests and close stdin at once (a script piping lines in): the SDK's
+server cancels whatever is running when its input ends, so `PendingRequests` holds the end of
+input back until every request read has been answered.
 """
 
 from __future__ import annotations
@@ -14,13 +19,23 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import TracebackType
 from typing import Any, BinaryIO
 
 import anyio
 import anyio.to_thread
 from mcp.shared._context_streams import ContextSendStream
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_REQUEST, ErrorData, JSONRPCError, jsonrpc_message_adapter
+from mcp.types import (
+    INVALID_REQUEST,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
 
 _LEADING_ID = re.compile(
     rb'\A\s*\{(?:[^{}\[\]"]|"(?:[^"\\]|\\.)*")*?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")'
@@ -104,3 +119,83 @@ def too_large_error(start: bytes, max_bytes: int) -> JSONRPCError:
 async def _readline(stdin: BinaryIO, limit: int) -> bytes:
     line: bytes = await anyio.to_thread.run_sync(stdin.readline, limit, abandon_on_cancel=True)
     return line
+
+
+class PendingRequests:
+    """The client's requests read and not yet answered (or cancelled), and the server's own
+    requests to the client not yet answered, as the messages in and out say."""
+
+    def __init__(self) -> None:
+        self._read: set[tuple[str, int | str]] = set()
+        self._asked: set[tuple[str, int | str]] = set()
+        self._changed = anyio.Event()
+
+    def read(self, message: JSONRPCMessage) -> None:
+        """Note a message from the client: a request to answer, a cancellation, an answer."""
+        if isinstance(message, JSONRPCRequest):
+            self._read.add(_key(message.id))
+        elif isinstance(message, JSONRPCNotification):
+            if message.method == "notifications/cancelled":  # the SDK answers it with nothing
+                cancelled = (message.params or {}).get("requestId")
+                if isinstance(cancelled, (int, str)):
+                    self._settle(self._read, cancelled)
+        elif isinstance(message, (JSONRPCResponse, JSONRPCError)) and message.id is not None:
+            self._settle(self._asked, message.id)
+
+    def sent(self, message: JSONRPCMessage) -> None:
+        """Note a message to the client: an answer settles a request, a request awaits one."""
+        if isinstance(message, (JSONRPCResponse, JSONRPCError)) and message.id is not None:
+            self._settle(self._read, message.id)
+        elif isinstance(message, JSONRPCRequest):
+            self._asked.add(_key(message.id))
+            self._wake()
+
+    async def answered(self) -> None:
+        """Return once every request read is answered, or as soon as the server waits on an
+        answer from the client (which cannot come once its input has ended)."""
+        while self._read and not self._asked:
+            await self._changed.wait()
+
+    def watching(self, replies: ContextSendStream[SessionMessage]) -> _NotedReplies:
+        """Return ``replies``, noting each message sent through it."""
+        return _NotedReplies(replies, self)
+
+    def _settle(self, pending: set[tuple[str, int | str]], request_id: int | str) -> None:
+        pending.discard(_key(request_id))
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+
+def _key(request_id: int | str) -> tuple[str, int | str]:
+    """A request's id as a set holds it: 1 and "1" are two requests."""
+    return type(request_id).__name__, request_id
+
+
+class _NotedReplies:
+    """The stream of messages to the client, telling `PendingRequests` of each one sent."""
+
+    def __init__(self, replies: ContextSendStream[SessionMessage], noted: PendingRequests) -> None:
+        self._replies = replies
+        self._noted = noted
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._replies.send(item)
+        self._noted.sent(item.message)
+
+    async def aclose(self) -> None:
+        await self._replies.aclose()
+
+    async def __aenter__(self) -> _NotedReplies:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None

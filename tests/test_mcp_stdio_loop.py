@@ -1,0 +1,74 @@
+"""The agent loop over stdio (issue 29, item 6): every request read is answered even when the
+client closes its input at once, and `initialize` is answered before the vault is checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "pipe", "version": "1"},
+    },
+}
+
+
+def _notes(root: Path, count: int) -> Path:
+    root.mkdir()
+    for number in range(count):
+        (root / f"note {number}.md").write_text(
+            f"# Note {number}\n\nThe orchard keeps apple tree {number}.\n", encoding="utf-8"
+        )
+    return root
+
+
+def _piped(root: Path, state: Path, requests: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Write ``requests`` to a fresh `vrom mcp` and close its input at once; return its replies."""
+    lines = [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, *requests]
+    done = subprocess.run(
+        [sys.executable, "-m", "vrom", "mcp", "--vault", str(root), "--no-watch"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        env={**os.environ, "VROM_STATE_DIR": str(state)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_requests_written_just_before_the_input_ends_are_all_answered(tmp_path: Path) -> None:
+    """The server used to stop when its input ended, cancelling what it had read but not yet
+    answered: a client piping its requests in and closing stdin lost the last replies."""
+    root = _notes(tmp_path / "vault", 40)
+    calls = [
+        {
+            "jsonrpc": "2.0",
+            "id": number,
+            "method": "tools/call",
+            "params": {"name": "vault_search", "arguments": {"query": f"apple tree {number}"}},
+        }
+        for number in range(1, 6)
+    ]
+    pings = [{"jsonrpc": "2.0", "id": f"ping {n}", "method": "ping"} for n in range(3)]
+    replies = _piped(root, tmp_path / "state", [*calls, *pings])
+    by_id = {reply["id"]: reply for reply in replies if "id" in reply}
+    assert set(by_id) == {0, 1, 2, 3, 4, 5, "ping 0", "ping 1", "ping 2"}, replies
+    for number in range(1, 6):
+        result = by_id[number]["result"]
+        assert isinstance(result, dict) and not result.get("isError"), result
+        hits = result["structuredContent"]["results"]
+        assert hits[0]["path"] == f"note {number}.md", hits
+    assert all(by_id[f"ping {n}"]["result"] == {} for n in range(3))
