@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,65 @@ def test_requests_written_just_before_the_input_ends_are_all_answered(tmp_path: 
         hits = result["structuredContent"]["results"]
         assert hits[0]["path"] == f"note {number}.md", hits
     assert all(by_id[f"ping {n}"]["result"] == {} for n in range(3))
+
+
+def test_initialize_is_answered_before_the_vault_is_checked_and_tools_see_it_fresh(
+    tmp_path: Path,
+) -> None:
+    """`initialize` used to wait behind the check of every file of the vault (started with the
+    server, it took the CPU the answer needed); now the check starts once the answer is
+    written, and a tool called before the check ends waits for it: it finds a note edited
+    since the vault was last indexed as it is now."""
+    root = _notes(tmp_path / "vault", 300)
+    state = tmp_path / "state"
+    env = {**os.environ, "VROM_STATE_DIR": str(state)}
+    indexed = subprocess.run(
+        [sys.executable, "-m", "vrom", "index", str(root), "--embedder", "none"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert indexed.returncode == 0, indexed.stderr
+    (root / "note 7.md").write_text("# Note 7\n\nNow about quinces.\n", encoding="utf-8")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "vrom", "mcp", "--vault", str(root), "--no-watch"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one stream: the order of replies and log lines shows
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        # Gives a check started with the server (as it was) the time to log itself first;
+        # a server that waits for the answer passes however long this is.
+        time.sleep(1)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "vault_search", "arguments": {"query": "quinces"}},
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        for message in (INITIALIZE, initialized, call):
+            server.stdin.write(json.dumps(message) + "\n")
+        server.stdin.flush()
+        before_answer = []
+        while not (line := server.stdout.readline()).startswith("{"):
+            before_answer.append(line)
+        assert json.loads(line)["id"] == 0, line
+        assert not [seen for seen in before_answer if "indexing" in seen], before_answer
+        after = []
+        while not (line := server.stdout.readline()).startswith("{"):
+            after.append(line)
+        assert any("vrom: indexing" in seen for seen in after), after
+        reply = json.loads(line)
+        assert reply["id"] == 1, reply
+        hits = reply["result"]["structuredContent"]["results"]
+        assert [hit["path"] for hit in hits] == ["note 7.md"], hits
+        assert hits[0]["fresh"] is not False, hits
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        server.stdout.close()

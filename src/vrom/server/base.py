@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import anyio
@@ -38,6 +39,7 @@ from pydantic import ValidationError as ArgumentsError
 from vrom.bounded_json import top_level
 from vrom.errors import ValidationError
 from vrom.server.stdio_input import PendingRequests, claimed_stdin, read_messages
+from vrom.server.stdio_output import LineOutput, claimed_stdout
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
@@ -56,6 +58,9 @@ class VromMCPServer(MCPServer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.middleware.append(internal_errors)
+        self.after_first_reply: Callable[[], object] | None = None
+        """What to start once the first reply over stdio is written: work that would slow
+        the answer to ``initialize`` down (the vault's file check) waits for it."""
 
     def add_request_handler(
         self, method: str, params_type: type[ParamsT], handler: RequestHandler[Any, ParamsT]
@@ -67,10 +72,15 @@ class VromMCPServer(MCPServer):
         """Serve over stdin and stdout, answering a request the SDK cannot read with an error
         (`unreadable_request_error`) where the SDK would drop it and leave the client waiting,
         and a line longer than `MAX_MESSAGE_BYTES` unread (`vrom.server.stdio_input`). When
-        the input ends, every request read is answered before the server stops."""
-        with claimed_stdin() as stdin:
-            # the SDK's transport writes the replies; vrom reads the lines, a bounded one at a time
-            async with stdio_server(stdin=cast(Any, _NoInput())) as (_, out):
+        the input ends, every request read is answered before the server stops. The lines
+        are read and written by the event loop itself (`vrom.server.stdio_output`), and
+        `after_first_reply` runs once the first reply (to ``initialize``) is written."""
+        with claimed_stdin() as stdin, claimed_stdout() as stdout:
+            # the SDK's transport serialises the replies; vrom reads and writes the lines
+            async with stdio_server(stdin=cast(Any, _NoInput()), stdout=cast(Any, stdout)) as (
+                _,
+                out,
+            ):
                 pending = PendingRequests()
                 replies = pending.watching(out)
                 lines, received = create_context_streams[SessionMessage | Exception](0)
@@ -78,8 +88,15 @@ class VromMCPServer(MCPServer):
                 async with anyio.create_task_group() as group:
                     group.start_soon(read_messages, stdin, MAX_MESSAGE_BYTES, lines, out)
                     group.start_soon(_answer_unreadable, received, readable, replies, pending)
+                    group.start_soon(self._after_first_line, stdout)
                     low = self._lowlevel_server
                     await low.run(inbox, replies, low.create_initialization_options())
+                    group.cancel_scope.cancel()  # the wait for a first line, if none came
+
+    async def _after_first_line(self, stdout: LineOutput) -> None:
+        await stdout.first_line.wait()
+        if self.after_first_reply is not None:
+            self.after_first_reply()
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

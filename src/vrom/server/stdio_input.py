@@ -37,6 +37,8 @@ from mcp.types import (
     jsonrpc_message_adapter,
 )
 
+from vrom.server.stdio_output import non_blocking
+
 _LEADING_ID = re.compile(
     rb'\A\s*\{(?:[^{}\[\]"]|"(?:[^"\\]|\\.)*")*?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")'
 )
@@ -45,9 +47,12 @@ _LEADING_ID = re.compile(
 _SKIP_BYTES = 1024 * 1024
 """How much of an over-long line is read (and dropped) at a time."""
 
+_READ_BYTES = 64 * 1024
+"""How much of a pipe is read at a time (a pipe's whole buffer on Linux)."""
+
 
 @contextmanager
-def claimed_stdin() -> Iterator[BinaryIO]:
+def claimed_stdin() -> Iterator[LineInput]:
     """Yield the protocol's input (a duplicate of fd 0), with fd 0 itself pointed at the null
     device meanwhile; where descriptors cannot be moved, the process's stdin as it is."""
     try:
@@ -56,21 +61,59 @@ def claimed_stdin() -> Iterator[BinaryIO]:
     except OSError:
         import sys
 
-        yield sys.stdin.buffer
+        yield LineInput(sys.stdin.buffer, pollable=False)
         return
     try:
         os.dup2(null, 0)
     finally:
         os.close(null)
     try:
-        # closefd=False: a worker thread may still be blocked reading it when the server ends
-        yield os.fdopen(private, "rb", closefd=False)
+        with non_blocking(private) as pollable:
+            # closefd=False: a worker thread may still be blocked reading it when the server ends
+            yield LineInput(os.fdopen(private, "rb", closefd=False), pollable=pollable)
     finally:
         os.dup2(private, 0)
 
 
+class LineInput:
+    """The protocol's input, a bounded line at a time: a pipe or socket read from the event
+    loop as bytes arrive, anything else (a file, a terminal) in a worker thread."""
+
+    def __init__(self, stream: BinaryIO, *, pollable: bool) -> None:
+        self._stream = stream
+        self._pollable = pollable
+        self._buffer = bytearray()
+        self._scanned = 0  # how much of the buffer holds no newline
+        self._ended = False
+
+    async def readline(self, limit: int) -> bytes:
+        """Return the next line (with its newline), or its first ``limit`` bytes when it is
+        longer; b"" at the end of the input."""
+        if not self._pollable:
+            line: bytes = await anyio.to_thread.run_sync(
+                self._stream.readline, limit, abandon_on_cancel=True
+            )
+            return line
+        while True:
+            end = self._buffer.find(b"\n", self._scanned, limit)
+            if end >= 0 or len(self._buffer) >= limit or self._ended:
+                size = end + 1 if end >= 0 else min(limit, len(self._buffer))
+                line = bytes(self._buffer[:size])
+                del self._buffer[:size]
+                self._scanned = 0
+                return line
+            self._scanned = len(self._buffer)
+            await anyio.wait_readable(self._stream.fileno())
+            try:
+                read = os.read(self._stream.fileno(), _READ_BYTES)
+            except BlockingIOError:  # woken for nothing
+                continue
+            self._buffer += read
+            self._ended = not read
+
+
 async def read_messages(
-    stdin: BinaryIO,
+    stdin: LineInput,
     max_bytes: int,
     readable: ContextSendStream[SessionMessage | Exception],
     replies: ContextSendStream[SessionMessage],
@@ -79,13 +122,13 @@ async def read_messages(
     parse raised; answer a line longer than ``max_bytes`` on ``replies`` without reading it."""
     async with readable:
         while True:
-            line = await _readline(stdin, max_bytes + 1)
+            line = await stdin.readline(max_bytes + 1)
             if not line:
                 return
             if len(line) > max_bytes:
                 await replies.send(SessionMessage(too_large_error(line, max_bytes)))
                 while line and not line.endswith(b"\n"):  # drop the rest of it
-                    line = await _readline(stdin, _SKIP_BYTES)
+                    line = await stdin.readline(_SKIP_BYTES)
                 continue
             text = line.decode("utf-8", "replace")  # as the SDK's transport reads it
             try:
@@ -114,11 +157,6 @@ def too_large_error(start: bytes, max_bytes: int) -> JSONRPCError:
             "it was skipped unread (send less at a time)",
         ),
     )
-
-
-async def _readline(stdin: BinaryIO, limit: int) -> bytes:
-    line: bytes = await anyio.to_thread.run_sync(stdin.readline, limit, abandon_on_cancel=True)
-    return line
 
 
 class PendingRequests:
