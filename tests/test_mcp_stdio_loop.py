@@ -135,3 +135,21 @@ def test_initialize_is_answered_before_the_vault_is_checked_and_tools_see_it_fre
         server.stdin.close()
         server.wait(timeout=60)
         server.stdout.close()
+
+
+def test_import_vrom_leaves_the_facades_for_first_use_and_every_name_resolves() -> None:
+    """`import vrom` no longer loads the facades and the engines behind them (issue 29: most
+    of a CLI search's CPU); each public name still resolves, to the object its module has."""
+    code = (
+        "import importlib, sys, vrom\n"
+        "print(sorted(m for m in ('vrom.vault', 'vrom.collection', 'vrom.memories', 'yaml',"
+        " 'vrom.corpus') if m in sys.modules))\n"
+        "for name in vrom.__all__:\n"
+        "    value = getattr(vrom, name)\n"
+        "    module = sys.modules[getattr(value, '__module__', 'vrom')]\n"
+        "    assert getattr(module, name, value) is value, name\n"
+        "print(set(vrom.__all__) <= set(dir(vrom)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["[]", "True"], done.stdout
