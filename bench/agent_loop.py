@@ -16,7 +16,12 @@ talks to it with the official MCP SDK client over stdio:
    store) taking turns query by query, order rotated: client wall p50/p95, and the CPU the
    server process spent per call (its ``/proc`` utime+stime, all its threads: the mean, as
    the kernel counts in 10 ms ticks) against the in-process search's CPU
-   (``time.thread_time``);
+   (``time.thread_time``), and the p50 of each round's difference between a side's round trip
+   and the in-process search's wall (the same query, moments apart: the load cancels out);
+   a ``ping`` round trip after each round shows the transport alone, and the client's own
+   CPU per call (``time.process_time``: the SDK client parses the reply and checks it against
+   the tool's output schema) what of the round trip is the client's; a second server per side
+   spoken to in raw JSON-RPC lines (no SDK client) takes its turn too: the server's share;
 3. **import vrom**: CPU (``time.process_time``) of ``import vrom`` in ``--imports`` fresh
    interpreters per side, alternating: median and range.
 
@@ -27,6 +32,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import json
 import os
 import statistics
 import subprocess
@@ -38,26 +45,13 @@ from typing import Any
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from search_stalls import QUERIES  # the hub queries search_stalls.py asks
 
 from vrom import Vault
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE.parent / "src"
 DEFAULT_VAULT = HERE.parents[2] / "shared" / "data" / "vault" / "obsidian-hub"
-QUERIES = [
-    "plugin settings sync",
-    "daily notes template",
-    "graph view filters",
-    "dataview query table",
-    "mobile app vault",
-    "community theme css",
-    "canvas cards",
-    "backlinks outline",
-    "publish website",
-    "keyboard shortcuts hotkeys",
-    "markdown tables formatting",
-    "zettelkasten workflow",
-]
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -82,6 +76,8 @@ class Side:
         self.walls: list[float] = []
         self.cpus: list[float] = []
         self.pings: list[float] = []
+        self.client_cpus: list[float] = []
+        self.raw: RawSide
 
     async def start(self, stack: Any) -> None:
         env = {"PYTHONPATH": str(self.src), "VROM_STATE_DIR": self.args[-1]}
@@ -116,14 +112,66 @@ class Side:
         self.pings.append(time.perf_counter() - wall)
 
     async def search(self, query: str, *, timed: bool = True) -> int:
-        cpu, wall = _cpu_of(self.pid), time.perf_counter()
+        cpu, wall, mine = _cpu_of(self.pid), time.perf_counter(), time.process_time()
         result = await self.client.call_tool("vault_search", {"query": query, "mode": "keyword"})
         wall, cpu = time.perf_counter() - wall, _cpu_of(self.pid) - cpu
+        mine = time.process_time() - mine
         assert not result.is_error, result.content
         if timed:
             self.walls.append(wall)
             self.cpus.append(cpu)
+            self.client_cpus.append(mine)
         return len((result.structured_content or {})["results"])
+
+
+class RawSide:
+    """One more `vrom mcp` of a side's tree, spoken to in raw JSON-RPC lines: the round trip
+    without the SDK client's own work (parsing, output-schema checks)."""
+
+    def __init__(self, side: Side) -> None:
+        env = {**os.environ, "PYTHONPATH": str(side.src), "VROM_STATE_DIR": side.args[-1]}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "vrom", "mcp", *side.args[:-1]],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.walls: list[float] = []
+        self._id = 0
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}
+        self._call("initialize", {**hello, "clientInfo": {"name": "raw", "version": "1"}})
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for query in QUERIES:
+            self.search(query, timed=False)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        self._id += 1
+        self._send({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params})
+        while True:
+            reply: dict[str, Any] = json.loads(self.process.stdout.readline())
+            if reply.get("id") == self._id:
+                return reply
+
+    def search(self, query: str, *, timed: bool = True) -> int:
+        arguments = {"query": query, "mode": "keyword"}
+        wall = time.perf_counter()
+        reply = self._call("tools/call", {"name": "vault_search", "arguments": arguments})
+        if timed:
+            self.walls.append(time.perf_counter() - wall)
+        return len(reply["result"]["structuredContent"]["results"])
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
 
 
 def _ms(values: list[float], q: float = 0.5) -> str:
@@ -159,13 +207,20 @@ async def _loop(sides: list[Side], vault: Vault, calls: int) -> tuple[list[float
     async with AsyncExitStack() as stack:
         for side in sides:
             await side.start(stack)
+            side.raw = RawSide(side)
+            stack.callback(side.raw.close)
         for query in QUERIES:
             await in_process(query)
         for side in sides:
             await side.settled()
         walls.clear()
         cpus.clear()
+
+        async def raw(side: Side, query: str) -> int:
+            return side.raw.search(query)
+
         runners = [in_process, *(side.search for side in sides)]
+        runners += [functools.partial(raw, side) for side in sides]
         for number in range(calls):
             query = QUERIES[number % len(QUERIES)]
             turn = number % len(runners)
@@ -216,11 +271,16 @@ def main(argv: list[str] | None = None) -> int:
     for side in sides:
         server = 1000 * statistics.mean(side.cpus)
         took = imports[side.name]
+        extra = [mcp - alone for mcp, alone in zip(side.walls, walls, strict=True)]
+        bare = [mcp - alone for mcp, alone in zip(side.raw.walls, walls, strict=True)]
         print(
             f"{side.name:>6}: initialize {1000 * side.initialize:.0f} ms, first vault_search "
             f"{1000 * side.first_search:.0f} ms; vault_search wall p50 {_ms(side.walls)} "
-            f"p95 {_ms(side.walls, 0.95)} ms (ping p50 {_ms(side.pings)} ms); server CPU "
-            f"{server:.2f} ms a call (mean: in process + {server - in_process:.2f}); "
+            f"p95 {_ms(side.walls, 0.95)} ms, in process + {_ms(extra)} ms p50 of the same "
+            f"round's difference (ping p50 {_ms(side.pings)} ms); server CPU "
+            f"{server:.2f} ms a call (mean: in process + {server - in_process:.2f}), the SDK "
+            f"client's CPU p50 {_ms(side.client_cpus)} ms; raw JSON-lines client: wall p50 "
+            f"{_ms(side.raw.walls)} ms, in process + {_ms(bare)} ms; "
             f"import vrom CPU median {1000 * statistics.median(took):.0f} ms "
             f"({1000 * min(took):.0f}-{1000 * max(took):.0f})"
         )

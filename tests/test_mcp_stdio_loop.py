@@ -8,31 +8,23 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("mcp")
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "pipe", "version": "1"},
-    },
-}
+WriteVault = Callable[[dict[str, str | bytes]], Path]
+
+HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pipe"}}
+INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": HELLO}
 
 
-def _notes(root: Path, count: int) -> Path:
-    root.mkdir()
-    for number in range(count):
-        (root / f"note {number}.md").write_text(
-            f"# Note {number}\n\nThe orchard keeps apple tree {number}.\n", encoding="utf-8"
-        )
-    return root
+def _notes(write_vault: WriteVault, count: int) -> Path:
+    return write_vault(
+        {f"note {n}.md": f"# Note {n}\n\nThe orchard keeps apple tree {n}.\n" for n in range(count)}
+    )
 
 
 def _piped(root: Path, state: Path, requests: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -50,10 +42,12 @@ def _piped(root: Path, state: Path, requests: list[dict[str, object]]) -> list[d
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
-def test_requests_written_just_before_the_input_ends_are_all_answered(tmp_path: Path) -> None:
+def test_requests_written_just_before_the_input_ends_are_all_answered(
+    tmp_path: Path, write_vault: WriteVault
+) -> None:
     """The server used to stop when its input ended, cancelling what it had read but not yet
     answered: a client piping its requests in and closing stdin lost the last replies."""
-    root = _notes(tmp_path / "vault", 40)
+    root = _notes(write_vault, 40)
     calls = [
         {
             "jsonrpc": "2.0",
@@ -76,13 +70,13 @@ def test_requests_written_just_before_the_input_ends_are_all_answered(tmp_path: 
 
 
 def test_initialize_is_answered_before_the_vault_is_checked_and_tools_see_it_fresh(
-    tmp_path: Path,
+    tmp_path: Path, write_vault: WriteVault
 ) -> None:
     """`initialize` used to wait behind the check of every file of the vault (started with the
     server, it took the CPU the answer needed); now the check starts once the answer is
     written, and a tool called before the check ends waits for it: it finds a note edited
     since the vault was last indexed as it is now."""
-    root = _notes(tmp_path / "vault", 300)
+    root = _notes(write_vault, 300)
     state = tmp_path / "state"
     env = {**os.environ, "VROM_STATE_DIR": str(state)}
     indexed = subprocess.run(
