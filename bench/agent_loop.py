@@ -1,7 +1,7 @@
 """The agent loop: `vrom mcp` over stdio as an agent meets it, against the same search in process.
 
-    python bench/agent_loop.py [--vault ../shared/data/vault/obsidian-hub] [--embedder none]
-        [--calls 60] [--imports 7] [--base ../base29/src] [--watch]
+    python bench/agent_loop.py [--vault ../shared/data/vault/obsidian-hub] [--calls 60]
+        [--imports 7] [--base ../base29/src] [--state-dir DIR] [--watch]
 
 Indexes the vault once (``vrom index --embedder none`` into a temporary state directory, or
 ``--state-dir``), then for each side (this checkout, and with ``--base`` the source tree given,
@@ -17,7 +17,7 @@ talks to it with the official MCP SDK client over stdio:
    server process spent per call (its ``/proc`` utime+stime, all its threads: the mean, as
    the kernel counts in 10 ms ticks) against the in-process search's CPU
    (``time.thread_time``), and the p50 of each round's difference between a side's round trip
-   and the in-process search's wall (the same query, moments apart: the load cancels out);
+   and the in-process search's wall (the same query, moments apart: most of the load cancels out);
    a ``ping`` round trip after each round shows the transport alone, and the client's own
    CPU per call (``time.process_time``: the SDK client parses the reply and checks it against
    the tool's output schema) what of the round trip is the client's; a second server per side
@@ -25,7 +25,8 @@ talks to it with the official MCP SDK client over stdio:
 3. **import vrom**: CPU (``time.process_time``) of ``import vrom`` in ``--imports`` fresh
    interpreters per side, alternating: median and range.
 
-The machine may be loaded: compare the sides within one run, by their ranges.
+The servers are keyword-only (``--embedder none``). The machine may be loaded: compare the
+sides within one run, and run the same tree as both sides (``--base src``) to see the noise.
 """
 
 from __future__ import annotations
