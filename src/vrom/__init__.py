@@ -18,9 +18,9 @@ Or keep documents for an agent in a collection::
     docs.search("how many days off", k=3)
 """
 
+import importlib
 from typing import TYPE_CHECKING
 
-from vrom.collection import AsyncCollection, Collection
 from vrom.documents import Document
 from vrom.embed import Embedder, Fingerprint
 from vrom.errors import (
@@ -31,7 +31,6 @@ from vrom.errors import (
     ValidationError,
     VromError,
 )
-from vrom.memories import Memories, Memory, MemoryHit, MemoryStats
 from vrom.results import (
     BackendInfo,
     Context,
@@ -58,16 +57,18 @@ from vrom.results import (
     WriteResult,
     to_jsonable,
 )
-from vrom.search.context import format_context
 from vrom.tools import SearchTool, ToolResult
-from vrom.vault import Vault
 
 if TYPE_CHECKING:  # imported on first use (`__getattr__`); named here for type checkers
     from vrom.agent_memory import AgentMemory
+    from vrom.collection import AsyncCollection, Collection
+    from vrom.memories import Memories, Memory, MemoryHit, MemoryStats
     from vrom.pack import Pack
     from vrom.packs.cache_folders import StorageEstimate
     from vrom.packs.manifest import RegistryEntry
     from vrom.packs.signing import UnverifiedPackWarning
+    from vrom.search.context import format_context
+    from vrom.vault import Vault
     from vrom.vectordb import Neighbor, VectorDB, VectorDBStats
 
 __version__ = "0.1.0"
@@ -128,32 +129,40 @@ __all__ = [
 ]
 
 
+_ON_FIRST_USE = {
+    "AgentMemory": "vrom.agent_memory",
+    "AsyncCollection": "vrom.collection",
+    "Collection": "vrom.collection",
+    "Memories": "vrom.memories",
+    "Memory": "vrom.memories",
+    "MemoryHit": "vrom.memories",
+    "MemoryStats": "vrom.memories",
+    "Neighbor": "vrom.vectordb",
+    "Pack": "vrom.pack",
+    "RegistryEntry": "vrom.packs.manifest",
+    "StorageEstimate": "vrom.packs.cache_folders",
+    "UnverifiedPackWarning": "vrom.packs.signing",
+    "Vault": "vrom.vault",
+    "VectorDB": "vrom.vectordb",
+    "VectorDBStats": "vrom.vectordb",
+    "format_context": "vrom.search.context",
+}
+"""The names imported on first use, and their modules: the facades and what only they need
+(the store, the search engines, YAML, numpy, the pack machinery), so `import vrom` for its
+results, errors or one facade does not load the others (issue 29: ~270 ms of CPU, most of
+a CLI search)."""
+
+
 def __getattr__(name: str) -> object:
-    """Return AgentMemory and Pack (with the packs' RegistryEntry and StorageEstimate),
-    UnverifiedPackWarning or VectorDB (with its Neighbor and VectorDBStats), imported on
-    first use: `import vrom` loads no numpy and no pack machinery."""
-    if name == "AgentMemory":
-        from vrom.agent_memory import AgentMemory
+    """Return a facade (`Vault`, `Collection`, `Memories`, `AgentMemory`, `VectorDB`, `Pack`)
+    or a type only one of them needs, imported on first use (`_ON_FIRST_USE`)."""
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vrom' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # found directly from now on
+    return value
 
-        return AgentMemory
-    if name == "Pack":
-        from vrom.pack import Pack
 
-        return Pack
-    if name == "UnverifiedPackWarning":
-        from vrom.packs.signing import UnverifiedPackWarning
-
-        return UnverifiedPackWarning
-    if name == "RegistryEntry":
-        from vrom.packs.manifest import RegistryEntry
-
-        return RegistryEntry
-    if name == "StorageEstimate":
-        from vrom.packs.cache_folders import StorageEstimate
-
-        return StorageEstimate
-    if name in ("VectorDB", "Neighbor", "VectorDBStats"):
-        from vrom import vectordb
-
-        return getattr(vectordb, name)
-    raise AttributeError(f"module 'vrom' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

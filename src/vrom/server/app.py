@@ -101,10 +101,13 @@ def serve(
     stderr = state.log.stderr
     app = http_app(server, host, token, stderr) if transport == "http" else None  # checks first
     try:
-        state.open_in_background()  # initialize and the tool list are answered meanwhile
         if app is None:
+            # checking the vault's files takes the CPU the answer to initialize needs: it
+            # starts once that is written; the tool list is answered meanwhile
+            server.after_first_reply = state.open_in_background
             server.run("stdio")
         else:
+            state.open_in_background()  # initialize and the tool list are answered meanwhile
             run_http(app, host, port, stderr, http_limits)
     finally:
         state.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import anyio
@@ -19,6 +20,7 @@ from mcp.shared._context_streams import (
     ContextSendStream,
     create_context_streams,
 )
+from mcp.shared._stream_protocols import WriteStream
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp.types import (
@@ -36,7 +38,8 @@ from pydantic import ValidationError as ArgumentsError
 
 from vrom.bounded_json import top_level
 from vrom.errors import ValidationError
-from vrom.server.stdio_input import claimed_stdin, read_messages
+from vrom.server.stdio_input import PendingRequests, claimed_stdin, read_messages
+from vrom.server.stdio_output import LineOutput, claimed_stdout
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
@@ -55,6 +58,9 @@ class VromMCPServer(MCPServer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.middleware.append(internal_errors)
+        self.after_first_reply: Callable[[], object] | None = None
+        """What to start once the first reply over stdio is written: work that would slow
+        the answer to ``initialize`` down (the vault's file check) waits for it."""
 
     def add_request_handler(
         self, method: str, params_type: type[ParamsT], handler: RequestHandler[Any, ParamsT]
@@ -65,17 +71,32 @@ class VromMCPServer(MCPServer):
     async def run_stdio_async(self) -> None:
         """Serve over stdin and stdout, answering a request the SDK cannot read with an error
         (`unreadable_request_error`) where the SDK would drop it and leave the client waiting,
-        and a line longer than `MAX_MESSAGE_BYTES` unread (`vrom.server.stdio_input`)."""
-        with claimed_stdin() as stdin:
-            # the SDK's transport writes the replies; vrom reads the lines, a bounded one at a time
-            async with stdio_server(stdin=cast(Any, _NoInput())) as (_, replies):
+        and a line longer than `MAX_MESSAGE_BYTES` unread (`vrom.server.stdio_input`). When
+        the input ends, every request read is answered before the server stops. The lines
+        are read and written by the event loop itself (`vrom.server.stdio_output`), and
+        `after_first_reply` runs once the first reply (to ``initialize``) is written."""
+        with claimed_stdin() as stdin, claimed_stdout() as stdout:
+            # the SDK's transport serialises the replies; vrom reads and writes the lines
+            async with stdio_server(stdin=cast(Any, _NoInput()), stdout=cast(Any, stdout)) as (
+                _,
+                out,
+            ):
+                pending = PendingRequests()
+                replies = pending.watching(out)
                 lines, received = create_context_streams[SessionMessage | Exception](0)
                 readable, inbox = create_context_streams[SessionMessage | Exception](0)
                 async with anyio.create_task_group() as group:
-                    group.start_soon(read_messages, stdin, MAX_MESSAGE_BYTES, lines, replies)
-                    group.start_soon(_answer_unreadable, received, readable, replies)
+                    group.start_soon(read_messages, stdin, MAX_MESSAGE_BYTES, lines, out)
+                    group.start_soon(_answer_unreadable, received, readable, replies, pending)
+                    group.start_soon(self._after_first_line, stdout)
                     low = self._lowlevel_server
                     await low.run(inbox, replies, low.create_initialization_options())
+                    group.cancel_scope.cancel()  # the wait for a first line, if none came
+
+    async def _after_first_line(self, stdout: LineOutput) -> None:
+        await stdout.first_line.wait()
+        if self.after_first_reply is not None:
+            self.after_first_reply()
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -156,12 +177,15 @@ async def internal_errors(
 async def _answer_unreadable(
     received: ContextReceiveStream[SessionMessage | Exception],
     readable: ContextSendStream[SessionMessage | Exception],
-    replies: ContextSendStream[SessionMessage],
+    replies: WriteStream[SessionMessage],
+    pending: PendingRequests,
 ) -> None:
-    """Pass on what the transport read; answer each request it could not read, or log it."""
+    """Pass on what the transport read; answer each request it could not read, or log it.
+    The input's end is passed on once ``pending`` has every request read answered."""
     async with readable:
         async for item in received:
             if not isinstance(item, Exception):
+                pending.read(item.message)
                 await readable.send(item)
                 continue
             error = unreadable_request_error(item)
@@ -169,6 +193,7 @@ async def _answer_unreadable(
                 _logger.warning("ignored a message that is not JSON-RPC: %s", _first_line(item))
             else:
                 await replies.send(SessionMessage(error))
+        await pending.answered()  # the server cancels what still runs when its input ends
 
 
 def unreadable_request_error(problem: Exception) -> JSONRPCError | None:
