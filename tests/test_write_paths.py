@@ -1,0 +1,105 @@
+"""The faster write paths write what the slower ones wrote: a document's fields as the old
+triggers made them from the ``field_values`` view (schema 10 writes them in Python)."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from store_records import note_record
+
+from vrom.errors import ValidationError
+from vrom.store import ChunkRecord
+from vrom.store.sqlite import SQLiteStore
+
+HOSTILE_FRONTMATTER: dict[str, Any] = {
+    "title": "T",
+    "n": 3,
+    "f": 2.5,
+    "zero": -0.0,
+    "one_float": 1.0,
+    "yes": True,
+    "no": False,
+    "none": None,
+    "big": 2**63 - 1,
+    "small": -(2**63),
+    "tags": ["a", "b", "a", 1, 1.0, True, None, ["nested"], {"k": "v", "deep": {"x": 1}}],
+    "meta": {"by": "me", "at": 2, "list": ["x", 2, None, ["y"]], "none": None, "obj": {"z": 1}},
+    "meta.by": "me",  # a key with a dot, equal to a nested one
+    "meta.at": 2.0,  # the same number as the nested one, as a float
+    'quote"key': 'é"x',
+    "back\\slash": "\\",
+    "ünï\tcödé": "ok",
+    "empty": "",
+    "empty_list": [],
+    "empty_map": {},
+    "list_of_maps": [{"a": 1}, {"a": 1}, {"a": 2, "b": [1]}],
+}
+
+
+def _chunk(text: str) -> list[ChunkRecord]:
+    return [ChunkRecord(0, "", text, 0, len(text), "c-" + text, "in-" + text)]
+
+
+def _field_rows(conn: sqlite3.Connection, source: str) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        f"SELECT document_id, key, kind, value, typeof(value) FROM {source}"
+        " ORDER BY document_id, key, kind, value, typeof(value)"
+    ).fetchall()
+
+
+def _trigger_rows(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    """Return the fields the dropped trigger made: the view's rows, INSERT OR IGNORE'd in its
+    order into a table with the fields table's primary key."""
+    conn.execute(
+        "CREATE TEMP TABLE old_fields (key TEXT NOT NULL, kind TEXT NOT NULL, value NOT NULL,"
+        " document_id INTEGER NOT NULL, PRIMARY KEY (key, kind, value, document_id))"
+        " WITHOUT ROWID"
+    )
+    for (document_id,) in conn.execute("SELECT id FROM documents ORDER BY id").fetchall():
+        conn.execute(
+            "INSERT OR IGNORE INTO old_fields(key, kind, value, document_id) SELECT key, kind,"
+            " value, document_id FROM field_values WHERE document_id = ?",
+            (document_id,),
+        )
+    return _field_rows(conn, "temp.old_fields")
+
+
+def test_fields_written_by_the_store_equal_the_views_rows(tmp_path: Path) -> None:
+    """Every kind of frontmatter value (nested, listed, equal numbers of two types, keys with
+    dots, quotes and escapes), added, then rewritten with other frontmatter, then with none:
+    the fields table holds exactly the rows the trigger inserted from the view, types and all."""
+    path = tmp_path / "store.db"
+    with closing(SQLiteStore(path)) as store:
+        first = store.documents.put(note_record("a.md", **HOSTILE_FRONTMATTER), _chunk("a"), [], [])
+        store.documents.put(note_record("b.md", **HOSTILE_FRONTMATTER), _chunk("b"), [], [])
+        store.documents.put(note_record("c.md", kind="x", n=[1, 2]), _chunk("c"), [], [])
+        conn = sqlite3.connect(path)
+        try:
+            written = _field_rows(conn, "fields")
+            assert written == _trigger_rows(conn)
+            assert len({row[0] for row in written}) == 3 and len(written) > 40
+        finally:
+            conn.close()
+        store.documents.put(note_record("a.md", kind="y", n=2.5), _chunk("a2"), [], [], first)
+        store.documents.put(note_record("c.md"), _chunk("c2"), [], [])
+        conn = sqlite3.connect(path)
+        try:
+            assert _field_rows(conn, "fields") == _trigger_rows(conn)
+            kinds = conn.execute("SELECT key, value FROM fields WHERE document_id = ?", (first,))
+            assert sorted(kinds.fetchall()) == [("kind", "y"), ("n", 2.5)]
+        finally:
+            conn.close()
+        assert store.integrity_problems() == []
+
+
+def test_a_field_json_cannot_hold_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """A non-finite number (the view's JSON could not read it, so the trigger failed the
+    write) is refused, and the store holds nothing of the document."""
+    with closing(SQLiteStore(tmp_path / "store.db")) as store:
+        with pytest.raises(ValidationError, match="finite"), store.transaction():
+            store.documents.put(note_record("a.md", x=float("inf")), _chunk("a"), [], [])
+        assert store.documents.count() == 0
