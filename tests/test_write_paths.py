@@ -1,5 +1,6 @@
 """The faster write paths write what the slower ones wrote: a document's fields as the old
-triggers made them from the ``field_values`` view (schema 10 writes them in Python)."""
+triggers made them from the ``field_values`` view (schema 10 writes them in Python), and
+frontmatter read past the graph walk where its text shows the bounds hold."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 from store_records import note_record
 
 from vrom.errors import ValidationError
+from vrom.ingest import frontmatter
+from vrom.ingest.frontmatter import MAX_DEPTH, split_frontmatter
 from vrom.store import ChunkRecord
 from vrom.store.sqlite import SQLiteStore
 
@@ -103,3 +106,41 @@ def test_a_field_json_cannot_hold_is_refused_before_anything_is_written(tmp_path
         with pytest.raises(ValidationError, match="finite"), store.transaction():
             store.documents.put(note_record("a.md", x=float("inf")), _chunk("a"), [], [])
         assert store.documents.count() == 0
+
+
+def _nested(levels: int, style: str) -> str:
+    """Return a YAML mapping whose ``x`` nests collections (block mappings, block sequences on
+    one line, or flow sequences) ``levels`` deep in all, around one scalar."""
+    if levels == 1:
+        return "x: v\n"
+    if style == "block":
+        inner = "".join(f"{' ' * (i + 1)}k{i}:\n" for i in range(levels - 2))
+        return "x:\n" + inner + f"{' ' * (levels - 1)}k: v\n"
+    if style == "dashes":
+        return "x:\n" + "- " * (levels - 1) + "v\n"
+    return "x: " + "[" * (levels - 1) + "v" + "]" * (levels - 1) + "\n"
+
+
+@pytest.mark.parametrize("style", ["block", "dashes", "flow"])
+def test_frontmatter_the_text_shows_within_bounds_needs_no_graph_walk(style: str) -> None:
+    """The shortcut past the graph walk (`_within_bounds`) is taken only where the walk finds
+    nothing: around the nesting limit, with and without aliases."""
+    for levels in (1, 2, MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, MAX_DEPTH + 5):
+        for raw in (_nested(levels, style), "base: &b [1, 2]\nuse: *b\n" + _nested(levels, style)):
+            node = frontmatter._Loader(raw).get_single_node()
+            problem = frontmatter._cost_problem(node)
+            if frontmatter._within_bounds(raw):
+                assert problem is None, (levels, raw)
+            assert (levels + 1 > MAX_DEPTH) == (problem is not None and "deeper" in problem)
+
+
+def test_flat_frontmatter_reads_as_before() -> None:
+    """Frontmatter the shortcut takes reads as the walked path reads it."""
+    raw = "aliases:\n- \ntags: \n- seedling \npublish: true\ndate: 2024-01-02\nn: 0x1F\n"
+    assert frontmatter._within_bounds(raw)
+    text = f"---\n{raw}---\nbody"
+    assert split_frontmatter(text) == (
+        {"aliases": [None], "tags": ["seedling"], "publish": True, "date": "2024-01-02", "n": 31},
+        len(text) - 4,
+        [],
+    )
