@@ -1,6 +1,7 @@
 """The faster write paths write what the slower ones wrote: a document's fields as the old
 triggers made them from the ``field_values`` view (schema 10 writes them in Python), and
-frontmatter read past the graph walk where its text shows the bounds hold."""
+frontmatter read past the graph walk where its text shows the bounds hold, and notes parsed by
+the faster patterns."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from store_records import note_record
 from vrom.errors import ValidationError
 from vrom.ingest import frontmatter
 from vrom.ingest.frontmatter import MAX_DEPTH, split_frontmatter
+from vrom.ingest.parse import mask_code, parse_note
 from vrom.store import ChunkRecord
 from vrom.store.sqlite import SQLiteStore
 
@@ -144,3 +146,34 @@ def test_flat_frontmatter_reads_as_before() -> None:
         len(text) - 4,
         [],
     )
+
+
+TRICKY_NOTE = (
+    "---\ntags: [fm]\n---\n#start (#paren,#comma) x#no [l](#css) #after-link ![i](p.png)#glued\n"
+    "[[Wiki|alias]] ![[Embed]] `#code` [t](n.md) ![img](n2.md)[x](y.md) [[x]]#f [a\n](b.md)\n"
+    "```\n#fenced [[NotALink]]\n```\n<!-- #comment [[Hidden]] -->\n#end/sub-tag ,#c2 [[a]][[b]]"
+)
+
+
+def test_the_faster_patterns_find_the_tags_and_links_the_slower_ones_found() -> None:
+    """Tags at the body's start, after "(" and ",", not inside or glued to a link; links and
+    embeds side by side, one after "!"; nothing inside code, fences or comments. The expected
+    values are what the parser before the pattern rewrites gave."""
+    note = parse_note(TRICKY_NOTE, "dir/note.md")
+    assert note.tags == ["fm", "start", "paren", "comma", "after-link", "end/sub-tag", "c2"]
+    assert [(link.kind, link.target, link.position) for link in note.links] == [
+        ("wikilink", "Wiki", 87),
+        ("embed", "Embed", 102),
+        ("markdown", "n.md", 121),
+        ("markdown", "y.md", 144),
+        ("wikilink", "x", 154),
+        ("wikilink", "a", 249),
+        ("wikilink", "b", 254),
+    ]
+    masked = mask_code(TRICKY_NOTE)
+    assert len(masked) == len(TRICKY_NOTE)
+    assert [i for i, c in enumerate(masked) if c == "\n"] == [
+        i for i, c in enumerate(TRICKY_NOTE) if c == "\n"
+    ]
+    assert "#code" not in masked and "NotALink" not in masked and "Hidden" not in masked
+    assert mask_code("plain text, no code") == "plain text, no code"

@@ -60,13 +60,15 @@ class ParsedNote:
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 _BACKTICKS = re.compile(r"`+")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+([^\n]*))?$", re.MULTILINE)
-_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
+# "(?=[!\[])" first: re then skips to a "!" or "[" at C speed instead of trying the pattern at
+# every position (a leading optional or alternation hides the first character from it)
+_WIKILINK = re.compile(r"(?=[!\[])(!?)\[\[([^\[\]\n]+?)\]\]")
 # a text or target stops at "[": each "[" of a long run is not rescanned
 _LINK_TEXT_AND_TARGET = r"\[([^\[\]\n]*)\]\(\s*<?([^)\[\s>]+)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)"
 # "[" first, then "not after !" looked behind: a pattern that starts with its literal is searched
 # for that character at C speed, where a leading look-behind is tried at every position
 _MD_LINK = re.compile(r"\[(?<!!\[)" + _LINK_TEXT_AND_TARGET.removeprefix(r"\["))
-_ANY_LINK = re.compile(r"!?" + _LINK_TEXT_AND_TARGET + "|" + _WIKILINK.pattern)
+_ANY_LINK = re.compile(r"(?=[!\[])(?:!?" + _LINK_TEXT_AND_TARGET + "|" + _WIKILINK.pattern + ")")
 """A Markdown link or image (its text is group 1) or a wiki link or embed (group 4 inside)."""
 # a "#" at the start or after whitespace, "(" or ",": the same test looked behind from after it
 _TAG = re.compile(r"#(?<![^\s(,]#)([\w/-]+)")
