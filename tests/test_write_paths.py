@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from store_records import note_record
 
+from vrom import Collection, Document, Embedder, Vault
 from vrom.errors import ValidationError
-from vrom.ingest import frontmatter
+from vrom.ingest import frontmatter, indexer
 from vrom.ingest.frontmatter import MAX_DEPTH, split_frontmatter
 from vrom.ingest.parse import mask_code, parse_note
 from vrom.store import ChunkRecord
@@ -177,3 +178,75 @@ def test_the_faster_patterns_find_the_tags_and_links_the_slower_ones_found() -> 
     ]
     assert "#code" not in masked and "NotALink" not in masked and "Hidden" not in masked
     assert mask_code("plain text, no code") == "plain text, no code"
+
+
+TABLES = {
+    "documents": "SELECT id, path, path_key, name_key, title, frontmatter, content_hash, size,"
+    " human_relevance_score, chunk_count, chunk_strategy FROM documents ORDER BY id",
+    "chunks": "SELECT * FROM chunks ORDER BY id",
+    "keyword index": "SELECT rowid, title, heading_path, body FROM chunks_fts ORDER BY rowid",
+    "fields": "SELECT key, kind, value, typeof(value), document_id FROM fields"
+    " ORDER BY document_id, key, kind, value",
+    "links": "SELECT * FROM links ORDER BY document_id, position, target",
+    "tags": "SELECT * FROM tags ORDER BY document_id, tag",
+    "texts": "SELECT * FROM document_texts ORDER BY document_id",
+    "vectors": "SELECT chunk_id, data, input_hash FROM vectors ORDER BY chunk_id",
+}
+
+
+def _rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    with closing(sqlite3.connect(path)) as conn:
+        return {name: conn.execute(sql).fetchall() for name, sql in TABLES.items()}
+
+
+def _vault(root: Path) -> Path:
+    notes = {
+        "tricky.md": TRICKY_NOTE,
+        "flat.md": "---\naliases:\n- \ntags: \n- seedling \npublish: true\n---\n# Flat\n\nkelp",
+        "nested.md": "---\nmeta: {by: me, at: [1, 2.5]}\nlist: [{a: 1}, x]\n---\nbody #t",
+        "alias.md": "---\nbase: &b [1, 2]\nuse: *b\n---\n## H ##\n\n" + "long text. " * 300,
+        "dir/plain.md": "no frontmatter, [[tricky]] and [x](../flat.md)",
+    }
+    for name, text in notes.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_a_vault_indexed_in_batches_equals_one_indexed_note_by_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batched index writes row for row what one transaction per note writes."""
+    root = _vault(tmp_path / "vault")
+    with closing(Vault.open(root, state_dir=tmp_path / "batched", embedder=None)) as vault:
+        vault.index()
+        batched = _rows(vault.store.path)
+    monkeypatch.setattr(indexer, "BATCH_NOTES", 1)
+    with closing(Vault.open(root, state_dir=tmp_path / "single", embedder=None)) as vault:
+        vault.index()
+        single = _rows(vault.store.path)
+    assert batched == single
+    assert all(batched[name] for name in ("documents", "chunks", "fields", "links", "tags"))
+
+
+def test_a_collection_added_at_once_equals_one_added_document_by_document(
+    tmp_path: Path,
+) -> None:
+    """One add of every document writes what an add per document writes: documents, chunks,
+    their keyword rows, fields, texts, and the vectors given to the chunks."""
+    documents = [
+        Document(f"d{i}", f"# Part {i}\n\n" + f"words of document {i}. " * (30 + 40 * i), meta)
+        for i, meta in enumerate(
+            [{"source": "s", "n": 1}, {"source": "s", "tags": ["a", "b"]}, {"x": {"y": True}}, {}]
+        )
+    ]
+    paths = {}
+    for name, batches in (("once", [documents]), ("each", [[d] for d in documents])):
+        collection = Collection.open(name, embedder=Embedder.fake(), storage=tmp_path)
+        for batch in batches:
+            collection.add(batch)
+        collection.close()
+        paths[name] = tmp_path / f"{name}.db"
+    once, each = _rows(paths["once"]), _rows(paths["each"])
+    assert once == each
+    assert len(once["vectors"]) == len(once["chunks"]) > len(documents)
