@@ -311,8 +311,8 @@ MIGRATIONS: tuple[Migration, ...] = checked(
     Migration(
         "m010_fields_written_by_the_store",
         """
-    DROP TRIGGER documents_fields_added;
-    DROP TRIGGER documents_fields_changed;
+    DROP TRIGGER IF EXISTS documents_fields_added;
+    DROP TRIGGER IF EXISTS documents_fields_changed;
     """,
     ),
 )
