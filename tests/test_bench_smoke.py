@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -145,3 +147,29 @@ def test_sync_speed_benchmark_times_both_trees_on_the_example_vault(
     low, high = numbers["ratio_range"]
     assert 0 < low <= high
     assert stdout.count(" s\n") == 4 and "baseline / this" in stdout
+
+
+def test_write_speed_benchmark_runs_on_a_few_documents_and_the_example_vault(
+    tmp_path: Path,
+) -> None:
+    for peer in ("lancedb", "chromadb", "bm25s"):
+        pytest.importorskip(peer)
+    numbers, stdout = run_bench(
+        "write_speed.py",
+        tmp_path / "writes.json",
+        "--rounds",
+        "1",
+        "--limit-docs",
+        "40",
+        "--vault",
+        str(REPO / "examples" / "vault"),
+        "--before",
+        str(REPO / "src"),  # this code on both sides: the run, not a comparison
+        timeout=300,
+    )
+    assert set(numbers["add"]) == {"vrom before", "vrom after", "lancedb", "chroma"}
+    assert set(numbers["index"]) == {"vrom before", "vrom after", "bm25s"}
+    assert all(
+        side["median"] > 0 for side in (*numbers["add"].values(), *numbers["index"].values())
+    )
+    assert "vrom after / lancedb" in stdout and "vrom after / bm25s" in stdout

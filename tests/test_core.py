@@ -157,7 +157,7 @@ def test_a_version_5_store_keeps_its_memory_vectors_through_migration_6(tmp_path
     _version_5_store(path)
     store = open_store(path, create=False)
     try:
-        assert store.describe()["schema_version"] == SCHEMA_VERSION == 9
+        assert store.describe()["schema_version"] == SCHEMA_VERSION == 10
         assert store.memories.vectors.count() == 1, "the vector moved under the memory's key"
         assert store.memories.keys_matching(MemoryFilter()) == [1]
         assert store.integrity_problems() == []

@@ -490,7 +490,7 @@ def test_a_version_4_store_gains_memories(tmp_path: Path) -> None:
     raw.close()
     store = SQLiteStore(path, create=False)
     try:
-        assert store.describe()["schema_version"] == SCHEMA_VERSION == 9
+        assert store.describe()["schema_version"] == SCHEMA_VERSION == 10
         memory = Memories(store).remember("Upgraded", "The store was migrated.")
         assert Memories(store).recall("migrated")[0].memory == memory
         assert store.integrity_problems() == []

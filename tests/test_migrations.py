@@ -236,7 +236,7 @@ def test_a_sqlite_store_upgraded_from_schema_1_has_the_schema_of_a_new_one(
     assert sqlite_schema(old) != sqlite_schema(open_closed(tmp_path / "new.db"))
     root = write_notes(tmp_path / "vault")
     with open_vault(root, open_store(old)) as vault:
-        assert vault.store.get_meta("schema_version") == str(schema.SCHEMA_VERSION) == "9"
+        assert vault.store.get_meta("schema_version") == str(schema.SCHEMA_VERSION) == "10"
         assert vault.store.integrity_problems() == []
         assert {h.path for h in vault.search("kelp", k=10, mode="keyword")} == set(NOTES)
         (root / "seals.md").write_text("# Seals\n\nSeals haul out near the kelp.\n")
@@ -248,7 +248,7 @@ def test_a_sqlite_store_upgraded_from_schema_1_has_the_schema_of_a_new_one(
 
 def test_a_sqlite_store_of_the_first_schema_1_is_upgraded(tmp_path: Path) -> None:
     """The first vrom (1e81c1b) wrote a schema 1 without ``documents.chunk_strategy``; it opens
-    at schema 9 with its notes found, and its next index chunks them again (their strategy is
+    at schema 10 with its notes found, and its next index chunks them again (their strategy is
     unknown); every table, index, trigger and view but that one table's text is a new store's."""
     old = tmp_path / "old.db"
     raw = sqlite3.connect(old)
@@ -256,7 +256,7 @@ def test_a_sqlite_store_of_the_first_schema_1_is_upgraded(tmp_path: Path) -> Non
     raw.close()
     root = write_notes(tmp_path / "vault")
     with open_vault(root, open_store(old)) as vault:
-        assert vault.store.get_meta("schema_version") == "9"
+        assert vault.store.get_meta("schema_version") == "10"
         assert {h.path for h in vault.search("kelp", k=10, mode="keyword")} == set(NOTES)
         assert vault.index().changed == len(NOTES)
         assert vault.index().unchanged == len(NOTES)
@@ -293,8 +293,9 @@ def test_the_migrations_are_named_and_listed_in_order() -> None:
         "m007_nested_fields",
         "m008_document_texts",
         "m009_vector_input_hash",
+        "m010_fields_written_by_the_store",
     ]
-    assert schema.SCHEMA_VERSION == 9
+    assert schema.SCHEMA_VERSION == 10
     assert [m.name for m in postgres_migrations.MIGRATIONS] == [
         "m001_namespace_tables",
         "m002_vector_input_hash",

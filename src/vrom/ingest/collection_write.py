@@ -117,13 +117,15 @@ def add_documents(
     moved = [] if embedder is None else _moved_turns(store, prepared, held)
     with store.transaction():
         rows: dict[int, tuple[bytes, str]] = {}  # chunk id: its vector, input hash
-        for place, (doc, chunks) in enumerate(prepared):
-            document_id = store.documents.put(
-                document_record(doc, strategy_id, now), chunks, [], []
-            )
-            if vectors:
-                stored = store.documents.chunks_of(document_id)
-                rows.update((c.chunk_id, vectors[place, c.position]) for c in stored)
+        written = [
+            store.documents.put(document_record(doc, strategy_id, now), chunks, [], [])
+            for doc, chunks in prepared
+        ]
+        if vectors:  # the chunk ids just written, in one read
+            ids = store.documents.chunk_ids_of(written)
+            for place, document_id in enumerate(written):
+                positions = ids.get(document_id, {})
+                rows.update((i, vectors[place, position]) for position, i in positions.items())
         rows.update(_turns_after(store, embedder, moved))  # made with the turns just written
         if rows:  # one write (and one change-log prune) for the batch, not per document
             _put_vectors(store, rows)

@@ -60,13 +60,18 @@ class ParsedNote:
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 _BACKTICKS = re.compile(r"`+")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+([^\n]*))?$", re.MULTILINE)
-_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
+# "(?=[!\[])" first: re then skips to a "!" or "[" at C speed instead of trying the pattern at
+# every position (a leading optional or alternation hides the first character from it)
+_WIKILINK = re.compile(r"(?=[!\[])(!?)\[\[([^\[\]\n]+?)\]\]")
 # a text or target stops at "[": each "[" of a long run is not rescanned
 _LINK_TEXT_AND_TARGET = r"\[([^\[\]\n]*)\]\(\s*<?([^)\[\s>]+)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)"
-_MD_LINK = re.compile(r"(?<!!)" + _LINK_TEXT_AND_TARGET)
-_ANY_LINK = re.compile(r"!?" + _LINK_TEXT_AND_TARGET + "|" + _WIKILINK.pattern)
+# "[" first, then "not after !" looked behind: a pattern that starts with its literal is searched
+# for that character at C speed, where a leading look-behind is tried at every position
+_MD_LINK = re.compile(r"\[(?<!!\[)" + _LINK_TEXT_AND_TARGET.removeprefix(r"\["))
+_ANY_LINK = re.compile(r"(?=[!\[])(?:!?" + _LINK_TEXT_AND_TARGET + "|" + _WIKILINK.pattern + ")")
 """A Markdown link or image (its text is group 1) or a wiki link or embed (group 4 inside)."""
-_TAG = re.compile(r"(?:^|(?<=[\s(,]))#([\w/-]+)", re.MULTILINE)
+# a "#" at the start or after whitespace, "(" or ",": the same test looked behind from after it
+_TAG = re.compile(r"#(?<![^\s(,]#)([\w/-]+)")
 _NOT_A_LINE_END = re.compile(r"[^\n]")
 _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -145,13 +150,9 @@ def mask_code(text: str) -> str:
 
     Links, tags and headings inside code are not links, tags or headings.
     """
-    chars = list(text)
-
-    def blank(start: int, end: int) -> None:
-        for i in range(start, end):
-            if chars[i] != "\n":
-                chars[i] = " "
-
+    if "`" not in text and "~~~" not in text and "<!--" not in text:
+        return text  # no fence, code span or comment: nothing to mask
+    fences = []
     pos = 0
     while True:
         opening = _FENCE.search(text, pos)
@@ -160,21 +161,34 @@ def mask_code(text: str) -> str:
         fence = opening.group(1)
         line_end = text.find("\n", opening.end())
         if line_end == -1:
-            blank(opening.start(), len(text))
+            fences.append((opening.start(), len(text)))
             break
         closing = re.compile(
             r"^ {0,3}" + re.escape(fence[0]) + "{" + str(len(fence)) + r",}[ \t]*$", re.MULTILINE
         ).search(text, line_end + 1)
         end = len(text) if closing is None else closing.end()
-        blank(opening.start(), end)
+        fences.append((opening.start(), end))
         pos = end
-    masked = "".join(chars)
-    for start, end in _code_spans(masked):
-        if "\n\n" not in masked[start:end]:
-            blank(start, end)
-    for start, end in _html_comments(masked):
-        blank(start, end)
-    return "".join(chars)
+    masked = _blanked_ranges(text, fences)
+    spans = [(a, b) for a, b in _code_spans(masked) if "\n\n" not in masked[a:b]]
+    return _blanked_ranges(masked, spans + list(_html_comments(masked)))
+
+
+def _blanked_ranges(text: str, ranges: list[tuple[int, int]]) -> str:
+    """Return ``text`` with each (start, end) range's characters but line ends as spaces."""
+    if not ranges:
+        return text
+    pieces = []
+    done = 0  # text before it is copied or blanked
+    for start, end in sorted(ranges):
+        if end <= done:
+            continue
+        start = max(start, done)
+        pieces.append(text[done:start])
+        pieces.append(_NOT_A_LINE_END.sub(" ", text[start:end]))
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _code_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -245,7 +259,12 @@ def _without_links(masked: str) -> str:
 
     The blank is NUL, which no tag follows: a space would make ``#x`` right after a link a tag.
     """
-    return _ANY_LINK.sub(lambda match: _NOT_A_LINE_END.sub("\0", match.group(0)), masked)
+    return _ANY_LINK.sub(_blanked, masked)
+
+
+def _blanked(match: re.Match[str]) -> str:
+    found = match.group(0)
+    return _NOT_A_LINE_END.sub("\0", found) if "\n" in found else "\0" * len(found)
 
 
 def _without_closing_hashes(text: str) -> str:
@@ -358,7 +377,8 @@ def parse_note(text: str, path: str) -> ParsedNote:
             links.append(link)
     links.sort(key=lambda link: link.position)
     raw_tags = _frontmatter_tags(frontmatter)
-    raw_tags.extend(m.group(1) for m in _TAG.finditer(_without_links(masked), body_start))
+    if _TAG.search(masked, body_start):  # blanking links only takes tags away
+        raw_tags.extend(m.group(1) for m in _TAG.finditer(_without_links(masked), body_start))
     # a dict keeps the first-seen order and answers "seen?" at once (a list made 40k tags cost
     # 800 million comparisons)
     tags = list(dict.fromkeys(tag for tag in map(_clean_tag, raw_tags) if tag is not None))

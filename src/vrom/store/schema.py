@@ -303,6 +303,18 @@ MIGRATIONS: tuple[Migration, ...] = checked(
     CREATE INDEX vectors_input_hash ON vectors(input_hash) WHERE input_hash IS NOT NULL;
     """,
     ),
+    # 10: a document's fields are written by the store with the document
+    # (`vrom.store.sqlite_documents.field_rows`, the rows of ``field_values`` in its order), not
+    # by triggers reading the view: its five JSON scans of the frontmatter were most of the cost
+    # of writing a document. The view stays, the consistency check compares the two, and the
+    # trigger deleting a document's fields with it stays.
+    Migration(
+        "m010_fields_written_by_the_store",
+        """
+    DROP TRIGGER IF EXISTS documents_fields_added;
+    DROP TRIGGER IF EXISTS documents_fields_changed;
+    """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version
@@ -311,7 +323,7 @@ READABLE_SCHEMAS = range(5, SCHEMA_VERSION + 1)
 read (an always-empty chunk column) and changed memory tables, which packs do not use; 7 only
 added nested frontmatter fields, which a `where` on an older pack does not find; before 8 every
 chunk keeps its own text (`vrom.store.sqlite_rows.chunk_columns` reads either); 9 only added
-what a writer reuses vectors by."""
+what a writer reuses vectors by; 10 only dropped the triggers writing fields."""
 
 # What a sound store satisfies beyond PRAGMA integrity_check and `vrom.store.sql_store.CHECKS`:
 # label -> SQL counting violations.

@@ -10,7 +10,7 @@ no text of their own: they are read back as slices (`vrom.store.rows.CHUNK_COLUM
 
 A backend adds what truly differs: how ids are drawn, its keyword index (FTS5 rows or a
 ``tsvector`` column) and keyword search, how it finds a document's vectors, and any rows it
-derives itself (PostgreSQL's ``fields``; SQLite's come from triggers).
+derives itself (the ``fields`` of its metadata).
 """
 
 from __future__ import annotations
@@ -342,6 +342,16 @@ class SqlDocuments:
             rows = run.rows(sql + " WHERE c.document_id = ? ORDER BY c.position", (document_id,))
             return chunks_from_rows(rows)
 
+    def chunk_ids_of(self, document_ids: Sequence[int]) -> dict[int, dict[int, int]]:
+        """Return document id → {chunk position: chunk id}, from one read (a writer's, to give
+        the chunks it wrote their vectors without reading them back whole)."""
+        found: dict[int, dict[int, int]] = {}
+        with self._sql.reading("reading chunk ids") as run:
+            sql = "SELECT document_id, position, id FROM chunks WHERE document_id {in}"
+            for document_id, position, chunk_id in run.rows_in(sql, list(document_ids)):
+                found.setdefault(document_id, {})[position] = chunk_id
+        return found
+
     def get_chunks(self, chunk_ids: Sequence[int]) -> list[StoredChunk]:
         """Return the chunks with these ids (those that still exist), in the order given, from
         one read (a statement per 500 ids on SQLite)."""
@@ -393,7 +403,7 @@ class SqlDocuments:
         before ``before`` (None: before any new one)."""
         if not self._has_texts:
             return []
-        last = after is None
+        last, upper = after is None, AFTER_EVERY_KEY if before is None else before
         is_text, path = self._sql.json_text("d.frontmatter", key)
         with self._sql.reading("reading document texts") as run:
             rows = run.rows(
@@ -403,14 +413,7 @@ class SqlDocuments:
                 f" WHERE f.key = ? AND f.kind = 'text' AND f.{self._sql.field_text} = ?"
                 f" AND {is_text} AND f.document_id > ? AND f.document_id < ?"
                 f" ORDER BY f.document_id{' DESC' if last else ''} LIMIT ?",
-                (
-                    key,
-                    value,
-                    path,
-                    after or 0,
-                    AFTER_EVERY_KEY if before is None else before,
-                    limit,
-                ),
+                (key, value, path, after or 0, upper, limit),
             )
             return rows[::-1] if last else rows
 

@@ -9,12 +9,15 @@ of the store instead of once per query.
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
+from vrom.errors import ValidationError
 from vrom.store import sqlite_keyword
 from vrom.store.filter_sql import where_sql
 from vrom.store.fts_text import segment
@@ -43,10 +46,53 @@ KEPT_FILTERS = 8
 """How many filters' chunk ids are kept (the most recently used): 8 bytes per chunk each, so at
 most 6.4 MB at 100k chunks."""
 FilterKey = tuple[str, tuple[Any, ...]]
+_INT64 = range(-(2**63), 2**63)
+
+
+def field_rows(frontmatter: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
+    """Return (key, kind, value) for each row the ``field_values`` view reads from a document's
+    frontmatter JSON (`vrom.store.schema`), in the view's order (its five parts one after the
+    other, each in the JSON's order), so ``INSERT OR IGNORE`` keeps the same row of two equal
+    ones: a scalar, each scalar item of a list, a mapping's scalar members (``a.b``), the items
+    of a mapping's lists, the members of a list's mappings. Numbers as SQLite's JSON reads them:
+    an integer past 64 bits is a float."""
+    data = json.loads(json.dumps(frontmatter, ensure_ascii=False))  # the stored JSON's types
+    parts: tuple[list[tuple[str, Any]], ...] = ([], [], [], [], [])
+    for key, value in data.items():
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, dict):
+                    parts[4].extend((f"{key}.{m}", inner) for m, inner in item.items())
+                else:
+                    parts[1].append((key, item))
+        elif isinstance(value, dict):
+            for member, inner in value.items():
+                if isinstance(inner, list):
+                    parts[3].extend((f"{key}.{member}", item) for item in inner)
+                else:
+                    parts[2].append((f"{key}.{member}", inner))
+        else:
+            parts[0].append((key, value))
+    rows: list[tuple[str, str, Any]] = []
+    for part in parts:
+        for key, value in part:
+            if isinstance(value, str):
+                rows.append((key, "text", value))
+            elif isinstance(value, bool):
+                rows.append((key, "bool", int(value)))
+            elif isinstance(value, int):
+                rows.append((key, "number", value if value in _INT64 else float(value)))
+            elif isinstance(value, float):
+                if not math.isfinite(value):  # JSON has none: the view could not read it
+                    raise ValidationError(f"frontmatter field {key!r} is not a finite number")
+                rows.append((key, "number", value))
+    return rows
 
 
 class SQLiteDocuments(SqlDocuments):
     """The documents of one store (`vrom.store.DocumentStore`); chunk vectors follow their chunk."""
+
+    child_tables: ClassVar[tuple[str, ...]] = (*SqlDocuments.child_tables, "fields")
 
     def __init__(self, db: Database, vectors: SQLiteChunkVectors) -> None:
         super().__init__(SQLiteDialect(db), vectors)
@@ -90,6 +136,12 @@ class SQLiteDocuments(SqlDocuments):
                 (row[0], title, segment(chunk.heading_path), segment(chunk.text))
                 for row, chunk in zip(rows, chunks, strict=True)
             ],
+        )
+
+    def _derived(self, run: Statements, document_id: int, document: DocumentRecord) -> None:
+        run.many(
+            "INSERT OR IGNORE INTO fields(key, kind, value, document_id) VALUES (?, ?, ?, ?)",
+            [(*row, document_id) for row in field_rows(document.frontmatter)],
         )
 
     def _generation(self) -> int:
