@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+FAILING_LIMIT = 10_000
+"""Up to this many memories failing the filter, recall searches unfiltered and drops them
+(`nearest_memories`); past it, it reads the keys passing."""
 Parts = dict[str, float]
 """A memory's score parts: ``bm25``, ``vector``, ``fused``, ``rrf``, ``recency``."""
 
@@ -36,6 +39,39 @@ def _fused_memories(
     candidates, fused = fuse_rankings([(row.memory.id, row.bm25) for row in keyword_rows], similar)
     ids = [candidates[n] for n in fused.ids.tolist()]
     return ids, fused.fused.tolist(), fused.rrf.tolist(), fused.parts
+
+
+def nearest_memories(
+    store: Store,
+    index: VectorIndex,
+    vector: npt.NDArray[np.float32],
+    pool: int,
+    where: MemoryFilter,
+) -> list[tuple[int, float]]:
+    """Return the (key, score) pairs of the ``pool`` memory vectors nearest ``vector`` among the
+    memories passing ``where``, as ``index.nearest`` among `keys_matching`'s keys gives them.
+
+    Reading every passing key (all active memories, for the default filter) costs a search
+    linear time in the memories held, and filtering the index against them as much again. So a
+    filter of status alone is turned around: the few memories failing it are read through the
+    status index (`keys_failing`), the index is asked for that many more neighbours unfiltered
+    (at most twice ``pool`` at first, then all the failing's worth) and the failing ones are
+    dropped. Exact search gives the same pairs in the same order: an allowed key among the best
+    ``pool`` has fewer than ``pool`` allowed and fewer than all the failing keys ahead of it.
+    With too few left (unless every vector came back), another filter, or many failing, the
+    passing keys are read.
+    """
+    failing = store.memories.keys_failing(where, FAILING_LIMIT)
+    if failing is not None:
+        dropped = set(failing)
+        for wanted in dict.fromkeys((pool + min(len(failing), pool), pool + len(failing))):
+            found = index.nearest(vector, wanted)
+            kept = [(key, s) for key, s in found if key not in dropped]
+            if len(kept) >= pool or (
+                len(found) < wanted and len(found) == store.memories.vectors.count()
+            ):  # enough left, or every vector held was asked for (a small store)
+                return kept[:pool]
+    return index.nearest(vector, pool, store.memories.keys_matching(where))
 
 
 def rank_memories(
@@ -63,8 +99,7 @@ def rank_memories(
         scores = [row.bm25 for row in keyword_rows]
         parts_at = functools.partial(_one_part, "bm25", scores)
     else:
-        allowed = store.memories.keys_matching(where)
-        nearest = index.nearest(vector, pool, allowed)
+        nearest = nearest_memories(store, index, vector, pool, where)
         by_key = store.memories.by_keys([key for key, _ in nearest])
         records.update((memory.id, memory) for memory in by_key.values())
         similar = [(by_key[key].id, s) for key, s in nearest if key in by_key]

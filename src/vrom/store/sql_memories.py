@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
+from vrom.filters import Condition
 from vrom.store.filter_sql import memory_filter_sql
 from vrom.store.records import (
+    MEMORY_STATUSES,
     KeywordQuery,
     MemoryCounts,
     MemoryFilter,
@@ -151,6 +153,30 @@ class SqlMemories:
                 f"SELECT m.key FROM memories m WHERE 1 = 1{filter_sql} ORDER BY m.key", params
             )
             return [row[0] for row in rows]
+
+    def keys_failing(self, where: MemoryFilter, limit: int) -> builtins.list[int] | None:
+        """Return the integer keys of the memories failing a filter of status alone (the
+        default, ``status = 'active'``; no filter: none fail), by key, if at most ``limit``
+        fail; None for any other filter, or when more fail (`keys_matching` then).
+
+        It reads the other statuses through the status index, so it costs the memories that
+        fail (the few archived or superseded), not all of them as `keys_matching` does.
+        """
+        test = where.where
+        if test is None:
+            return []
+        if not (isinstance(test, Condition) and test.field == "status" and test.op in ("eq", "in")):
+            return None
+        kept = test.value if isinstance(test.value, tuple) else (test.value,)
+        others = [status for status in MEMORY_STATUSES if status not in kept]
+        with self._sql.reading("filtering memories") as run:
+            rows = run.rows_in(
+                f"SELECT m.key FROM memories m WHERE m.status {{in}} LIMIT {int(limit) + 1}",
+                others,
+            )
+        if len(rows) > limit:
+            return None
+        return sorted(row[0] for row in rows)
 
     def preceding(
         self, source: str, memory_id: str | None, count: int
