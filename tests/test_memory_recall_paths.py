@@ -76,7 +76,7 @@ def _same(fast: list[Any], durable: list[Any]) -> None:
 
 def _check_recalls(memories: Memories) -> None:
     for query in QUERIES:
-        for mode in ("vector", "hybrid"):
+        for mode in ("keyword", "vector", "hybrid"):
             _same(_recalled(memories, query, mode), _recalled(memories, query, mode, where=DURABLE))
             archived = {"status": "archived"}
             _same(
@@ -139,9 +139,11 @@ def test_recall_with_more_failing_than_the_limit_reads_the_passing_keys(
     assert store.memories.keys_failing(where, 2) is None, "more fail than the limit"
     assert store.memories.keys_failing(_memory_filter(DURABLE, None, None, "active"), 100) is None
     assert store.memories.keys_failing(MemoryFilter(), 100) == []
-    before = _recalled(memories, "deploy coffee", "hybrid")
-    monkeypatch.setattr("vrom.search.recall.FAILING_LIMIT", 1)
-    _same(_recalled(memories, "deploy coffee", "hybrid"), before)
+    before = {mode: _recalled(memories, "deploy coffee", mode) for mode in ("keyword", "hybrid")}
+    monkeypatch.setattr("vrom.search.recall.MOST_FAILING", 1)
+    monkeypatch.setattr("vrom.store.sqlite_memories.MOST_FAILING", 1)
+    for mode, recalled in before.items():
+        _same(_recalled(memories, "deploy coffee", mode), recalled)
 
 
 def test_recall_over_an_hnsw_graph_is_the_durable_recall(tmp_path: Path) -> None:

@@ -13,15 +13,19 @@ from typing import TYPE_CHECKING
 
 from vrom.search.fusion import first_pool, fuse_rankings
 from vrom.search.vector import VectorIndex
-from vrom.store import KeywordQuery, MemoryFilter, MemoryKeywordRow, MemoryRecord, Store
+from vrom.store import (
+    MOST_FAILING,
+    KeywordQuery,
+    MemoryFilter,
+    MemoryKeywordRow,
+    MemoryRecord,
+    Store,
+)
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-FAILING_LIMIT = 10_000
-"""Up to this many memories failing the filter, recall searches unfiltered and drops them
-(`nearest_memories`); past it, it reads the keys passing."""
 Parts = dict[str, float]
 """A memory's score parts: ``bm25``, ``vector``, ``fused``, ``rrf``, ``recency``."""
 
@@ -58,18 +62,16 @@ def nearest_memories(
     (at most twice ``pool`` at first, then all the failing's worth) and the failing ones are
     dropped. Exact search gives the same pairs in the same order: an allowed key among the best
     ``pool`` has fewer than ``pool`` allowed and fewer than all the failing keys ahead of it.
-    With too few left (unless every vector came back), another filter, or many failing, the
-    passing keys are read.
+    With too few left (an index gives fewer than asked only when it holds no more), another
+    filter, or many failing, the passing keys are read.
     """
-    failing = store.memories.keys_failing(where, FAILING_LIMIT)
+    failing = store.memories.keys_failing(where, MOST_FAILING)
     if failing is not None:
         dropped = set(failing)
         for wanted in dict.fromkeys((pool + min(len(failing), pool), pool + len(failing))):
             found = index.nearest(vector, wanted)
             kept = [(key, s) for key, s in found if key not in dropped]
-            if len(kept) >= pool or (
-                len(found) < wanted and len(found) == store.memories.vectors.count()
-            ):  # enough left, or every vector held was asked for (a small store)
+            if len(kept) >= pool or len(found) < wanted:  # enough left, or no more held
                 return kept[:pool]
     return index.nearest(vector, pool, store.memories.keys_matching(where))
 
