@@ -23,6 +23,7 @@ from vrom.embed import EmbedderBinding
 from vrom.index.hnsw import HnswIndex
 from vrom.memories import Memories, _memory_filter
 from vrom.search.fusion import first_pool
+from vrom.search.query import parse_query
 from vrom.search.recall import nearest_memories
 from vrom.store import MemoryFilter, Store
 from vrom.store.sqlite import SQLiteStore
@@ -176,3 +177,27 @@ def test_recall_with_the_default_filter_reads_no_passing_key(
     _same(_recalled(memories, "python river", "hybrid"), before)
     for status in ("any", "archived"):
         assert _recalled(memories, "python river", "vector", status=status)
+
+
+def test_keyword_search_takes_a_tie_across_its_cut_whole(store: Store) -> None:
+    """Twenty memories score the same for "river": any few of them at the cut would do for a
+    ranking by score alone, but the durable one takes the lowest ids, here FTS5's last rows."""
+    memories = Memories(store)
+    tied = [memories.remember("river notes", "the river bank").id for _ in range(20)]
+    ids = _fill(memories, 12)
+    for memory_id in tied[:10]:  # written again: last in FTS5's rowid order, first by id
+        record = store.memories.get(memory_id)
+        assert record is not None
+        store.memories.put(record)
+    for memory_id in (tied[0], tied[5], ids[2]):
+        memories.archive(memory_id)
+    for query in ("river", "river coffee", "bank espresso", "deploy"):
+        parsed = parse_query(query)
+        for limit in (1, 3, 8, 25):
+            for status in ("active", "archived", "any"):
+                where = _memory_filter(None, None, None, status)
+                durable = _memory_filter(DURABLE, None, None, status)
+                fast = store.memories.keyword_search(parsed, limit, where)
+                slow = store.memories.keyword_search(parsed, limit, durable)
+                assert [r.memory.id for r in fast] == [r.memory.id for r in slow]
+                assert [r.bm25 for r in fast] == pytest.approx([r.bm25 for r in slow], abs=1e-6)

@@ -168,7 +168,7 @@ class SqlMemories:
         it keeps what it read until a write counts a status write (`STATUS_WRITES_META_KEY`),
         in this process or another: then a recall costs one ``meta`` read.
         """
-        others = _other_statuses(where)
+        others = other_statuses(where)
         if not others:
             return None if others is None else []
         with self._sql.reading("filtering memories") as run:
@@ -236,7 +236,7 @@ class SqlMemories:
             )
 
 
-def _other_statuses(where: MemoryFilter) -> builtins.list[str] | None:
+def other_statuses(where: MemoryFilter) -> builtins.list[str] | None:
     """Return the statuses a filter of status alone leaves out (none, without a filter), or
     None for any other filter."""
     test = where.where
