@@ -10,6 +10,7 @@ and superseded memories, and over an HNSW graph.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,28 @@ def test_keyword_search_takes_a_tie_across_its_cut_whole(store: Store) -> None:
                 slow = store.memories.keyword_search(parsed, limit, durable)
                 assert [r.memory.id for r in fast] == [r.memory.id for r in slow]
                 assert [r.bm25 for r in fast] == pytest.approx([r.bm25 for r in slow], abs=1e-6)
+
+
+def test_after_a_first_look_recall_embeds_the_memories_added_or_changed_since(
+    store: Store, store_spot: StoreSpot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memories = Memories(store, Embedder.fake())
+    ids = _fill(memories, 30)
+    memories.recall("deploy", mode="hybrid")  # the first look: at every memory
+    vectors = store.memories.vectors
+    looks: list[tuple[Any, ...]] = []
+    look = vectors.missing
+    monkeypatch.setattr(vectors, "missing", lambda *a: looks.append(a) or look(*a))
+    other_store = store_spot.open()
+    try:  # another connection, with no model: a memory without a vector, a vector dropped
+        added = Memories(other_store).remember("trout at dawn", "fishing the river early").id
+        record = other_store.memories.get(ids[3])
+        assert record is not None
+        other_store.memories.put(dataclasses.replace(record, content="a changed text"))
+    finally:
+        other_store.close()
+    hits = memories.recall("trout dawn", k=40, mode="vector")
+    assert looks and all(len(args) == 3 and args[2] is not None for args in looks), looks
+    assert look(100) == [], "both embedded: a whole look finds none missing"
+    assert added in [hit.memory.id for hit in hits]
+    assert ids[3] in [hit.memory.id for hit in hits]
