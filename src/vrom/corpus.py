@@ -31,11 +31,13 @@ from vrom.index import (
 )
 from vrom.ingest.embed_job import claimed
 from vrom.ingest.embedding import (
+    EMBED_BATCH,
     EmbedProgress,
     bind_embedder,
     bind_memory_embedder,
     embed_missing_chunks,
     embed_missing_memories,
+    memories_since,
     stored_fingerprint,
 )
 from vrom.results import Hit, SearchReport, VectorInfo
@@ -77,6 +79,7 @@ class Corpus:
         self._metric = metric
         self._checked: tuple[int, str] | None = None  # (vector generation, `_vector_state`)
         self._memories_embedded: tuple[int, int] | None = None  # (newest key, vector generation)
+        self._memories_looked: tuple[int, int] | None = None  # (newest key, vector change) then
         options: dict[str, Any] = {
             "metric": metric,
             "kind": index,
@@ -464,10 +467,18 @@ class Corpus:
                         half_life_days,
                     )
             # new memories, or vectors dropped: embed them (a write) outside the snapshot
-            embed_missing_memories(self.store, embedder)
+            self._embed_missing_memories(embedder, marker[0])
             # read again: embedding moved the generation; a memory added meanwhile moves the key
             self._memories_embedded = (marker[0], self.store.memories.vectors.generation())
         raise AssertionError("unreachable: the second attempt ranks")
+
+    def _embed_missing_memories(self, embedder: Embedder, newest_key: int) -> None:
+        """Embed the memories with no vector: after a first whole look, only among those added
+        or whose vector changed since the last look (`memories_since`)."""
+        change_number = self.store.memories.vectors.change_number()  # first: later ones next
+        since = memories_since(self.store, self._memories_looked)
+        embed_missing_memories(self.store, embedder, EMBED_BATCH, since)
+        self._memories_looked = (newest_key, change_number)
 
     # -- life ------------------------------------------------------------------------------
 

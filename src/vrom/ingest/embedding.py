@@ -432,11 +432,30 @@ def embed_missing_chunks(
     return done
 
 
-def embed_missing_memories(store: Store, embedder: Embedder, batch: int = EMBED_BATCH) -> int:
-    """Embed every memory that has no vector yet, in batches; return how many were embedded."""
+def memories_since(
+    store: Store, looked: tuple[int, int] | None
+) -> tuple[int, tuple[int, ...]] | None:
+    """Return where to look for memories without a vector after a look at ``looked`` (the
+    newest memory key and the memory vector change number then): past that key, and at the
+    keys whose vector changed since; None for a whole look (none before, or the change log no
+    longer reaches back)."""
+    if looked is None:
+        return None
+    changes = store.memories.vectors.changes(looked[1])
+    return None if changes is None else (looked[0], changes.keys)
+
+
+def embed_missing_memories(
+    store: Store,
+    embedder: Embedder,
+    batch: int = EMBED_BATCH,
+    since: tuple[int, Sequence[int]] | None = None,
+) -> int:
+    """Embed every memory that has no vector yet, in batches; return how many were embedded
+    (``since``: only among those `MemoryVectors.missing` names with it)."""
     bind_memory_embedder(store, embedder)
     done, after = 0, ""
-    while memories := store.memories.vectors.missing(batch, after):
+    while memories := store.memories.vectors.missing(batch, after, since):
         after = memories[-1].id
         made = embed_missing(embedder, memory_texts(store, memories), MEMORY_ENCODING)
         with store.transaction():

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 
 from vrom.search.fusion import first_pool, fuse_rankings
 from vrom.search.vector import VectorIndex
-from vrom.store import KeywordQuery, MemoryFilter, MemoryKeywordRow, MemoryRecord, Store
+from vrom.store import (
+    MOST_FAILING,
+    KeywordQuery,
+    MemoryFilter,
+    MemoryKeywordRow,
+    MemoryRecord,
+    Store,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,6 +43,37 @@ def _fused_memories(
     candidates, fused = fuse_rankings([(row.memory.id, row.bm25) for row in keyword_rows], similar)
     ids = [candidates[n] for n in fused.ids.tolist()]
     return ids, fused.fused.tolist(), fused.rrf.tolist(), fused.parts
+
+
+def nearest_memories(
+    store: Store,
+    index: VectorIndex,
+    vector: npt.NDArray[np.float32],
+    pool: int,
+    where: MemoryFilter,
+) -> list[tuple[int, float]]:
+    """Return the (key, score) pairs of the ``pool`` memory vectors nearest ``vector`` among the
+    memories passing ``where``, as ``index.nearest`` among `keys_matching`'s keys gives them.
+
+    Reading every passing key (all active memories, for the default filter) costs a search
+    linear time in the memories held, and filtering the index against them as much again. So a
+    filter of status alone is turned around: the few memories failing it are read through the
+    status index (`keys_failing`), the index is asked for that many more neighbours unfiltered
+    (at most twice ``pool`` at first, then all the failing's worth) and the failing ones are
+    dropped. Exact search gives the same pairs in the same order: an allowed key among the best
+    ``pool`` has fewer than ``pool`` allowed and fewer than all the failing keys ahead of it.
+    With too few left (an index gives fewer than asked only when it holds no more), another
+    filter, or many failing, the passing keys are read.
+    """
+    failing = store.memories.keys_failing(where, MOST_FAILING)
+    if failing is not None:
+        dropped = set(failing)
+        for wanted in dict.fromkeys((pool + min(len(failing), pool), pool + len(failing))):
+            found = index.nearest(vector, wanted)
+            kept = [(key, s) for key, s in found if key not in dropped]
+            if len(kept) >= pool or len(found) < wanted:  # enough left, or no more held
+                return kept[:pool]
+    return index.nearest(vector, pool, store.memories.keys_matching(where))
 
 
 def rank_memories(
@@ -63,8 +101,7 @@ def rank_memories(
         scores = [row.bm25 for row in keyword_rows]
         parts_at = functools.partial(_one_part, "bm25", scores)
     else:
-        allowed = store.memories.keys_matching(where)
-        nearest = index.nearest(vector, pool, allowed)
+        nearest = nearest_memories(store, index, vector, pool, where)
         by_key = store.memories.by_keys([key for key, _ in nearest])
         records.update((memory.id, memory) for memory in by_key.values())
         similar = [(by_key[key].id, s) for key, s in nearest if key in by_key]

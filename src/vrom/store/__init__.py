@@ -11,6 +11,7 @@ from vrom.store.factory import Location, database_file, open_store
 from vrom.store.records import (
     MEMORY_FIELDS,
     MEMORY_STATUSES,
+    MOST_FAILING,
     VECTOR_ENCODING_META_KEY,
     ChunkRecord,
     DocumentRecord,
@@ -45,6 +46,7 @@ from vrom.store.urls import is_server_url, is_url, mask_url
 __all__ = [
     "MEMORY_FIELDS",
     "MEMORY_STATUSES",
+    "MOST_FAILING",
     "VECTOR_ENCODING_META_KEY",
     "ChunkRecord",
     "Condition",

@@ -29,7 +29,7 @@ from vrom.store.postgres_schema import (
     TEXT_SEARCH_CONFIG,
 )
 from vrom.store.postgres_vectors import PgChunkVectors
-from vrom.store.records import Sidecar, StoreState
+from vrom.store.records import STATUS_WRITES_META_KEY, Sidecar, StoreState
 from vrom.store.sql_dialect import Statements
 from vrom.store.sql_documents import DOCUMENT_GENERATION_META_KEY
 from vrom.store.sql_store import SqlStore
@@ -40,10 +40,12 @@ _STATE_KEYS = (
     CHUNK_VECTORS.generation_meta,
     MEMORY_VECTORS.generation_meta,
     DOCUMENT_GENERATION_META_KEY,
+    STATUS_WRITES_META_KEY,  # held for `keys_failing`, not part of the state
 )
 _STATE = (
     "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT value FROM meta WHERE key = ?),"
-    " (SELECT value FROM meta WHERE key = ?), (SELECT coalesce(max(key), 0) FROM memories)"
+    " (SELECT value FROM meta WHERE key = ?), (SELECT value FROM meta WHERE key = ?),"
+    " (SELECT coalesce(max(key), 0) FROM memories)"
 )
 
 
@@ -66,7 +68,7 @@ class PostgresStore(SqlStore[PgDocuments, PgChunkVectors, PgMemories]):
         assert row is not None
         *values, newest = row
         self._db.hold(dict(zip(_STATE_KEYS, values, strict=True)))
-        chunks, memories, documents = (int(value or 0) for value in values)
+        chunks, memories, documents = (int(value or 0) for value in values[:3])
         return StoreState(chunks, memories, str(documents).encode(), int(newest))
 
     def close(self) -> None:

@@ -264,6 +264,13 @@ class StoreState:
 
 
 MEMORY_STATUSES = ("active", "archived", "superseded")
+MOST_FAILING = 10_000
+"""Up to this many memories failing a filter of status alone, a recall searches without it and
+drops them (`SqlMemories.keys_failing`); past it, it reads the memories passing."""
+STATUS_WRITES_META_KEY = "memory_status_writes"
+"""The ``meta`` counter of writes that may change which memories hold a status: each memory
+put and status set counts one, so `SqlMemories.keys_failing` knows when the keys it read still
+hold (a search's state read holds its value, read in the same statement)."""
 VECTOR_ENCODING_META_KEY = "vector_encoding"
 """The metadata key recording how chunk vectors are encoded (``float32`` when absent)."""
 

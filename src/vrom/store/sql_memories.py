@@ -15,8 +15,12 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
+from vrom.filters import Condition
 from vrom.store.filter_sql import memory_filter_sql
 from vrom.store.records import (
+    MEMORY_STATUSES,
+    MOST_FAILING,
+    STATUS_WRITES_META_KEY,
     KeywordQuery,
     MemoryCounts,
     MemoryFilter,
@@ -39,6 +43,8 @@ class SqlMemories:
     def __init__(self, dialect: Dialect, vectors: SqlMemoryVectors) -> None:
         self._sql = dialect
         self._vectors = vectors
+        # the statuses left out -> (status writes counted then, the keys holding them)
+        self._failing: dict[tuple[str, ...], tuple[str | None, builtins.list[int]]] = {}
 
     @property
     def vectors(self) -> SqlMemoryVectors:
@@ -105,20 +111,20 @@ class SqlMemories:
                 ):
                     self._dropped(run, old[0])
             self._indexed(run, memory, old is not None)
+            run.count_up(STATUS_WRITES_META_KEY)
 
     def set_status(
         self, memory_id: str, status: str, superseded_by: str | None, updated_unix: float
     ) -> bool:
         """Set a memory's status (and successor); False when no memory has that id."""
         with self._sql.writing("changing a memory's status") as run:
-            return (
-                run.run(
-                    "UPDATE memories SET status = ?, superseded_by = ?, updated_unix = ?"
-                    " WHERE id = ?",
-                    (status, superseded_by, updated_unix, memory_id),
-                )
-                > 0
+            changed = run.run(
+                "UPDATE memories SET status = ?, superseded_by = ?, updated_unix = ? WHERE id = ?",
+                (status, superseded_by, updated_unix, memory_id),
             )
+            if changed:
+                run.count_up(STATUS_WRITES_META_KEY)
+            return changed > 0
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -151,6 +157,34 @@ class SqlMemories:
                 f"SELECT m.key FROM memories m WHERE 1 = 1{filter_sql} ORDER BY m.key", params
             )
             return [row[0] for row in rows]
+
+    def keys_failing(self, where: MemoryFilter, limit: int) -> builtins.list[int] | None:
+        """Return the integer keys of the memories failing a filter of status alone (the
+        default, ``status = 'active'``; no filter: none fail), by key, if at most ``limit``
+        fail; None for any other filter, or when more fail (`keys_matching` then).
+
+        It reads the other statuses through the status index, so it costs the memories that
+        fail (the few archived or superseded), not all of them as `keys_matching` does; and
+        it keeps what it read until a write counts a status write (`STATUS_WRITES_META_KEY`),
+        in this process or another: then a recall costs one ``meta`` read.
+        """
+        others = other_statuses(where)
+        if not others:
+            return None if others is None else []
+        with self._sql.reading("filtering memories") as run:
+            writes = run.meta(STATUS_WRITES_META_KEY)
+            held = self._failing.get(tuple(others))
+            if held is not None and held[0] == writes:
+                keys = held[1]
+            else:
+                rows = run.rows_in(
+                    f"SELECT m.key FROM memories m WHERE m.status {{in}} ORDER BY m.key"
+                    f" LIMIT {MOST_FAILING + 1}",
+                    others,
+                )
+                keys = [row[0] for row in rows]
+                self._failing[tuple(others)] = (writes, keys)
+        return None if len(keys) > limit else keys
 
     def preceding(
         self, source: str, memory_id: str | None, count: int
@@ -200,3 +234,15 @@ class SqlMemories:
                 by_project=grouped("project"),
                 embedded=int(run.scalar("SELECT count(*) FROM memory_vectors")),
             )
+
+
+def other_statuses(where: MemoryFilter) -> builtins.list[str] | None:
+    """Return the statuses a filter of status alone leaves out (none, without a filter), or
+    None for any other filter."""
+    test = where.where
+    if test is None:
+        return []
+    if not (isinstance(test, Condition) and test.field == "status" and test.op in ("eq", "in")):
+        return None
+    kept = test.value if isinstance(test.value, tuple) else (test.value,)
+    return [status for status in MEMORY_STATUSES if status not in kept]

@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from vrom.errors import StorageError
-from vrom.store.records import KeywordPostings, StoreState
+from vrom.store.records import STATUS_WRITES_META_KEY, KeywordPostings, StoreState
 from vrom.store.schema import FTS_TOKENIZER
 
 if TYPE_CHECKING:
@@ -62,10 +62,10 @@ def state(db: Database) -> StoreState:
         "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT value FROM meta WHERE key = ?),"
         " (SELECT block FROM chunks_fts_data WHERE id = ?),"
         " (SELECT block FROM chunks_fts_data WHERE id = ?),"
-        " (SELECT coalesce(max(key), 0) FROM memories)",
-        (*_GENERATIONS, _AVERAGES_ROWID, _STRUCTURE_ROWID),
+        " (SELECT coalesce(max(key), 0) FROM memories), (SELECT value FROM meta WHERE key = ?)",
+        (*_GENERATIONS, _AVERAGES_ROWID, _STRUCTURE_ROWID, STATUS_WRITES_META_KEY),
     ).fetchone()
-    chunk_generation, memory_generation, averages, structure, newest = row
+    chunk_generation, memory_generation, averages, structure, newest, status_writes = row
     keyword = b"\0".join(bytes(block) for block in (averages, structure) if block is not None)
     if db.held is not None:
         db.held.update(
@@ -73,6 +73,8 @@ def state(db: Database) -> StoreState:
                 _GENERATIONS[0]: None if chunk_generation is None else str(chunk_generation),
                 _GENERATIONS[1]: None if memory_generation is None else str(memory_generation),
                 _VERSION: keyword,
+                # held for `SqlMemories.keys_failing`, not part of the state
+                STATUS_WRITES_META_KEY: None if status_writes is None else str(status_writes),
             }
         )
     return StoreState(int(chunk_generation or 0), int(memory_generation or 0), keyword, int(newest))

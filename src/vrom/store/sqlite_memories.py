@@ -10,10 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from vrom.store.fts_text import segment
-from vrom.store.records import KeywordQuery, MemoryRecord
-from vrom.store.rows import MEMORY_COLUMNS
+from vrom.store.records import (
+    MEMORY_STATUSES,
+    MOST_FAILING,
+    KeywordQuery,
+    MemoryFilter,
+    MemoryKeywordRow,
+    MemoryRecord,
+)
+from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
 from vrom.store.sql_dialect import Statements
-from vrom.store.sql_memories import SqlMemories
+from vrom.store.sql_memories import SqlMemories, other_statuses
 from vrom.store.sql_vectors import MEMORY_VECTORS
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_dialect import SQLiteDialect
@@ -22,6 +29,17 @@ from vrom.store.sqlite_vectors import SQLiteMemoryVectors
 
 # memory_id (unindexed), title, content, tags: the title says most, then a tag, then the text
 MEMORY_BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0)
+_WEIGHTS = ", ".join(str(w) for w in MEMORY_BM25_WEIGHTS)
+_SCORE = f"-bm25(memories_fts, {_WEIGHTS})"
+_RANKED = (
+    f"SELECT rowid, {_SCORE} AS score FROM memories_fts WHERE memories_fts MATCH ?"
+    " ORDER BY score DESC, rowid LIMIT ?"
+)
+_TIED = f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND {_SCORE} = ?"
+_MATCHED = (
+    f"SELECT {MEMORY_COLUMNS}, f.rowid FROM memories_fts f JOIN memories m ON m.id = f.memory_id"
+    " WHERE f.rowid {in}"
+)
 
 
 class SQLiteMemories(SqlMemories):
@@ -46,13 +64,52 @@ class SQLiteMemories(SqlMemories):
     def _dropped(self, run: Statements, key: int) -> None:
         run.count_up(MEMORY_VECTORS.generation_meta)
 
+    def keyword_search(
+        self, query: KeywordQuery, limit: int, where: MemoryFilter
+    ) -> list[MemoryKeywordRow]:
+        """Return up to ``limit`` memories matching the query and filter, best first.
+
+        Under a filter of status alone (the default: active) FTS5 ranks its matches by score
+        and rowid alone: reading each match's memory id (from FTS5's content table) and joining
+        it to its memory row cost half the time at 100k memories. The best ``limit`` plus as
+        many as fail the filter (`keys_failing`; at most twice ``limit`` at first) are taken,
+        with every match tied with the last of them (twice as many are ranked, so that a tie
+        across the cut is seen whole; else one more pass reads it), and only those are read,
+        filtered and ordered by score and id. The rows are the ones the joined ranking gives: a passing
+        match among the best ``limit`` has fewer than ``limit`` passing and fewer than all the
+        failing ones ahead of it, and a tie at the cut is taken whole.
+        """
+        with self._sql.snapshot("searching memories") as run:  # the failing counted, then ranked
+            failing = None if query.is_empty else self.keys_failing(where, MOST_FAILING)
+            if failing is None:  # another filter, or many failing
+                return super().keyword_search(query, limit, where)
+            passing = set(MEMORY_STATUSES) - set(other_statuses(where) or ())
+            match = match_expression(query)
+            for ranked in dict.fromkeys((limit + min(len(failing), limit), limit + len(failing))):
+                # the second window holds at least ``limit`` passing, if that many match
+                # twice the window: a tie across its cut most often ends inside
+                best = run.rows(_RANKED, [match, 2 * ranked + 1])
+                cut = best[min(ranked, len(best)) - 1][1] if best else 0.0
+                scores: dict[int, float] = {row[0]: row[1] for row in best if row[1] >= cut}
+                if len(best) > 2 * ranked and best[-1][1] == cut:  # it did not: all of it
+                    scores.update((row[0], cut) for row in run.rows(_TIED, [match, cut]))
+                rows = run.rows_in(_MATCHED, list(scores))
+                found = [
+                    MemoryKeywordRow(memory, scores[row[-1]])
+                    for row in rows
+                    if (memory := memory_from_row(row[:-1])).status in passing
+                ]
+                found.sort(key=lambda hit: (-hit.bm25, hit.memory.id))
+                if len(found) >= limit or len(best) <= ranked:  # enough, or every match
+                    return found[:limit]
+        return found[:limit]
+
     def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, list[Any]]:
         # ranked on ids and scores alone; only the rows kept are read whole (a memory's text
         # carried through the sort cost a fifth of the time on SciFact's abstracts)
-        weights = ", ".join(str(w) for w in MEMORY_BM25_WEIGHTS)
         return (
             f"SELECT {MEMORY_COLUMNS}, r.score FROM (SELECT m.id AS id,"
-            f" -bm25(memories_fts, {weights}) AS score FROM memories_fts"
+            f" -bm25(memories_fts, {_WEIGHTS}) AS score FROM memories_fts"
             " JOIN memories m ON m.id = memories_fts.memory_id"
             f" WHERE memories_fts MATCH ?{filter_sql} ORDER BY score DESC, m.id LIMIT ?) r"
             " JOIN memories m ON m.id = r.id ORDER BY r.score DESC, m.id"
