@@ -125,7 +125,7 @@ def test_a_postgres_namespace_of_every_shipped_schema_is_upgraded(
     number = load_old_namespace(postgres_url, namespace, rev)
     root = write_notes(tmp_path / "vault")
     with open_vault(root, open_store(postgres_url, namespace=namespace), Embedder.fake(16)) as v:
-        assert stored_version(postgres_url, number) == postgres_migrations.SCHEMA_VERSION == 2
+        assert stored_version(postgres_url, number) == postgres_migrations.SCHEMA_VERSION == 3
         assert v.store.integrity_problems() == []
         assert {h.path for h in v.search("kelp", k=10, mode="keyword")} == set(NOTES)
         nearest = v.search("Otters sleep floating on kelp beds, holding paws", mode="vector")
@@ -208,10 +208,10 @@ def test_two_processes_opening_an_old_postgres_namespace_upgrade_it_once(
             writer.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, number))
             results = [p.communicate(timeout=120) for p in openers]
     assert [(p.returncode, out.strip()) for p, (out, _) in zip(openers, results, strict=True)] == [
-        (0, "2"),
-        (0, "2"),
+        (0, "3"),
+        (0, "3"),
     ], [err for _, err in results]
-    assert stored_version(postgres_url, number) == 2
+    assert stored_version(postgres_url, number) == 3
 
 
 def sqlite_schema(path: Path) -> list[tuple[str, str, str, str | None]]:
@@ -299,6 +299,7 @@ def test_the_migrations_are_named_and_listed_in_order() -> None:
     assert [m.name for m in postgres_migrations.MIGRATIONS] == [
         "m001_namespace_tables",
         "m002_vector_input_hash",
+        "m003_memory_status_writes",
     ]
     with pytest.raises(ValueError, match="m003_x is listed at place 2"):
         checked(Migration("m001_a", ""), Migration("m003_x", ""))

@@ -288,7 +288,7 @@ def test_another_schema_version_is_refused(postgres_url: str, namespace: str) ->
         conn.execute(f"UPDATE vrom_ns_{number}.meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(
         StorageError,
-        match=r"schema version 99, newer than this vrom understands \(2\): upgrade vrom",
+        match=r"schema version 99, newer than this vrom understands \(3\): upgrade vrom",
     ):
         open_store(postgres_url, namespace=namespace)
 

@@ -181,6 +181,14 @@ MIGRATIONS: tuple[Migration, ...] = checked(
     """,
         then=_exact_numbers,
     ),
+    # recall keeps the keys of memories failing its status filter until a write counts a status
+    # write (`vrom.store.sql_memories.SqlMemories.keys_failing`); a vrom from before does not
+    # count them, so the version moves on and such a writer refuses the namespace rather than
+    # leave another process recalling an archived memory
+    Migration(
+        "m003_memory_status_writes",
+        "INSERT INTO meta(key, value) VALUES ('memory_status_writes', '1') ON CONFLICT DO NOTHING",
+    ),
 )
 
 HAS_META = "SELECT to_regclass('meta') IS NOT NULL"
