@@ -38,7 +38,8 @@ def test_graph_temporaries_a_killed_save_left_are_removed_when_the_graph_opens(
             root, tmp_path / "state", embedder=Embedder.fake(16), hnsw_threshold=1
         ) as v:
             v.index()
-            assert v.search("walrus", mode="vector")  # opens (or builds and saves) the graph
+            assert v.search("walrus", mode="vector")  # opens the graph, or has it built beside
+            v.corpus.index.wait_for_graph()  # a build beside the searches saves it when done
             return Path(v.store.location)
 
     store = search_by_meaning()
