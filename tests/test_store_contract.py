@@ -201,6 +201,30 @@ def test_listings_links_and_tags(store: Store) -> None:
     assert (counts.documents, counts.chunks, counts.links, counts.tags) == (4, 4, 3, 3)
 
 
+def test_a_link_is_unresolved_exactly_when_find_finds_no_document_for_it(store: Store) -> None:
+    docs = store.documents
+    targets = ["deep/c", "eep/c", "notes/deep/c", "c", "b/x_y", "b/x%y", "x_y", "a/b", "Gone"]
+    links = [
+        LinkRecord("wikilink", target, target.lower(), None, None, i)
+        for i, target in enumerate(targets)
+    ]
+    docs.put(note_record("notes/deep/c.md"), _chunks("z"), links, [])
+    docs.put(note_record("a/b/x_y.md"), _chunks("w"), [], [])
+    found = {target: bool(docs.find(target.lower())) for target in targets}
+    assert found == {
+        "deep/c": True,  # the end of a path, at a folder
+        "eep/c": False,  # not at a folder
+        "notes/deep/c": True,
+        "c": True,
+        "b/x_y": True,
+        "b/x%y": False,  # LIKE's wildcards are only letters here
+        "x_y": True,
+        "a/b": False,  # a folder, not a note
+        "Gone": False,
+    }
+    assert docs.unresolved_link_count() == 4 == sum(not hit for hit in found.values())
+
+
 def test_a_document_text_is_kept_once_and_chunks_read_their_slices(store: Store) -> None:
     text = "First part. Second part, with ünïcode and 東京. Third part."
     chunks = [

@@ -50,6 +50,10 @@ LINK_COLUMNS = "kind, target, target_key, heading, alias, position"
 DOCUMENT_GENERATION_META_KEY = "document_generation"
 """The meta counter of document writes (`SqlDocuments._changing`)."""
 _STATE = "SELECT path, id, content_hash, mtime, size, chunk_strategy FROM documents"
+_UNMATCHED = (
+    "SELECT target_key FROM links WHERE target_key != '' AND target_key NOT IN"
+    " (SELECT path_key FROM documents UNION SELECT name_key FROM documents)"
+)
 _CHUNKS = "SELECT {columns} FROM chunks c JOIN documents d ON d.id = c.document_id"
 
 
@@ -295,16 +299,13 @@ class SqlDocuments:
         return self._count("SELECT count(*) FROM chunks")
 
     def unresolved_link_count(self) -> int:
-        """Return how many links point to no stored document (same rules as `find`)."""
-        return self._count(
-            "SELECT count(*) FROM links l WHERE l.target_key != ''"
-            " AND l.target_key NOT IN (SELECT path_key FROM documents)"
-            " AND l.target_key NOT IN (SELECT name_key FROM documents)"
-            f" AND ({self._sql.instr}(l.target_key, '/') = 0 OR NOT EXISTS (SELECT 1"
-            " FROM documents d WHERE d.path_key LIKE '%/' || replace(replace(replace("
-            "l.target_key, '\\', '\\\\'), '%', '\\%'), '_', '\\_') ESCAPE '\\'))",
-            "counting unresolved links",
-        )
+        """Return how many links point to no stored document (as `find` resolves them): ends of
+        paths in Python, as a LIKE per target scanned every document (0.8 s on the hub vault)."""
+        with self._sql.reading("counting unresolved links") as run:
+            targets = [key for (key,) in run.rows(_UNMATCHED)]
+            paths = run.rows("SELECT path_key FROM documents") if "/" in "".join(targets) else []
+        ends = {path[i + 1 :] for (path,) in paths for i, c in enumerate(path) if c == "/"}
+        return sum(1 for key in targets if "/" not in key or key not in ends)
 
     # -- reading ---------------------------------------------------------------------------
 
