@@ -192,6 +192,14 @@ class KeywordRanker:
         self._adopt(index, time.thread_time() - started)
         return index
 
+    def prepare(self) -> bool:
+        """Have the copy made beside the searches now, before any search paid for it: for a
+        process that is there to search (the MCP server, once its vault is indexed). True if
+        this started one; searches answer from FTS5 until it is taken."""
+        if self._source is None or self._current() is not None:
+            return False
+        return self._copying.start(self._copy_apart)
+
     def wait_for_copy(self) -> KeywordIndex | None:
         """Wait for a copy being made beside the searches, if one is, and return the copy
         held then, current or not (for tests and benches: searches never wait)."""

@@ -137,6 +137,7 @@ class ServerState:
                 settings=self._settings,
             )
             self._index(vault, force=False)
+            vault.corpus.keyword.prepare()  # the server is there to search: copy it now
             self._vault = vault
             embedder = vault.embedder
             if embedder is not None:
