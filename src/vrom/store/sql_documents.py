@@ -299,8 +299,8 @@ class SqlDocuments:
         return self._count("SELECT count(*) FROM chunks")
 
     def unresolved_link_count(self) -> int:
-        """Return how many links point to no stored document (as `find` resolves them): ends of
-        paths in Python, as a LIKE per target scanned every document (0.8 s on the hub vault)."""
+        """Return how many links point to no stored document (as `find` resolves them); the end
+        of a path is matched in Python (a LIKE per target read every document: 0.8 s, the hub)."""
         with self._sql.reading("counting unresolved links") as run:
             targets = [key for (key,) in run.rows(_UNMATCHED)]
             paths = run.rows("SELECT path_key FROM documents") if "/" in "".join(targets) else []
