@@ -173,3 +173,31 @@ def test_write_speed_benchmark_runs_on_a_few_documents_and_the_example_vault(
         side["median"] > 0 for side in (*numbers["add"].values(), *numbers["index"].values())
     )
     assert "vrom after / lancedb" in stdout and "vrom after / bm25s" in stdout
+
+
+def test_scale_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    abstracts = [
+        {
+            "_id": str(n),
+            "title": f"Study {n} of cells",
+            "text": f"Cells divide in tissue {n}. "
+            "Proteins fold into shapes that decide what they do. Genes turn on when asked.",
+        }
+        for n in range(50)
+    ]
+    corpus.write_text("".join(json.dumps(row) + "\n" for row in abstracts), encoding="utf-8")
+    numbers, stdout = run_bench(
+        "scale.py",
+        tmp_path / "scale.json",
+        *("--corpus", str(corpus), "--sizes", "600", "--batch", "200", "--queries", "5"),
+        "--work",
+        str(tmp_path),
+        timeout=180,
+    )
+    (run,) = numbers["runs"]
+    assert run["size"] == 600 and run["add_per_step_wall_cpu_s"][-1][0] == 600
+    assert 0 < run["recall@10"] <= 1 and run["disk_mb"] > 0 and run["peak_rss_mb"] > 0
+    for mode in ("vector", "keyword", "hybrid"):
+        assert run[f"{mode}_p50_cpu_ms"] > 0, mode
+    assert "recall@10" in stdout
