@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import PurePosixPath
 
 from vrom.store import LinkRecord, Store, StoredDocument
+from vrom.store.records import path_ends
 
 
 def resolve_link(store: Store, link: LinkRecord, source: StoredDocument) -> StoredDocument | None:
@@ -86,8 +87,7 @@ class LinkResolver:
 def target_keys(document: StoredDocument) -> set[str]:
     """Return every link target key that can find ``document``: its path key, each trailing
     part of it, and its name key (a link with another key never resolves to it)."""
-    parts = document.path_key.split("/")
-    return {"/".join(parts[i:]) for i in range(len(parts))} | {document.name_key}
+    return path_ends(document.path_key) | {document.name_key}
 
 
 def backlink_sources(store: Store, target: StoredDocument) -> list[StoredDocument]:

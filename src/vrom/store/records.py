@@ -113,6 +113,13 @@ class StoredDocument:
     indexed_at: float = 0.0
 
 
+def path_ends(path_key: str) -> set[str]:
+    """Return the keys a link with a ``/`` finds a document by: its path key and each of its
+    trailing parts (``a/b/c``: ``a/b/c``, ``b/c``, ``c``)."""
+    parts = path_key.split("/")
+    return {"/".join(parts[i:]) for i in range(len(parts))}
+
+
 @dataclass(frozen=True)
 class StoredChunk:
     """A chunk row read back from the store, with the fields of its note that hits cite.

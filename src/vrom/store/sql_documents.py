@@ -33,6 +33,7 @@ from vrom.store.records import (
     StoredChunk,
     StoredDocument,
     Where,
+    path_ends,
 )
 from vrom.store.rows import CHUNK_COLUMNS, DOCUMENT_COLUMNS, chunks_from_rows, document_from_row
 from vrom.store.sql_dialect import AFTER_EVERY_KEY, Dialect, Statements, escape_like
@@ -304,7 +305,7 @@ class SqlDocuments:
         with self._sql.reading("counting unresolved links") as run:
             targets = [key for (key,) in run.rows(_UNMATCHED)]
             paths = run.rows("SELECT path_key FROM documents") if "/" in "".join(targets) else []
-        ends = {path[i + 1 :] for (path,) in paths for i, c in enumerate(path) if c == "/"}
+        ends = set().union(*(path_ends(path) for (path,) in paths))
         return sum(1 for key in targets if "/" not in key or key not in ends)
 
     # -- reading ---------------------------------------------------------------------------
@@ -433,9 +434,8 @@ class SqlDocuments:
     def links(
         self, *, sources: Sequence[int] | None = None, targets: Sequence[str] | None = None
     ) -> list[tuple[int, LinkRecord]]:
-        """Return (source document id, link) for the links written in the documents
-        ``sources``, or for those whose target key is one of ``targets``, by source and
-        position."""
+        """Return (source document id, link) for the links written in the documents ``sources``,
+        or for those whose target key is one of ``targets``, by source and position."""
         column, values = ("document_id", sources) if targets is None else ("target_key", targets)
         with self._sql.reading("reading links") as run:
             rows = run.rows_in(
