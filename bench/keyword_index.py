@@ -39,7 +39,7 @@ from vrom import Collection, __version__
 from vrom.documents import MAX_TEXT_CHARS
 from vrom.evaluation.beir import corpus_documents, load_beir
 from vrom.evaluation.metrics import percentile
-from vrom.search import keyword as keyword_module
+from vrom.search import keyword_copy as keyword_module
 from vrom.search.query import parse_query
 
 REPO = Path(__file__).resolve().parents[1]

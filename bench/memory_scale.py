@@ -17,9 +17,10 @@ active memories) and searched (`Collection.search`, k=10) in the same process, t
 two alternating per query; each call is timed in CPU seconds of the calling thread
 (`time.thread_time`: the machine is shared, and a build beside the searches is not the call's
 cost). Before timing, one call per mode warms each side, and any HNSW graph due and the
-collection's in-memory keyword copy are waited for (steady state: what a process that goes on
-searching has). ``--base`` runs the same measurement with another vrom source tree (the
-"before") in a subprocess, on the same cached stores. Prints a table with the ratios and writes
+in-memory keyword copies (the collection's, and the memories' where the tree measured has
+one) are waited for (steady state: what a process that goes on searching has). ``--base``
+runs the same measurement with another vrom source tree (the "before") in a subprocess, on the
+same cached stores. Prints a table with the ratios and writes
 JSON, and a plot of recall p50 against N per mode.
 """
 
@@ -176,10 +177,14 @@ def measure(folder: Path, sizes: Sequence[int], queries: int, data: Path) -> dic
                     warm[f"{side} {mode}"] = [round(cpu * 1e3, 2), round(wall * 1e3, 2)]
             memories._corpus._memory_index.wait_for_graph()  # steady state: any graph due built
             collection._corpus.index.wait_for_graph()
-            # steady state for the collection's keyword search too: a process that searches
-            # on makes its in-memory keyword copy (memories have none yet: FTS5 each time)
-            collection._corpus.keyword.prepare()
-            collection._corpus.keyword.wait_for_copy()
+            # steady state for keyword search too: a process that searches on makes its
+            # in-memory keyword copies (the collection's chunks'; the memories' where the
+            # tree measured has one)
+            copies = (collection._corpus.keyword, getattr(memories._corpus, "memory_keyword", None))
+            for copy in copies:
+                if copy is not None:
+                    copy.prepare()
+                    copy.wait_for_copy()
             result: dict[str, Any] = {"first_call_cpu_wall_ms": warm}
             for mode in MODES:
                 spent: dict[str, list[float]] = {side: [] for side in calls}

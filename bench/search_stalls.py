@@ -22,7 +22,7 @@ from pathlib import Path
 
 from vrom.corpus import Corpus
 from vrom.embed import Embedder, EmbedderBinding
-from vrom.search import keyword as keyword_module
+from vrom.search import keyword_copy as keyword_module
 from vrom.store import open_store
 
 QUERIES = [

@@ -24,7 +24,7 @@ from vrom import Collection, Embedder, Vault
 from vrom.index import exact as exact_module
 from vrom.index.exact import ExactIndex
 from vrom.index.hnsw import HnswIndex
-from vrom.search import keyword as keyword_module
+from vrom.search import keyword_copy as keyword_module
 from vrom.search.vector import VectorIndex
 
 WORDS = tuple(f"{stem}{n}" for stem in ("river", "lantern", "copper", "violet") for n in range(10))

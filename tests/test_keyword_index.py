@@ -20,7 +20,7 @@ from vrom_cli import run_vrom
 from vrom import Collection, Embedder, Vault
 from vrom.evaluation.beir import corpus_documents, load_beir
 from vrom.index.keyword import KeywordIndex
-from vrom.search import keyword as keyword_module
+from vrom.search import keyword_copy as keyword_module
 from vrom.search.keyword import KeywordRanker, rank_keyword
 from vrom.search.query import parse_query, parse_where
 from vrom.state import store_path

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -44,7 +45,7 @@ from vrom.results import Hit, SearchReport, VectorInfo
 from vrom.search.keyword import KeywordRanker, check_k
 from vrom.search.query import as_filter, check_query, parse_query
 from vrom.search.ranking import ChunkRanking, Freshness
-from vrom.search.recall import Parts, rank_memories
+from vrom.search.recall import MemoryKeyword, Parts, rank_memories
 from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
 from vrom.store import KeywordQuery, MemoryFilter, MemoryRecord, Store, StoreState, Where
 
@@ -99,6 +100,7 @@ class Corpus:
             **options,
         )
         self.keyword = KeywordRanker(store.documents)
+        self.memory_keyword = MemoryKeyword(store.memories)
         self._ranking = ChunkRanking(store, self.keyword, self.index, metric)
         self._counted: tuple[tuple[int, bytes], tuple[int, int]] | None = None  # see `_counts`
 
@@ -447,25 +449,18 @@ class Corpus:
         if mode != "keyword":
             embedder = self.require_embedder(f"{mode} recall")
         parsed = parse_query(query)
+        ranked = functools.partial(
+            rank_memories, self.store, self._memory_index, self.memory_keyword, parsed
+        )
         if embedder is None or mode == "keyword":  # one read: no state to check, no snapshot
-            return rank_memories(
-                self.store, self._memory_index, parsed, None, k, where, mode, half_life_days
-            )
+            return ranked(None, k, where, mode, half_life_days)
         for attempt in range(2):
             with self.store.snapshot():
                 state = self.store.state()
                 marker = (state.newest_memory_key, state.memory_vector_generation)
                 if marker == self._memories_embedded or attempt:
-                    return rank_memories(
-                        self.store,
-                        self._memory_index,
-                        parsed,
-                        embedder.embed_query(query),
-                        k,
-                        where,
-                        mode,
-                        half_life_days,
-                    )
+                    vector = embedder.embed_query(query)
+                    return ranked(vector, k, where, mode, half_life_days)
             # new memories, or vectors dropped: embed them (a write) outside the snapshot
             self._embed_missing_memories(embedder, marker[0])
             # read again: embedding moved the generation; a memory added meanwhile moves the key

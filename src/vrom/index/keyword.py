@@ -131,6 +131,14 @@ class KeywordIndex:
         best = self._best(scores, limit, allowed)
         return self._keyword_rows(best, scores[best])
 
+    def matches(self, tokens: Sequence[str]) -> _Matches:
+        """Return the query's matches (`vrom.store.RankedMatches`: the best by score, ties by
+        id, and those tied with a score), scored once."""
+        scores = self._scores(tokens)
+        if scores is None:  # no row holds a token: nothing matches
+            scores = np.zeros(len(self._chunk_ids), dtype=np.float64)
+        return _Matches(self, scores)
+
     def rank_with_prior(
         self,
         tokens: Sequence[str],
@@ -254,3 +262,20 @@ class KeywordIndex:
             at = np.minimum(np.searchsorted(self._chunk_ids, wanted), len(self._chunk_ids) - 1)
             mask[at[self._chunk_ids[at] == wanted]] = True
         return mask
+
+
+class _Matches:
+    """One query's scores over a `KeywordIndex`, ranked as FTS5 ranks them (`RankedMatches`)."""
+
+    def __init__(self, index: KeywordIndex, scores: npt.NDArray[np.float64]) -> None:
+        self._index, self._scores = index, scores
+
+    def best(self, limit: int) -> list[tuple[int, float]]:
+        best = self._index._best(self._scores, limit, None)
+        ids = self._index._chunk_ids[best].tolist()
+        return list(zip(ids, self._scores[best].tolist(), strict=True))
+
+    def tied(self, score: float) -> list[int]:
+        held = np.flatnonzero((self._scores == score) & (self._scores != 0.0))
+        tied: list[int] = self._index._chunk_ids[held].tolist()
+        return tied

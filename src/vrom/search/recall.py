@@ -1,7 +1,9 @@
 """Ranking memories for the search core: keyword, vector and hybrid, with recency.
 
 `rank_memories` is what `vrom.corpus.Corpus.recall` runs inside its one snapshot, after the
-store state is read and new memories are embedded; fusion lives in `vrom.search.fusion`.
+store state is read and new memories are embedded; fusion lives in `vrom.search.fusion`. Its
+keyword candidates come from `MemoryKeyword`: the store's search, ranked from an in-memory
+copy of the memories' keyword index when one is current (`vrom.search.keyword_copy`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,17 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from vrom.search.fusion import first_pool, fuse_rankings
+from vrom.search.keyword_copy import KeywordCopy
 from vrom.search.vector import VectorIndex
 from vrom.store import (
     MOST_FAILING,
+    KeywordPostingsSource,
     KeywordQuery,
     MemoryFilter,
     MemoryKeywordRow,
     MemoryRecord,
+    MemoryStore,
+    RankedMatches,
     Store,
 )
 
@@ -28,6 +34,37 @@ if TYPE_CHECKING:
 
 Parts = dict[str, float]
 """A memory's score parts: ``bm25``, ``vector``, ``fused``, ``rrf``, ``recency``."""
+
+
+class MemoryKeyword(KeywordCopy):
+    """Keyword candidates among one store's memories: what its `keyword_search` returns, the
+    matches ranked by the in-memory copy when it is current and the query is plain terms."""
+
+    def __init__(self, memories: MemoryStore) -> None:
+        source = memories if isinstance(memories, KeywordPostingsSource) else None
+        super().__init__(source, lambda: memories.count())
+        self._memories = memories
+
+    def search(
+        self, query: KeywordQuery, limit: int, where: MemoryFilter
+    ) -> list[MemoryKeywordRow]:
+        """Return what the store's `keyword_search` returns for these arguments."""
+        tokens = self._plain_tokens(query)
+        if tokens is None:
+            return self._memories.keyword_search(query, limit, where)
+        stale = False
+
+        def copied() -> RankedMatches | None:  # inside the store's snapshot
+            nonlocal stale
+            index = self._current()
+            stale = index is None
+            return None if index is None else index.matches(tokens)
+
+        started = time.thread_time()
+        rows = self._memories.keyword_search(query, limit, where, copied)
+        if stale:
+            self._charge(time.thread_time() - started)
+        return rows
 
 
 def _one_part(name: str, scores: Sequence[float], at: int) -> Parts:
@@ -79,6 +116,7 @@ def nearest_memories(
 def rank_memories(
     store: Store,
     index: VectorIndex,
+    keyword: MemoryKeyword,
     parsed: KeywordQuery,
     vector: npt.NDArray[np.float32] | None,
     k: int,
@@ -89,7 +127,7 @@ def rank_memories(
     """Return the ``k`` memories best matching, with their score and its parts (see
     `vrom.corpus.Corpus.recall`); ``vector`` is the query's (None in keyword mode)."""
     pool = first_pool(k)
-    keyword_rows = [] if mode == "vector" else store.memories.keyword_search(parsed, pool, where)
+    keyword_rows = [] if mode == "vector" else keyword.search(parsed, pool, where)
     records = {row.memory.id: row.memory for row in keyword_rows}
     # the candidates: their ids, scores and RRF (ties), and their score parts by position
     ids: list[str]

@@ -5,10 +5,10 @@ Every backend speaks in these; nothing here knows SQL.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from vrom.filters import Filter
 
@@ -345,3 +345,21 @@ class MemoryCounts:
     by_type: Mapping[str, int]
     by_project: Mapping[str, int]
     embedded: int
+
+
+class RankedMatches(Protocol):
+    """A keyword query's matches among the keyword index's rows, ranked as FTS5 ranks them."""
+
+    def best(self, limit: int) -> list[tuple[int, float]]:
+        """Return up to ``limit`` (row id, score) pairs, best score first, ties by row id."""
+        ...
+
+    def tied(self, score: float) -> list[int]:
+        """Return the row ids of every match scoring exactly ``score``."""
+        ...
+
+
+MemoryKeywordCopy = Callable[[], "RankedMatches | None"]
+"""A memory search's query matched in an in-memory copy of the memories' keyword index
+(SQLite's), or None when the copy is not current; called inside the search's snapshot, so a
+current copy is current for all of it."""

@@ -24,6 +24,7 @@ from vrom.store.records import (
     KeywordQuery,
     MemoryCounts,
     MemoryFilter,
+    MemoryKeywordCopy,
     MemoryKeywordRow,
     MemoryRecord,
 )
@@ -70,9 +71,15 @@ class SqlMemories:
         raise NotImplementedError
 
     def keyword_search(
-        self, query: KeywordQuery, limit: int, where: MemoryFilter
+        self,
+        query: KeywordQuery,
+        limit: int,
+        where: MemoryFilter,
+        copy: MemoryKeywordCopy | None = None,
     ) -> builtins.list[MemoryKeywordRow]:
-        """Return up to ``limit`` memories matching the query and filter, best first."""
+        """Return up to ``limit`` memories matching the query and filter, best first. A
+        backend whose keyword index can be copied into memory may rank the matches by the
+        ``copy`` (`MemoryKeywordCopy`); this one leaves it unused."""
         filtered = memory_filter_sql(where, self._sql.filters)
         rows = self._sql.keyword_rows(
             "searching memories", query, self._keyword_sql, filtered, limit

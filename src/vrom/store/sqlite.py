@@ -41,9 +41,9 @@ class SQLiteStore(SqlStore[SQLiteDocuments, SQLiteChunkVectors, SQLiteMemories])
         `Database` for ``None``, ``key`` and ``read_only``)."""
         self._db = Database(path, create=create, key=key, read_only=read_only)
         vectors = SQLiteChunkVectors(self._db)
-        super().__init__(
-            self._db, SQLiteDocuments(self._db, vectors), vectors, SQLiteMemories(self._db)
-        )
+        documents = SQLiteDocuments(self._db, vectors)
+        memories = SQLiteMemories(self._db, documents.keyword_tokens)
+        super().__init__(self._db, documents, vectors, memories)
 
     @property
     def path(self) -> Path | None:

@@ -7,6 +7,8 @@ FTS5's own ``bm25()`` uses, so both give the same scores:
 * `postings`: every (term, chunk) pair with the term's weighted frequency in the chunk (title,
   heading path and body counted with `BM25_WEIGHTS`), each chunk's length in tokens, and the
   row and token totals FTS5 keeps in its "averages" record (rows without a token count too);
+  the same for another FTS5 table given as an `FtsTable` (the memories' index, each of its
+  rows its own owner);
 * `version`: the FTS5 structure and averages records, which change with every write that
   touches the index (each write adds a segment and bumps the structure's write counter), so an
   index built from older postings knows it is stale;
@@ -19,6 +21,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -32,20 +35,39 @@ if TYPE_CHECKING:
 BM25_WEIGHTS = (4.0, 2.0, 1.0)
 """title, heading_path, body: a match in the title or a heading says more than one in the body."""
 _AVERAGES_ROWID, _STRUCTURE_ROWID = 1, 10  # FTS5's fixed rows in its ``_data`` table
-_VOCABULARY = "temp.vrom_chunks_fts_instances"
-_TERM_ROWS = "temp.vrom_chunks_fts_terms"
 _TOKENS_CACHED = 4096
 _BATCH_CHARACTERS = 1_000_000
 """Characters of ``chunk*4+column`` lists parsed at a time (~125k tokens, ~10 MB of arrays)."""
 
 
-def version(db: Database) -> bytes:
-    """Return the keyword index's version: its structure and averages records, joined (the
-    one `state` read, inside its snapshot)."""
-    if db.held is not None and _VERSION in db.held:
+@dataclass(frozen=True)
+class FtsTable:
+    """An FTS5 table a keyword copy is read from: its name, its indexed columns with their
+    bm25() weights (in FTS5's column order), and a query giving each row's (row id, owner
+    id, prior) by row id (the rows a copy ranks)."""
+
+    name: str
+    columns: tuple[str, ...]
+    weights: tuple[float, ...]
+    owners: str
+
+
+CHUNKS_FTS = FtsTable(
+    "chunks_fts",
+    ("title", "heading_path", "body"),
+    BM25_WEIGHTS,
+    "SELECT c.id, c.document_id, d.human_relevance_score FROM chunks c"
+    " JOIN documents d ON d.id = c.document_id ORDER BY c.id",
+)
+
+
+def version(db: Database, table: FtsTable = CHUNKS_FTS) -> bytes:
+    """Return the keyword index's version: its structure and averages records, joined (for
+    the chunks' index, the one `state` read, inside its snapshot)."""
+    if table is CHUNKS_FTS and db.held is not None and _VERSION in db.held:
         return db.held[_VERSION]  # type: ignore[no-any-return]
     rows = db.conn.execute(
-        "SELECT block FROM chunks_fts_data WHERE id IN (?, ?) ORDER BY id",
+        f"SELECT block FROM {table.name}_data WHERE id IN (?, ?) ORDER BY id",
         (_AVERAGES_ROWID, _STRUCTURE_ROWID),
     ).fetchall()
     return b"\0".join(bytes(row[0]) for row in rows)
@@ -80,7 +102,7 @@ def state(db: Database) -> StoreState:
     return StoreState(int(chunk_generation or 0), int(memory_generation or 0), keyword, int(newest))
 
 
-def postings(db: Database) -> KeywordPostings:
+def postings(db: Database, table: FtsTable = CHUNKS_FTS) -> KeywordPostings:
     """Return the keyword index's postings, read in one snapshot (the caller's transaction).
 
     ``fts5vocab`` lists every token of every row in term order; grouping per term in SQL and
@@ -97,23 +119,23 @@ def postings(db: Database) -> KeywordPostings:
     """
     import numpy as np  # only an in-memory keyword index needs it
 
-    for table, kind in ((_VOCABULARY, "instance"), (_TERM_ROWS, "row")):
+    vocabulary, term_rows = f"temp.vrom_{table.name}_instances", f"temp.vrom_{table.name}_terms"
+    for name, kind in ((vocabulary, "instance"), (term_rows, "row")):
         db.conn.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {table}"
-            f" USING fts5vocab(main, 'chunks_fts', '{kind}')"
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {name}"
+            f" USING fts5vocab(main, '{table.name}', '{kind}')"
         )
-    rows_total, tokens_total = _averages(db)
-    chunks = db.conn.execute(
-        "SELECT c.id, c.document_id, d.human_relevance_score FROM chunks c"
-        " JOIN documents d ON d.id = c.document_id ORDER BY c.id"
-    ).fetchall()
+    rows_total, tokens_total = _averages(db, table)
+    chunks = db.conn.execute(table.owners).fetchall()
     chunk_ids = np.fromiter((row[0] for row in chunks), dtype=np.int64, count=len(chunks))
     pairs = int(
-        db.scalar(
-            f"SELECT coalesce(sum(doc), 0) FROM {_TERM_ROWS} WHERE 2 * doc < ?", (rows_total,)
-        )
+        db.scalar(f"SELECT coalesce(sum(doc), 0) FROM {term_rows} WHERE 2 * doc < ?", (rows_total,))
     )
-    weights = np.asarray(BM25_WEIGHTS, dtype=np.float64)
+    weights = np.asarray(table.weights, dtype=np.float64)
+    # each instance as ``row*4 + column``, the column numbered by its weight's place
+    *named, _ = table.columns
+    column = " ".join(f"WHEN '{name}' THEN {number}" for number, name in enumerate(named))
+    listed = f"group_concat(doc * 4 + (CASE col {column} ELSE {len(named)} END), ',')"
     terms: list[str] = []
     pairs_per_term: list[Any] = []
     pair_chunks = np.empty(pairs, dtype=np.int32)
@@ -132,9 +154,8 @@ def postings(db: Database) -> KeywordPostings:
     batch: list[str] = []
     size = 0
     cursor = db.conn.execute(
-        f"SELECT term, group_concat(doc * 4 + (CASE col WHEN 'title' THEN 0"
-        f" WHEN 'heading_path' THEN 1 ELSE 2 END), ',') FROM {_VOCABULARY}"
-        f" WHERE term NOT IN (SELECT term FROM {_TERM_ROWS} WHERE 2 * doc >= ?) GROUP BY term",
+        f"SELECT term, {listed} FROM {vocabulary}"
+        f" WHERE term NOT IN (SELECT term FROM {term_rows} WHERE 2 * doc >= ?) GROUP BY term",
         (rows_total,),
     )
     for term, instances in cursor:
@@ -148,9 +169,8 @@ def postings(db: Database) -> KeywordPostings:
         flush(batch)
     floor_terms, floor_frequencies = [], []
     cursor = db.conn.execute(
-        f"SELECT term, group_concat(doc * 4 + (CASE col WHEN 'title' THEN 0"
-        f" WHEN 'heading_path' THEN 1 ELSE 2 END), ',') FROM {_VOCABULARY}"
-        f" WHERE term IN (SELECT term FROM {_TERM_ROWS} WHERE 2 * doc >= ?) GROUP BY term",
+        f"SELECT term, {listed} FROM {vocabulary}"
+        f" WHERE term IN (SELECT term FROM {term_rows} WHERE 2 * doc >= ?) GROUP BY term",
         (rows_total,),
     )
     for term, instances in cursor:  # one term at a time: the longest lists
@@ -163,12 +183,12 @@ def postings(db: Database) -> KeywordPostings:
         dense[at[held]] = frequencies[held]  # a row whose chunk is gone is never returned
         floor_terms.append(term)
         floor_frequencies.append(dense)
-    sizes = dict(db.conn.execute("SELECT id, sz FROM chunks_fts_docsize"))
+    sizes = dict(db.conn.execute(f"SELECT id, sz FROM {table.name}_docsize"))
     per_term = np.concatenate(pairs_per_term) if pairs_per_term else np.zeros(0, dtype=np.int64)
     if filled != pairs:  # the two vocabularies are read in one snapshot: they agree
         raise StorageError(f"the keyword index read {filled:,} postings where it counted {pairs:,}")
     return KeywordPostings(
-        version=version(db),
+        version=version(db, table),
         rows=rows_total,
         tokens=tokens_total,
         terms=terms,
@@ -208,7 +228,7 @@ def _pairs(lists: list[str], weights: Any) -> tuple[Any, Any, Any]:
     return term_of[starts], chunk_of[starts], np.add.reduceat(weights[instances & 3], starts)
 
 
-def postings_apart(db: Database) -> KeywordPostings | None:
+def postings_apart(db: Database, table: FtsTable = CHUNKS_FTS) -> KeywordPostings | None:
     """Return the keyword index's postings read on a second connection to ``db``'s file (safe
     in another thread while ``db`` is used), or None for a store in memory (it has none)."""
     reader = db.reader()
@@ -216,16 +236,16 @@ def postings_apart(db: Database) -> KeywordPostings | None:
         return None
     try:
         with reader.guard("reading the keyword index"), reader.read_snapshot():
-            return postings(reader)
+            return postings(reader, table)
     finally:
         reader.close()
 
 
-def _averages(db: Database) -> tuple[int, int]:
+def _averages(db: Database, table: FtsTable) -> tuple[int, int]:
     """Return (rows, tokens) from FTS5's averages record: its row count, then one token total
     per column, as SQLite varints."""
     row = db.conn.execute(
-        "SELECT block FROM chunks_fts_data WHERE id = ?", (_AVERAGES_ROWID,)
+        f"SELECT block FROM {table.name}_data WHERE id = ?", (_AVERAGES_ROWID,)
     ).fetchone()
     numbers = _varints(bytes(row[0])) if row is not None else []
     return (numbers[0], sum(numbers[1:])) if numbers else (0, 0)

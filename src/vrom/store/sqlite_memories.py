@@ -2,19 +2,25 @@
 `SQLiteMemoryVectors`) their vectors.
 
 Memories live in the same database file as the notes, so they share its transactions, its WAL
-and its crash safety.
+and its crash safety. Their keyword index can be read whole (`vrom.store.KeywordPostingsSource`,
+by `vrom.store.sqlite_keyword` as the chunks' is), for a copy that ranks plain-term queries in
+memory exactly as FTS5 does (`vrom.store.MemoryKeywordCopy`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from vrom.store import sqlite_keyword
 from vrom.store.fts_text import segment
 from vrom.store.records import (
     MEMORY_STATUSES,
     MOST_FAILING,
+    KeywordPostings,
     KeywordQuery,
     MemoryFilter,
+    MemoryKeywordCopy,
     MemoryKeywordRow,
     MemoryRecord,
 )
@@ -36,17 +42,54 @@ _RANKED = (
     " ORDER BY score DESC, rowid LIMIT ?"
 )
 _TIED = f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND {_SCORE} = ?"
+MEMORIES_FTS = sqlite_keyword.FtsTable(
+    "memories_fts",
+    ("title", "content", "tags"),
+    MEMORY_BM25_WEIGHTS[1:],
+    # each row its own owner, with no prior: rank() orders by score, then row
+    "SELECT rowid, rowid, 0.5 FROM memories_fts ORDER BY rowid",
+)
 _MATCHED = (
     f"SELECT {MEMORY_COLUMNS}, f.rowid FROM memories_fts f JOIN memories m ON m.id = f.memory_id"
     " WHERE f.rowid {in}"
 )
 
 
+class _StoredMatches:
+    """`RankedMatches` read from FTS5, in the caller's snapshot."""
+
+    def __init__(self, run: Statements, query: KeywordQuery) -> None:
+        self._run, self._match = run, match_expression(query)
+
+    def best(self, limit: int) -> list[tuple[int, float]]:
+        return [(row[0], row[1]) for row in self._run.rows(_RANKED, [self._match, limit])]
+
+    def tied(self, score: float) -> list[int]:
+        return [row[0] for row in self._run.rows(_TIED, [self._match, score])]
+
+
 class SQLiteMemories(SqlMemories):
     """The memories of one store (`vrom.store.MemoryStore`), over its database connection."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, tokens: Callable[[str], tuple[str, ...]]) -> None:
+        """``tokens``: the store's query tokenizer (`SQLiteDocuments.keyword_tokens`: both
+        indexes are tokenized alike)."""
         super().__init__(SQLiteDialect(db), SQLiteMemoryVectors(db))
+        self._db = db
+        self.keyword_tokens = tokens
+
+    # -- `vrom.store.KeywordPostingsSource` ------------------------------------------------
+
+    def keyword_version(self) -> bytes:
+        with self._db.guard("reading the memories' keyword index"):
+            return sqlite_keyword.version(self._db, MEMORIES_FTS)
+
+    def keyword_postings(self) -> KeywordPostings:
+        with self._db.guard("reading the memories' keyword index"), self._db.read_snapshot():
+            return sqlite_keyword.postings(self._db, MEMORIES_FTS)
+
+    def keyword_postings_apart(self) -> KeywordPostings | None:
+        return sqlite_keyword.postings_apart(self._db, MEMORIES_FTS)
 
     def _indexed(self, run: Statements, memory: MemoryRecord, replaced: bool) -> None:
         if replaced:
@@ -65,9 +108,14 @@ class SQLiteMemories(SqlMemories):
         run.count_up(MEMORY_VECTORS.generation_meta)
 
     def keyword_search(
-        self, query: KeywordQuery, limit: int, where: MemoryFilter
+        self,
+        query: KeywordQuery,
+        limit: int,
+        where: MemoryFilter,
+        copy: MemoryKeywordCopy | None = None,
     ) -> list[MemoryKeywordRow]:
-        """Return up to ``limit`` memories matching the query and filter, best first.
+        """Return up to ``limit`` memories matching the query and filter, best first; the
+        matches ranked by the ``copy`` when it answers (the same rows FTS5 ranks), else by FTS5.
 
         Under a filter of status alone (the default: active) FTS5 ranks its matches by score
         and rowid alone: reading each match's memory id (from FTS5's content table) and joining
@@ -84,15 +132,15 @@ class SQLiteMemories(SqlMemories):
             if failing is None:  # another filter, or many failing
                 return super().keyword_search(query, limit, where)
             passing = set(MEMORY_STATUSES) - set(other_statuses(where) or ())
-            match = match_expression(query)
+            matches = (None if copy is None else copy()) or _StoredMatches(run, query)
             for ranked in dict.fromkeys((limit + min(len(failing), limit), limit + len(failing))):
                 # the second window holds at least ``limit`` passing, if that many match
                 # twice the window: a tie across its cut most often ends inside
-                best = run.rows(_RANKED, [match, 2 * ranked + 1])
+                best = matches.best(2 * ranked + 1)
                 cut = best[min(ranked, len(best)) - 1][1] if best else 0.0
                 scores: dict[int, float] = {row[0]: row[1] for row in best if row[1] >= cut}
                 if len(best) > 2 * ranked and best[-1][1] == cut:  # it did not: all of it
-                    scores.update((row[0], cut) for row in run.rows(_TIED, [match, cut]))
+                    scores.update((row_id, cut) for row_id in matches.tied(cut))
                 rows = run.rows_in(_MATCHED, list(scores))
                 found = [
                     MemoryKeywordRow(memory, scores[row[-1]])
