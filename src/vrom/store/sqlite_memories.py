@@ -123,9 +123,10 @@ class SQLiteMemories(SqlMemories):
         many as fail the filter (`keys_failing`; at most twice ``limit`` at first) are taken,
         with every match tied with the last of them (twice as many are ranked, so that a tie
         across the cut is seen whole; else one more pass reads it), and only those are read,
-        filtered and ordered by score and id. The rows are the ones the joined ranking gives: a passing
-        match among the best ``limit`` has fewer than ``limit`` passing and fewer than all the
-        failing ones ahead of it, and a tie at the cut is taken whole.
+        filtered and ordered by score and id. The rows are the ones the joined ranking gives:
+        a passing match among the best ``limit`` has fewer than ``limit`` passing and fewer
+        than all the failing ones ahead of it, and a tie at the cut is taken whole. The
+        ``copy``, when current, ranks the matches in memory instead of FTS5, with its scores.
         """
         with self._sql.snapshot("searching memories") as run:  # the failing counted, then ranked
             failing = None if query.is_empty else self.keys_failing(where, MOST_FAILING)
