@@ -169,10 +169,15 @@ class KeywordIndex:
         return ranked, len(best) == pool
 
     def _best(
-        self, scores: npt.NDArray[np.float64], limit: int, allowed: Sequence[int] | None
+        self,
+        scores: npt.NDArray[np.float64],
+        limit: int,
+        allowed: Sequence[int] | None,
+        held: npt.NDArray[np.intp] | None = None,
     ) -> npt.NDArray[np.intp]:
-        """Return the rows of the ``limit`` best nonzero ``scores``, best first, ties by id."""
-        candidates = np.flatnonzero(scores)
+        """Return the rows of the ``limit`` best nonzero ``scores``, best first, ties by id
+        (``held``: the nonzero rows, if known)."""
+        candidates = np.flatnonzero(scores) if held is None else held
         if allowed is not None:
             candidates = candidates[self._allowed_rows(allowed)[candidates]]
         if len(candidates) > limit:
@@ -269,13 +274,14 @@ class _Matches:
 
     def __init__(self, index: KeywordIndex, scores: npt.NDArray[np.float64]) -> None:
         self._index, self._scores = index, scores
+        self._held = np.flatnonzero(scores)  # the rows matching: one pass over every row
 
     def best(self, limit: int) -> list[tuple[int, float]]:
-        best = self._index._best(self._scores, limit, None)
+        best = self._index._best(self._scores, limit, None, self._held)
         ids = self._index._chunk_ids[best].tolist()
         return list(zip(ids, self._scores[best].tolist(), strict=True))
 
     def tied(self, score: float) -> list[int]:
-        held = np.flatnonzero((self._scores == score) & (self._scores != 0.0))
+        held = self._held[self._scores[self._held] == score]  # none for 0: held are nonzero
         tied: list[int] = self._index._chunk_ids[held].tolist()
         return tied
