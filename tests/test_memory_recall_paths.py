@@ -26,7 +26,7 @@ from vrom.memories import Memories, _memory_filter
 from vrom.search.fusion import first_pool
 from vrom.search.query import parse_query
 from vrom.search.recall import nearest_memories
-from vrom.store import MemoryFilter, Store
+from vrom.store import MemoryFilter, MemoryRecord, Store, failing_windows, rows
 from vrom.store.sqlite import SQLiteStore
 
 TOPICS = ("deploy pipeline", "espresso coffee", "python typing", "river fishing", "chess opening")
@@ -200,7 +200,7 @@ def test_keyword_search_takes_a_tie_across_its_cut_whole(store: Store) -> None:
                 durable = _memory_filter(DURABLE, None, None, status)
                 fast = store.memories.keyword_search(parsed, limit, where)
                 slow = store.memories.keyword_search(parsed, limit, durable)
-                assert [r.memory.id for r in fast] == [r.memory.id for r in slow]
+                assert [r.head for r in fast] == [r.head for r in slow]
                 assert [r.bm25 for r in fast] == pytest.approx([r.bm25 for r in slow], abs=1e-6)
 
 
@@ -227,3 +227,54 @@ def test_after_a_first_look_recall_embeds_the_memories_added_or_changed_since(
     assert look(100) == [], "both embedded: a whole look finds none missing"
     assert added in [hit.memory.id for hit in hits]
     assert ids[3] in [hit.memory.id for hit in hits]
+
+
+def test_a_recall_reads_whole_only_the_memories_it_returns(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Candidates are ranked on their scores, and on heads (key, id, time) for ties and
+    recency: a recall of k with no ties at its cut reads k memories whole."""
+    memories = Memories(store, Embedder.fake())
+    # texts of distinct lengths: no two score alike
+    ids = [memories.remember(f"note {n}", "deploy coffee" + " more" * n).id for n in range(60)]
+    _retire(memories, ids)
+    read: list[str] = []
+
+    def counted(*values: Any) -> MemoryRecord:  # every memory read from a row is made here
+        read.append(values[0])
+        return MemoryRecord(*values)
+
+    monkeypatch.setattr(rows, "MemoryRecord", counted)
+    for mode in ("keyword", "vector", "hybrid"):
+        for half_life in (None, 30.0):
+            read.clear()
+            hits = memories.recall("deploy coffee", k=5, mode=mode, half_life_days=half_life)
+            assert len(hits) == 5 and sorted(read) == sorted(h.memory.id for h in hits), mode
+
+
+def test_failing_windows_grow_to_all_the_failing() -> None:
+    assert failing_windows(40, 0) == [40]
+    assert failing_windows(40, 3) == [43]
+    assert failing_windows(40, 30) == [51, 70]
+    assert failing_windows(40, 2000) == [51, 80, 2040]
+
+
+def test_a_tie_at_the_cut_goes_to_the_newer_memory(store: Store) -> None:
+    """Ties at the k-th score are read whole and ordered newer first, then by id: a recall of
+    k is the first k of a recall deep enough to hold every tied memory, in keyword and vector
+    modes (where a memory's score does not depend on how many are asked for)."""
+    memories = Memories(store, Embedder.fake())
+    for n in range(12):  # twelve alike, timed out of order; others around them
+        memories.remember("espresso", "espresso crema", timestamp=1_600_000_000 + (n * 7) % 12)
+        memories.remember(f"notes {n}", "espresso" + " crema tea" * (n % 4 + 1))
+    tied_times = {1_600_000_000 + n for n in range(12)}
+    for mode in ("keyword", "vector"):
+        deep = memories.recall("espresso crema", k=24, mode=mode)
+        times = [h.memory.created_unix for h in deep]
+        first = min(at for at, t in enumerate(times) if t in tied_times)
+        assert times[first : first + 12] == sorted(tied_times, reverse=True), "newer first"
+        for k in (first + 1, first + 3, first + 12, first + 13):
+            hits = memories.recall("espresso crema", k=k, mode=mode)
+            assert [(h.memory.id, h.score) for h in hits] == [
+                (h.memory.id, h.score) for h in deep[:k]
+            ], (mode, k)

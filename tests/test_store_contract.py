@@ -22,6 +22,7 @@ from vrom.store import (
     KeywordQuery,
     LinkRecord,
     MemoryFilter,
+    MemoryHead,
     MemoryRecord,
     NearestVectors,
     Store,
@@ -517,11 +518,17 @@ def test_memories_are_written_searched_and_counted(store: Store) -> None:
         )
     ] == ["m1"]
     found = memories.keyword_search(KeywordQuery(terms=("ops",)), 10, MemoryFilter())
-    assert [row.memory.id for row in found] == ["m1"], "tags are searched"
+    assert [row.head.id for row in found] == ["m1"], "tags are searched"
     found = memories.keyword_search(KeywordQuery(terms=("東京",)), 10, MemoryFilter())
-    assert [row.memory.id for row in found] == ["m2"]
+    assert [row.head.id for row in found] == ["m2"]
     keys = memories.keys_matching(MemoryFilter())
     assert sorted(memories.by_keys(keys)) == keys and len(keys) == 2
+    whole = memories.by_keys(keys)
+    heads = memories.heads([*keys, max(keys) + 1])  # a key no memory holds is left out
+    assert heads == {
+        key: MemoryHead(key, memory.id, memory.created_unix) for key, memory in whole.items()
+    }
+    assert found[0].head == heads[found[0].head.key], "a keyword match's head is the memory's"
     assert memories.newest_key() == max(keys), "the newest memory's key"
     assert (
         memories.keys_matching(

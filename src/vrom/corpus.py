@@ -452,8 +452,9 @@ class Corpus:
         ranked = functools.partial(
             rank_memories, self.store, self._memory_index, self.memory_keyword, parsed
         )
-        if embedder is None or mode == "keyword":  # one read: no state to check, no snapshot
-            return ranked(None, k, where, mode, half_life_days)
+        if embedder is None or mode == "keyword":  # no state to check: ranked, then read
+            with self.store.snapshot():
+                return ranked(None, k, where, mode, half_life_days)
         for attempt in range(2):
             with self.store.snapshot():
                 state = self.store.state()

@@ -22,6 +22,7 @@ from vrom.store.records import (
     KeywordRow,
     LinkRecord,
     MemoryFilter,
+    MemoryHead,
     MemoryKeywordCopy,
     MemoryKeywordRow,
     MemoryRecord,
@@ -32,6 +33,7 @@ from vrom.store.records import (
     StoreState,
     VectorChanges,
     Where,
+    failing_windows,
 )
 from vrom.store.roles import (
     DocumentStore,
@@ -63,6 +65,7 @@ __all__ = [
     "LinkRecord",
     "Location",
     "MemoryFilter",
+    "MemoryHead",
     "MemoryKeywordCopy",
     "MemoryKeywordRow",
     "MemoryRecord",
@@ -80,6 +83,7 @@ __all__ = [
     "Where",
     "check_document",
     "database_file",
+    "failing_windows",
     "is_server_url",
     "is_url",
     "mask_url",

@@ -14,7 +14,7 @@ from vrom.store.postgres_dialect import PgDialect
 from vrom.store.postgres_query import fold, text_search, weighted_vector_sql
 from vrom.store.postgres_vectors import PgMemoryVectors
 from vrom.store.records import KeywordQuery, MemoryRecord
-from vrom.store.rows import MEMORY_COLUMNS
+from vrom.store.rows import MEMORY_HEAD_COLUMNS
 from vrom.store.sql_dialect import Statements
 from vrom.store.sql_memories import SqlMemories
 
@@ -35,4 +35,5 @@ class PgMemories(SqlMemories):
         self._vectors.log(run, [key])
 
     def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, list[Any]]:
-        return text_search(query, "memories").ranked(MEMORY_COLUMNS, "memories m", "m", filter_sql)
+        search = text_search(query, "memories")
+        return search.ranked(MEMORY_HEAD_COLUMNS, "memories m", "m", filter_sql)

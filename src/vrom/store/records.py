@@ -274,6 +274,17 @@ MEMORY_STATUSES = ("active", "archived", "superseded")
 MOST_FAILING = 10_000
 """Up to this many memories failing a filter of status alone, a recall searches without it and
 drops them (`SqlMemories.keys_failing`); past it, it reads the memories passing."""
+
+
+def failing_windows(wanted: int, failing: int) -> list[int]:
+    """Return how many of a ranking to take, smallest first, to find ``wanted`` that pass a
+    filter when ``failing`` memories fail it: a quarter more first (few fail, most often),
+    then as many more, then all the failing's worth (which holds ``wanted`` passing, if that
+    many are ranked)."""
+    steps = (min(failing, wanted // 4 + 1), min(failing, wanted), failing)
+    return list(dict.fromkeys(wanted + step for step in steps))
+
+
 STATUS_WRITES_META_KEY = "memory_status_writes"
 """The ``meta`` counter of writes that may change which memories hold a status: each memory
 put and status set counts one, so `SqlMemories.keys_failing` knows when the keys it read still
@@ -326,10 +337,20 @@ class MemoryFilter:
 
 
 @dataclass(frozen=True)
-class MemoryKeywordRow:
-    """A keyword match among memories: the memory and its BM25 score (higher is better)."""
+class MemoryHead:
+    """What ranking needs of a memory: its integer key, id and creation time (a recall reads
+    whole only the memories it returns, by key)."""
 
-    memory: MemoryRecord
+    key: int
+    id: str
+    created_unix: float
+
+
+@dataclass(frozen=True)
+class MemoryKeywordRow:
+    """A keyword match among memories: the memory's head and its BM25 score (higher is better)."""
+
+    head: MemoryHead
     bm25: float
 
 

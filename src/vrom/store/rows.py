@@ -29,6 +29,8 @@ MEMORY_COLUMNS = (
     " m.related, m.source, m.status, m.superseded_by"
 )
 """A memory ``m``."""
+MEMORY_HEAD_COLUMNS = "m.key, m.id, m.created_unix"
+"""A memory ``m``'s `vrom.store.MemoryHead`."""
 
 
 _CHUNK_FIELDS = tuple(f.name for f in dataclasses.fields(StoredChunk))

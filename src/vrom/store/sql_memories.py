@@ -24,17 +24,26 @@ from vrom.store.records import (
     KeywordQuery,
     MemoryCounts,
     MemoryFilter,
+    MemoryHead,
     MemoryKeywordCopy,
     MemoryKeywordRow,
     MemoryRecord,
 )
-from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
+from vrom.store.rows import MEMORY_COLUMNS, MEMORY_HEAD_COLUMNS, memory_from_row
 from vrom.store.sql_dialect import AFTER_EVERY_KEY, Dialect, Statements
 from vrom.store.sql_vectors import SqlMemoryVectors
 from vrom.store.storable import check_memory
 
 _WRITE_COLUMNS = tuple(f.name for f in fields(MemoryRecord) if f.name != "id")
 """A memory's columns besides its id and key: its record's fields (tuples as JSON lists)."""
+
+
+def with_ties(found: Sequence[MemoryKeywordRow], limit: int) -> list[MemoryKeywordRow]:
+    """Return the first ``limit`` of matches ranked best first, and those tied with the last."""
+    if len(found) <= limit:
+        return list(found)
+    last = found[limit - 1].bm25
+    return [row for row in found if row.bm25 >= last]
 
 
 class SqlMemories:
@@ -67,7 +76,8 @@ class SqlMemories:
     def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, builtins.list[Any]]:
         """Return the statement ranking the memories ``m`` that match ``query`` and pass
         ``filter_sql`` (whose parameters follow the query's, and the limit last), giving
-        `MEMORY_COLUMNS` and a score (higher is better) best first; and the query's parameters."""
+        `MEMORY_HEAD_COLUMNS` and a score (higher is better) best first, ties by memory id;
+        and the query's parameters."""
         raise NotImplementedError
 
     def keyword_search(
@@ -77,14 +87,22 @@ class SqlMemories:
         where: MemoryFilter,
         copy: MemoryKeywordCopy | None = None,
     ) -> builtins.list[MemoryKeywordRow]:
-        """Return up to ``limit`` memories matching the query and filter, best first. A
+        """Return the ``limit`` memories best matching the query and passing the filter (their
+        heads: `by_keys` reads them whole), and every one tied with the last, best first, ties
+        by memory id (a caller ordering ties otherwise sees the whole tie at its cut). A
         backend whose keyword index can be copied into memory may rank the matches by the
         ``copy`` (`MemoryKeywordCopy`); this one leaves it unused."""
         filtered = memory_filter_sql(where, self._sql.filters)
-        rows = self._sql.keyword_rows(
-            "searching memories", query, self._keyword_sql, filtered, limit
-        )
-        return [MemoryKeywordRow(memory_from_row(row[:-1]), float(row[-1])) for row in rows]
+        asked = limit + 1
+        while True:  # one more than the limit: whether the tie at the cut goes on
+            rows = self._sql.keyword_rows(
+                "searching memories", query, self._keyword_sql, filtered, asked
+            )
+            if len(rows) < asked or rows[-1][3] != rows[limit - 1][3]:
+                break
+            asked *= 2
+        found = [MemoryKeywordRow(MemoryHead(*row[:3]), float(row[3])) for row in rows]
+        return with_ties(found, limit)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -149,6 +167,15 @@ class SqlMemories:
                 [int(key) for key in keys],
             )
             return {row[0]: memory_from_row(row[1:]) for row in rows}
+
+    def heads(self, keys: Sequence[int]) -> dict[int, MemoryHead]:
+        """Return the heads of the memories with these integer keys (those that exist), by key."""
+        with self._sql.reading("reading memories") as run:
+            rows = run.rows_in(
+                f"SELECT {MEMORY_HEAD_COLUMNS} FROM memories m WHERE m.key {{in}}",
+                [int(key) for key in keys],
+            )
+            return {row[0]: MemoryHead(*row) for row in rows}
 
     def newest_key(self) -> int:
         """Return the largest integer key (0 without memories): keys only grow, and memories

@@ -20,13 +20,15 @@ from vrom.store.records import (
     KeywordPostings,
     KeywordQuery,
     MemoryFilter,
+    MemoryHead,
     MemoryKeywordCopy,
     MemoryKeywordRow,
     MemoryRecord,
+    failing_windows,
 )
-from vrom.store.rows import MEMORY_COLUMNS, memory_from_row
+from vrom.store.rows import MEMORY_HEAD_COLUMNS
 from vrom.store.sql_dialect import Statements
-from vrom.store.sql_memories import SqlMemories, other_statuses
+from vrom.store.sql_memories import SqlMemories, other_statuses, with_ties
 from vrom.store.sql_vectors import MEMORY_VECTORS
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_dialect import SQLiteDialect
@@ -49,9 +51,11 @@ MEMORIES_FTS = sqlite_keyword.FtsTable(
     # each row its own owner, with no prior: rank() orders by score, then row
     "SELECT rowid, rowid, 0.5 FROM memories_fts ORDER BY rowid",
 )
+# FTS5 rows' memories, read from FTS5's content table (its first column the memory id):
+# through the FTS5 table each row's whole text was read, for its id alone
 _MATCHED = (
-    f"SELECT {MEMORY_COLUMNS}, f.rowid FROM memories_fts f JOIN memories m ON m.id = f.memory_id"
-    " WHERE f.rowid {in}"
+    f"SELECT {MEMORY_HEAD_COLUMNS}, m.status, f.id FROM memories_fts_content f"
+    " JOIN memories m ON m.id = f.c0 WHERE f.id {in}"
 )
 
 
@@ -114,18 +118,20 @@ class SQLiteMemories(SqlMemories):
         where: MemoryFilter,
         copy: MemoryKeywordCopy | None = None,
     ) -> list[MemoryKeywordRow]:
-        """Return up to ``limit`` memories matching the query and filter, best first; the
-        matches ranked by the ``copy`` when it answers (the same rows FTS5 ranks), else by FTS5.
+        """Return the ``limit`` memories best matching the query and filter, and those tied
+        with the last, best first (`SqlMemories.keyword_search`); the matches ranked by the
+        ``copy`` when it answers (the same rows FTS5 ranks), else by FTS5.
 
         Under a filter of status alone (the default: active) FTS5 ranks its matches by score
-        and rowid alone: reading each match's memory id (from FTS5's content table) and joining
-        it to its memory row cost half the time at 100k memories. The best ``limit`` plus as
-        many as fail the filter (`keys_failing`; at most twice ``limit`` at first) are taken,
+        and rowid alone: reading each match's memory id and joining it to its memory row cost
+        half the time at 100k memories. The best ``limit`` plus as many as may fail the filter
+        (`keys_failing`; a quarter of ``limit`` more at first: `failing_windows`) are taken,
         with every match tied with the last of them (twice as many are ranked, so that a tie
-        across the cut is seen whole; else one more pass reads it), and only those are read,
-        filtered and ordered by score and id. The rows are the ones the joined ranking gives:
-        a passing match among the best ``limit`` has fewer than ``limit`` passing and fewer
-        than all the failing ones ahead of it, and a tie at the cut is taken whole. The
+        across the cut is seen whole; else one more pass reads it), and only those memories'
+        heads and statuses are read, filtered and ordered by score and id. The rows are the
+        ones the joined ranking gives: a passing match among the best ``limit`` has fewer than
+        ``limit`` passing and fewer than all the failing ones ahead of it, and every match
+        scoring at least the window's cut is read, so the tie with the last is whole. The
         ``copy``, when current, ranks the matches in memory instead of FTS5, with its scores.
         """
         with self._sql.snapshot("searching memories") as run:  # the failing counted, then ranked
@@ -134,32 +140,26 @@ class SQLiteMemories(SqlMemories):
                 return super().keyword_search(query, limit, where)
             passing = set(MEMORY_STATUSES) - set(other_statuses(where) or ())
             matches = (None if copy is None else copy()) or _StoredMatches(run, query)
-            for ranked in dict.fromkeys((limit + min(len(failing), limit), limit + len(failing))):
-                # the second window holds at least ``limit`` passing, if that many match
+            for ranked in failing_windows(limit, len(failing)):
                 # twice the window: a tie across its cut most often ends inside
                 best = matches.best(2 * ranked + 1)
                 cut = best[min(ranked, len(best)) - 1][1] if best else 0.0
                 scores: dict[int, float] = {row[0]: row[1] for row in best if row[1] >= cut}
                 if len(best) > 2 * ranked and best[-1][1] == cut:  # it did not: all of it
                     scores.update((row_id, cut) for row_id in matches.tied(cut))
-                rows = run.rows_in(_MATCHED, list(scores))
                 found = [
-                    MemoryKeywordRow(memory, scores[row[-1]])
-                    for row in rows
-                    if (memory := memory_from_row(row[:-1])).status in passing
+                    MemoryKeywordRow(MemoryHead(*row[:3]), scores[row[4]])
+                    for row in run.rows_in(_MATCHED, list(scores))
+                    if row[3] in passing
                 ]
-                found.sort(key=lambda hit: (-hit.bm25, hit.memory.id))
+                found.sort(key=lambda hit: (-hit.bm25, hit.head.id))
                 if len(found) >= limit or len(best) <= ranked:  # enough, or every match
-                    return found[:limit]
-        return found[:limit]
+                    return with_ties(found, limit)
+        return with_ties(found, limit)
 
     def _keyword_sql(self, query: KeywordQuery, filter_sql: str) -> tuple[str, list[Any]]:
-        # ranked on ids and scores alone; only the rows kept are read whole (a memory's text
-        # carried through the sort cost a fifth of the time on SciFact's abstracts)
         return (
-            f"SELECT {MEMORY_COLUMNS}, r.score FROM (SELECT m.id AS id,"
-            f" -bm25(memories_fts, {_WEIGHTS}) AS score FROM memories_fts"
+            f"SELECT {MEMORY_HEAD_COLUMNS}, {_SCORE} AS score FROM memories_fts"
             " JOIN memories m ON m.id = memories_fts.memory_id"
-            f" WHERE memories_fts MATCH ?{filter_sql} ORDER BY score DESC, m.id LIMIT ?) r"
-            " JOIN memories m ON m.id = r.id ORDER BY r.score DESC, m.id"
+            f" WHERE memories_fts MATCH ?{filter_sql} ORDER BY score DESC, m.id LIMIT ?"
         ), [match_expression(query)]
