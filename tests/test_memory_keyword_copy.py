@@ -10,6 +10,7 @@ is searched as before.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterator
 
@@ -22,7 +23,8 @@ from vrom.embed import EmbedderBinding
 from vrom.memories import Memories, _memory_filter
 from vrom.search import keyword_copy
 from vrom.search.query import parse_query
-from vrom.store import MemoryKeywordRow, Store
+from vrom.search.recall import MemoryKeyword
+from vrom.store import MemoryHead, MemoryKeywordRow, Store
 from vrom.store import sqlite_memories as sqlite_memories_module
 
 WORDS: tuple[str, ...] = (
@@ -154,3 +156,73 @@ def test_keyword_recall_is_the_stores_own_where_no_copy_can_be_made(
     assert corpus.memory_keyword.index is None
     copyable = corpus.memory_keyword.version() is not None
     assert copyable == (store_spot.backend == "sqlite")
+
+
+DURABLE = {"type": {"$ne": "no-such-type"}}
+"""Passes every memory, but is not status alone: the store ranks and reads in one statement,
+with no heads kept (the reference for the kept heads)."""
+
+
+def _durable_same(store: Store, keyword: MemoryKeyword) -> None:
+    for status in ("active", "archived", "any"):
+        where = _memory_filter(None, None, None, status)
+        durable = _memory_filter(DURABLE, None, None, status)
+        for query in QUERIES:
+            parsed = parse_query(query)
+            for limit in (1, 5, 40):
+                reference = store.memories.keyword_search(parsed, limit, durable)
+                _same(store.memories.keyword_search(parsed, limit, where), reference, query)
+                _same(keyword.search(parsed, limit, where), reference, query)
+
+
+@pytest.mark.parametrize("store_spot", ["sqlite"], indirect=True)
+def test_kept_memory_heads_follow_writes_from_another_connection(
+    store: Store, store_spot: StoreSpot
+) -> None:
+    """The heads of FTS5 rows' memories are kept while the index and the statuses stand (the
+    copy reads them all): a memory written again elsewhere, perhaps under its old FTS5 row,
+    with another time, an archive and new memories are seen as the durable ranking sees them."""
+    corpus = Corpus(store, EmbedderBinding.of(Embedder.fake()))
+    memories = Memories(corpus, Embedder.fake())
+    ids = _fill(memories, 120, seed=8)
+    keyword = corpus.memory_keyword
+    assert keyword.copy_index() is not None
+    _durable_same(store, keyword)  # heads read with the copy
+    newest, newest_key = store.memories.get(ids[-1]), store.memories.newest_key()
+    assert newest is not None
+    other_store = store_spot.open()
+    try:
+        # the newest written again: its FTS5 row deleted, then added (the last rowid again)
+        other_store.memories.put(dataclasses.replace(newest, created_unix=1.0))
+        Memories(other_store).archive(ids[5])
+    finally:
+        other_store.close()
+    _durable_same(store, keyword)
+    found = store.memories.keyword_search(
+        parse_query(newest.title), 500, _memory_filter(None, None, None, "any")
+    )
+    assert MemoryHead(newest_key, newest.id, 1.0) in {row.head for row in found}, "its new time"
+    other_store = store_spot.open()
+    try:
+        _fill(Memories(other_store), 30, seed=9)
+    finally:
+        other_store.close()
+    _durable_same(store, keyword)
+
+
+@pytest.mark.parametrize("store_spot", ["sqlite"], indirect=True)
+def test_with_the_copy_a_keyword_recall_reads_no_memory_head(store: Store) -> None:
+    corpus = Corpus(store, EmbedderBinding.of(Embedder.fake()))
+    memories = Memories(corpus, Embedder.fake())
+    _fill(memories, 80, seed=10)
+    assert corpus.memory_keyword.copy_index() is not None
+    statements: list[str] = []
+    connection = store.memories._db.conn  # type: ignore[attr-defined]
+    connection.set_trace_callback(statements.append)
+    try:
+        hits = memories.recall("coffee river everywhere", k=5, mode="keyword")
+    finally:
+        connection.set_trace_callback(None)
+    assert len(hits) == 5
+    assert not [s for s in statements if "memories_fts_content" in s], statements
+    assert [s for s in statements if "FROM memories m WHERE m.key" in s], "the 5 read whole"

@@ -316,11 +316,15 @@ class Database:
 
     def meta_value(self, key: str) -> str | None:
         """Return a ``meta`` value, without a guard (inside another guarded block); inside a
-        read snapshot, the one `held` if `state` read it."""
+        read snapshot (which no write joins), read once (by `state`, or by the first call)
+        and `held` until it ends."""
         if self.held is not None and key in self.held:
             return self.held[key]  # type: ignore[no-any-return]
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+        value = None if row is None else str(row[0])
+        if self.held is not None:
+            self.held[key] = value
+        return value
 
     def put_meta(self, key: str, value: str) -> None:
         """Set a ``meta`` value, inside the caller's transaction."""

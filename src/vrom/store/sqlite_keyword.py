@@ -30,11 +30,14 @@ from vrom.store.records import STATUS_WRITES_META_KEY, KeywordPostings, StoreSta
 from vrom.store.schema import FTS_TOKENIZER
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from vrom.store.sqlite_database import Database
 
 BM25_WEIGHTS = (4.0, 2.0, 1.0)
 """title, heading_path, body: a match in the title or a heading says more than one in the body."""
 _AVERAGES_ROWID, _STRUCTURE_ROWID = 1, 10  # FTS5's fixed rows in its ``_data`` table
+_VERSION_ROWS = (_AVERAGES_ROWID, _STRUCTURE_ROWID)
 _TOKENS_CACHED = 4096
 _BATCH_CHARACTERS = 1_000_000
 """Characters of ``chunk*4+column`` lists parsed at a time (~125k tokens, ~10 MB of arrays)."""
@@ -62,18 +65,27 @@ CHUNKS_FTS = FtsTable(
 
 
 def version(db: Database, table: FtsTable = CHUNKS_FTS) -> bytes:
-    """Return the keyword index's version: its structure and averages records, joined (for
-    the chunks' index, the one `state` read, inside its snapshot)."""
-    if table is CHUNKS_FTS and db.held is not None and _VERSION in db.held:
-        return db.held[_VERSION]  # type: ignore[no-any-return]
+    """Return the keyword index's version: its structure and averages records, joined; inside
+    a read snapshot, read once (by `state`, or by the first call) and held until it ends."""
+    key = held_version_key(table.name)
+    if db.held is not None and key in db.held:
+        return db.held[key]  # type: ignore[no-any-return]
     rows = db.conn.execute(
         f"SELECT block FROM {table.name}_data WHERE id IN (?, ?) ORDER BY id",
         (_AVERAGES_ROWID, _STRUCTURE_ROWID),
     ).fetchall()
-    return b"\0".join(bytes(row[0]) for row in rows)
+    found = b"\0".join(bytes(row[0]) for row in rows)
+    if db.held is not None:
+        db.held[key] = found
+    return found
 
 
-_VERSION = "chunks_fts version"  # the keyword version's key among the values a snapshot holds
+def held_version_key(table: str) -> str:
+    """Return the key of FTS5 table ``table``'s version among the values a read snapshot
+    holds (a write to the index inside the snapshot drops it)."""
+    return f"{table} version"
+
+
 _GENERATIONS = ("vector_generation", "memory_vector_generation")
 
 
@@ -84,19 +96,24 @@ def state(db: Database) -> StoreState:
         "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT value FROM meta WHERE key = ?),"
         " (SELECT block FROM chunks_fts_data WHERE id = ?),"
         " (SELECT block FROM chunks_fts_data WHERE id = ?),"
-        " (SELECT coalesce(max(key), 0) FROM memories), (SELECT value FROM meta WHERE key = ?)",
-        (*_GENERATIONS, _AVERAGES_ROWID, _STRUCTURE_ROWID, STATUS_WRITES_META_KEY),
+        " (SELECT coalesce(max(key), 0) FROM memories), (SELECT value FROM meta WHERE key = ?),"
+        " (SELECT block FROM memories_fts_data WHERE id = ?),"
+        " (SELECT block FROM memories_fts_data WHERE id = ?)",
+        (*_GENERATIONS, *_VERSION_ROWS, STATUS_WRITES_META_KEY, *_VERSION_ROWS),
     ).fetchone()
-    chunk_generation, memory_generation, averages, structure, newest, status_writes = row
+    chunk_generation, memory_generation, averages, structure, newest, status_writes = row[:6]
     keyword = b"\0".join(bytes(block) for block in (averages, structure) if block is not None)
     if db.held is not None:
         db.held.update(
             {
                 _GENERATIONS[0]: None if chunk_generation is None else str(chunk_generation),
                 _GENERATIONS[1]: None if memory_generation is None else str(memory_generation),
-                _VERSION: keyword,
-                # held for `SqlMemories.keys_failing`, not part of the state
+                held_version_key(CHUNKS_FTS.name): keyword,
+                # held for the memories' keyword search, not part of the state
                 STATUS_WRITES_META_KEY: None if status_writes is None else str(status_writes),
+                held_version_key("memories_fts"): b"\0".join(
+                    bytes(block) for block in row[6:] if block is not None
+                ),
             }
         )
     return StoreState(int(chunk_generation or 0), int(memory_generation or 0), keyword, int(newest))
@@ -228,15 +245,21 @@ def _pairs(lists: list[str], weights: Any) -> tuple[Any, Any, Any]:
     return term_of[starts], chunk_of[starts], np.add.reduceat(weights[instances & 3], starts)
 
 
-def postings_apart(db: Database, table: FtsTable = CHUNKS_FTS) -> KeywordPostings | None:
+def postings_apart(
+    db: Database, table: FtsTable = CHUNKS_FTS, also: Callable[[Database], None] | None = None
+) -> KeywordPostings | None:
     """Return the keyword index's postings read on a second connection to ``db``'s file (safe
-    in another thread while ``db`` is used), or None for a store in memory (it has none)."""
+    in another thread while ``db`` is used), or None for a store in memory (it has none);
+    ``also`` reads more on that connection, in the same snapshot."""
     reader = db.reader()
     if reader is None:
         return None
     try:
         with reader.guard("reading the keyword index"), reader.read_snapshot():
-            return postings(reader, table)
+            found = postings(reader, table)
+            if also is not None:
+                also(reader)
+            return found
     finally:
         reader.close()
 
