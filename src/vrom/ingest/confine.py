@@ -70,7 +70,7 @@ from typing import Literal, get_args
 from urllib.parse import unquote
 
 from vrom.errors import ValidationError
-from vrom.ingest.parse import BIDI_CONTROLS, NOTE_SUFFIXES
+from vrom.ingest.parse import BIDI_CONTROLS, NOTE_SUFFIXES, has_control
 
 IGNORED_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
 """Folders vrom never indexes, reads or writes into (besides every hidden one)."""
@@ -255,7 +255,7 @@ def _shown(path: str) -> str:
 def _string_problem(path: str, writing: bool) -> str | None:
     if not path.strip():
         return "it is empty"
-    if any(unicodedata.category(c) == "Cc" for c in path):
+    if has_control(path):
         return "it contains control characters"
     if writing and any(c in BIDI_CONTROLS for c in path):
         return _BIDI_WRITE
@@ -309,7 +309,7 @@ def _segment_problem(segment: str, writing: bool) -> str | None:
             return f"segment {segment!r} is only dots and spaces"
         if "/" in form or "\\" in form:
             return f"segment {segment!r} decodes to a path separator"
-        if any(unicodedata.category(c) == "Cc" for c in form):
+        if has_control(form):
             return f"segment {segment!r} decodes to control characters"
         if writing and any(c in BIDI_CONTROLS for c in form):
             return _BIDI_WRITE

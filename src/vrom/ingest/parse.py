@@ -7,7 +7,6 @@ text (`vrom.ingest.frontmatter`). Offsets are character offsets into the decoded
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -73,6 +72,7 @@ _ANY_LINK = re.compile(r"(?=[!\[])(?:!?" + _LINK_TEXT_AND_TARGET + "|" + _WIKILI
 # a "#" at the start or after whitespace, "(" or ",": the same test looked behind from after it
 _TAG = re.compile(r"#(?<![^\s(,]#)([\w/-]+)")
 _NOT_A_LINE_END = re.compile(r"[^\n]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode's category Cc: exactly these 65
 _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[ntr])")
@@ -101,9 +101,15 @@ def name_problem(path: str) -> str | None:
     """
     if not is_utf8(path):
         return "its name is not valid UTF-8: rename the file to index it"
-    if any(unicodedata.category(char) == "Cc" for char in path):
+    if has_control(path):
         return "its name contains a control character (a newline, a tab): rename it to index it"
     return None
+
+
+def has_control(text: str) -> bool:
+    """Return whether ``text`` holds a control character (Unicode category Cc: a newline, a
+    tab, NUL...)."""
+    return _CONTROL.search(text) is not None
 
 
 def shown_path(path: str) -> str:
@@ -132,7 +138,7 @@ def unshown_path(shown: str) -> str:
 
 
 def _escaped(char: str) -> bool:
-    return unicodedata.category(char) == "Cc" or char in BIDI_CONTROLS
+    return has_control(char) or char in BIDI_CONTROLS
 
 
 def _unescaped(match: re.Match[str]) -> str:
@@ -185,7 +191,11 @@ def _blanked_ranges(text: str, ranges: list[tuple[int, int]]) -> str:
             continue
         start = max(start, done)
         pieces.append(text[done:start])
-        pieces.append(_NOT_A_LINE_END.sub(" ", text[start:end]))
+        blanked = text[start:end]
+        if "\n" in blanked:
+            pieces.append(_NOT_A_LINE_END.sub(" ", blanked))
+        else:  # most code spans: one line
+            pieces.append(" " * len(blanked))
         done = end
     pieces.append(text[done:])
     return "".join(pieces)
@@ -195,7 +205,7 @@ def _code_spans(text: str) -> Iterator[tuple[int, int]]:
     """Yield the (start, end) of each inline code span: a run of backticks up to the next run of
     the same length. Each run is looked at a bounded number of times, so a note of unmatched
     runs (a regular expression rescans the rest of the text from each) costs linear time."""
-    runs = [(match.start(), match.end()) for match in _BACKTICKS.finditer(text)]
+    runs = [match.span() for match in _BACKTICKS.finditer(text)]
     of_length: dict[int, list[int]] = {}
     for index, (start, end) in enumerate(runs):
         of_length.setdefault(end - start, []).append(index)

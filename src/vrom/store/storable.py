@@ -26,6 +26,8 @@ def unstorable(text: str) -> str | None:
     None when it may be stored."""
     if "\x00" in text:
         return "a NUL character"
+    if text.isascii():  # no surrogate, and no encoding made to find out
+        return None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
