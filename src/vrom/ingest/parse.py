@@ -59,15 +59,17 @@ class ParsedNote:
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 _BACKTICKS = re.compile(r"`+")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+([^\n]*))?$", re.MULTILINE)
-# "(?=[!\[])" first: re then skips to a "!" or "[" at C speed instead of trying the pattern at
-# every position (a leading optional or alternation hides the first character from it)
-_WIKILINK = re.compile(r"(?=[!\[])(!?)\[\[([^\[\]\n]+?)\]\]")
+# a literal first: re skips to each "[[" at C speed (a leading lookahead, optional or alternation
+# makes it try the pattern at every position: 6x slower over the hub vault); an embed's "!" is
+# the character before (`_wikilink`)
+_WIKILINK_BODY = r"\[\[([^\[\]\n]+?)\]\]"
+_WIKILINK = re.compile(_WIKILINK_BODY)
 # a text or target stops at "[": each "[" of a long run is not rescanned
 _LINK_TEXT_AND_TARGET = r"\[([^\[\]\n]*)\]\(\s*<?([^)\[\s>]+)>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)"
 # "[" first, then "not after !" looked behind: a pattern that starts with its literal is searched
 # for that character at C speed, where a leading look-behind is tried at every position
 _MD_LINK = re.compile(r"\[(?<!!\[)" + _LINK_TEXT_AND_TARGET.removeprefix(r"\["))
-_ANY_LINK = re.compile(r"(?=[!\[])(?:!?" + _LINK_TEXT_AND_TARGET + "|" + _WIKILINK.pattern + ")")
+_ANY_LINK = re.compile(r"(?=[!\[])(?:!?" + _LINK_TEXT_AND_TARGET + "|(!?)" + _WIKILINK_BODY + ")")
 """A Markdown link or image (its text is group 1) or a wiki link or embed (group 4 inside)."""
 # a "#" at the start or after whitespace, "(" or ",": the same test looked behind from after it
 _TAG = re.compile(r"#(?<![^\s(,]#)([\w/-]+)")
@@ -286,8 +288,12 @@ def _without_closing_hashes(text: str) -> str:
     return text.strip()
 
 
-def _wikilink(match: re.Match[str]) -> ParsedLink | None:
-    inner = match.group(2)
+def _wikilink(match: re.Match[str], text: str, start: int) -> ParsedLink | None:
+    """Return the link a `_WIKILINK` match in ``text`` (searched from ``start``) is: an embed
+    when a "!" before it was searched too."""
+    at = match.start()
+    embed = at > start and text[at - 1] == "!"
+    inner = match.group(1)
     target, _, alias = inner.partition("|")
     target, _, heading = target.partition("#")
     target = target.strip()
@@ -295,12 +301,12 @@ def _wikilink(match: re.Match[str]) -> ParsedLink | None:
     if not target and heading is None:
         return None
     return ParsedLink(
-        kind="embed" if match.group(1) else "wikilink",
+        kind="embed" if embed else "wikilink",
         target=target,
         target_key=note_key(target) if target else "",
         heading=heading,
         alias=alias.strip() or None,
-        position=match.start(),
+        position=at - 1 if embed else at,
     )
 
 
@@ -378,7 +384,7 @@ def parse_note(text: str, path: str) -> ParsedNote:
     headings = find_headings(masked, body_start)
     links: list[ParsedLink] = []
     for match in _WIKILINK.finditer(masked, body_start):
-        link = _wikilink(match)
+        link = _wikilink(match, masked, body_start)
         if link is not None:
             links.append(link)
     for match in _MD_LINK.finditer(masked, body_start):
