@@ -82,7 +82,7 @@ def version(db: Database, table: FtsTable = CHUNKS_FTS) -> bytes:
 
 def held_version_key(table: str) -> str:
     """Return the key of FTS5 table ``table``'s version among the values a read snapshot
-    holds (a write to the index inside the snapshot drops it)."""
+    holds (no write joins a read snapshot: a transaction cannot begin inside one)."""
     return f"{table} version"
 
 
