@@ -181,8 +181,8 @@ def test_recall_with_the_default_filter_reads_no_passing_key(
 
 
 def test_keyword_search_takes_a_tie_across_its_cut_whole(store: Store) -> None:
-    """Twenty memories score the same for "river": any few of them at the cut would do for a
-    ranking by score alone, but the durable one takes the lowest ids, here FTS5's last rows."""
+    """Twenty memories score the same for "river": the durable ranking orders them by id (the
+    lowest, here, FTS5's last rows) and returns the whole tie with the last of ``limit``."""
     memories = Memories(store)
     tied = [memories.remember("river notes", "the river bank").id for _ in range(20)]
     ids = _fill(memories, 12)
@@ -202,6 +202,10 @@ def test_keyword_search_takes_a_tie_across_its_cut_whole(store: Store) -> None:
                 slow = store.memories.keyword_search(parsed, limit, durable)
                 assert [r.head for r in fast] == [r.head for r in slow]
                 assert [r.bm25 for r in fast] == pytest.approx([r.bm25 for r in slow], abs=1e-6)
+                # the best ``limit``, and every match tied with the last of them
+                deep = store.memories.keyword_search(parsed, 500, durable)
+                cut = deep[min(limit, len(deep)) - 1].bm25 if deep else 0.0
+                assert [r.head for r in slow] == [r.head for r in deep if r.bm25 >= cut]
 
 
 def test_after_a_first_look_recall_embeds_the_memories_added_or_changed_since(

@@ -529,6 +529,7 @@ def test_memories_are_written_searched_and_counted(store: Store) -> None:
         key: MemoryHead(key, memory.id, memory.created_unix) for key, memory in whole.items()
     }
     assert found[0].head == heads[found[0].head.key], "a keyword match's head is the memory's"
+    assert memories.keyword_search(KeywordQuery(terms=("ops",)), 0, MemoryFilter()) == []
     assert memories.newest_key() == max(keys), "the newest memory's key"
     assert (
         memories.keys_matching(

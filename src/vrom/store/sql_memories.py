@@ -40,6 +40,8 @@ _WRITE_COLUMNS = tuple(f.name for f in fields(MemoryRecord) if f.name != "id")
 
 def with_ties(found: Sequence[MemoryKeywordRow], limit: int) -> list[MemoryKeywordRow]:
     """Return the first ``limit`` of matches ranked best first, and those tied with the last."""
+    if limit < 1:
+        return []
     if len(found) <= limit:
         return list(found)
     last = found[limit - 1].bm25
@@ -92,6 +94,8 @@ class SqlMemories:
         by memory id (a caller ordering ties otherwise sees the whole tie at its cut). A
         backend whose keyword index can be copied into memory may rank the matches by the
         ``copy`` (`MemoryKeywordCopy`); this one leaves it unused."""
+        if limit < 1:
+            return []
         filtered = memory_filter_sql(where, self._sql.filters)
         asked = limit + 1
         while True:  # one more than the limit: whether the tie at the cut goes on
