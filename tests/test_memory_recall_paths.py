@@ -140,7 +140,7 @@ def test_recall_with_more_failing_than_the_limit_reads_the_passing_keys(
     assert store.memories.keys_failing(where, 100) is not None
     assert store.memories.keys_failing(where, 2) is None, "more fail than the limit"
     assert store.memories.keys_failing(_memory_filter(DURABLE, None, None, "active"), 100) is None
-    assert store.memories.keys_failing(MemoryFilter(), 100) == []
+    assert store.memories.keys_failing(MemoryFilter(), 100) == frozenset()
     before = {mode: _recalled(memories, "deploy coffee", mode) for mode in ("keyword", "hybrid")}
     monkeypatch.setattr("vrom.search.recall.MOST_FAILING", 1)
     monkeypatch.setattr("vrom.store.sqlite_memories.MOST_FAILING", 1)

@@ -97,10 +97,9 @@ def nearest_memories(
     """
     failing = store.memories.keys_failing(where, MOST_FAILING)
     if failing is not None:
-        dropped = set(failing)
         for wanted in failing_windows(pool, len(failing)):
             found = index.nearest(vector, wanted)
-            kept = [(key, s) for key, s in found if key not in dropped]
+            kept = [(key, s) for key, s in found if key not in failing]
             if len(kept) >= pool or len(found) < wanted:  # enough left, or no more held
                 return kept[:pool]
     return index.nearest(vector, pool, store.memories.keys_matching(where))

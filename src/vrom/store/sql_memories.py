@@ -56,7 +56,7 @@ class SqlMemories:
         self._sql = dialect
         self._vectors = vectors
         # the statuses left out -> (status writes counted then, the keys holding them)
-        self._failing: dict[tuple[str, ...], tuple[str | None, builtins.list[int]]] = {}
+        self._failing: dict[tuple[str, ...], tuple[str | None, frozenset[int]]] = {}
 
     @property
     def vectors(self) -> SqlMemoryVectors:
@@ -196,10 +196,9 @@ class SqlMemories:
             )
             return [row[0] for row in rows]
 
-    def keys_failing(self, where: MemoryFilter, limit: int) -> builtins.list[int] | None:
+    def keys_failing(self, where: MemoryFilter, limit: int) -> frozenset[int] | None:
         """Return the integer keys of the memories failing a filter of status alone (the
-        default, ``status = 'active'``; no filter: none fail), by key, if at most ``limit``
-        fail; None for any other filter, or when more fail (`keys_matching` then).
+        default, ``status = 'active'``; no filter: none fail), if at most ``limit`` fail; None for any other filter, or when more fail (`keys_matching` then).
 
         It reads the other statuses through the status index, so it costs the memories that
         fail (the few archived or superseded), not all of them as `keys_matching` does; and
@@ -208,7 +207,7 @@ class SqlMemories:
         """
         others = other_statuses(where)
         if not others:
-            return None if others is None else []
+            return None if others is None else frozenset()
         with self._sql.reading("filtering memories") as run:
             writes = run.meta(STATUS_WRITES_META_KEY)
             held = self._failing.get(tuple(others))
@@ -216,11 +215,10 @@ class SqlMemories:
                 keys = held[1]
             else:
                 rows = run.rows_in(
-                    f"SELECT m.key FROM memories m WHERE m.status {{in}} ORDER BY m.key"
-                    f" LIMIT {MOST_FAILING + 1}",
+                    f"SELECT m.key FROM memories m WHERE m.status {{in}} LIMIT {MOST_FAILING + 1}",
                     others,
                 )
-                keys = [row[0] for row in rows]
+                keys = frozenset(row[0] for row in rows)
                 self._failing[tuple(others)] = (writes, keys)
         return None if len(keys) > limit else keys
 

@@ -86,8 +86,6 @@ class SQLiteMemories(SqlMemories):
         # (the index's version and status writes, FTS5 row -> its memory's head) while both
         # stand: one value, which a background read of the index may replace whole
         self._row_heads: tuple[tuple[bytes, str | None] | None, dict[int, MemoryHead]] = (None, {})
-        # the failing keys' list `keys_failing` keeps, and the same keys as a set
-        self._failing_set: tuple[list[int] | None, set[int]] = (None, set())
 
     # -- `vrom.store.KeywordPostingsSource` ------------------------------------------------
 
@@ -159,9 +157,6 @@ class SQLiteMemories(SqlMemories):
             failing = None if query.is_empty else self.keys_failing(where, MOST_FAILING)
             if failing is None:  # another filter, or many failing
                 return super().keyword_search(query, limit, where)
-            if self._failing_set[0] is not failing:  # the list `keys_failing` keeps: a set once
-                self._failing_set = (failing, set(failing))
-            dropped = self._failing_set[1]
             matches = (None if copy is None else copy()) or _StoredMatches(run, query)
             for ranked in failing_windows(limit, len(failing)):
                 # twice the window: a tie across its cut most often ends inside
@@ -174,7 +169,7 @@ class SQLiteMemories(SqlMemories):
                 found = [
                     MemoryKeywordRow(head, score)
                     for row_id, score in scores.items()
-                    if (head := heads.get(row_id)) is not None and head.key not in dropped
+                    if (head := heads.get(row_id)) is not None and head.key not in failing
                 ]
                 found.sort(key=lambda hit: (-hit.bm25, hit.head.id))
                 if len(found) >= limit or len(best) <= ranked:  # enough, or every match
