@@ -30,7 +30,7 @@ from vrom.store.records import STATUS_WRITES_META_KEY, KeywordPostings, StoreSta
 from vrom.store.schema import FTS_TOKENIZER
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from vrom.store.sqlite_database import Database
 
@@ -74,10 +74,15 @@ def version(db: Database, table: FtsTable = CHUNKS_FTS) -> bytes:
         f"SELECT block FROM {table.name}_data WHERE id IN (?, ?) ORDER BY id",
         (_AVERAGES_ROWID, _STRUCTURE_ROWID),
     ).fetchall()
-    found = b"\0".join(bytes(row[0]) for row in rows)
+    found = _joined(row[0] for row in rows)
     if db.held is not None:
         db.held[key] = found
     return found
+
+
+def _joined(blocks: Iterable[Any]) -> bytes:
+    """Return an index's version from its averages and structure records (those present)."""
+    return b"\0".join(bytes(block) for block in blocks if block is not None)
 
 
 def held_version_key(table: str) -> str:
@@ -102,7 +107,7 @@ def state(db: Database) -> StoreState:
         (*_GENERATIONS, *_VERSION_ROWS, STATUS_WRITES_META_KEY, *_VERSION_ROWS),
     ).fetchone()
     chunk_generation, memory_generation, averages, structure, newest, status_writes = row[:6]
-    keyword = b"\0".join(bytes(block) for block in (averages, structure) if block is not None)
+    keyword = _joined((averages, structure))
     if db.held is not None:
         db.held.update(
             {
@@ -111,9 +116,7 @@ def state(db: Database) -> StoreState:
                 held_version_key(CHUNKS_FTS.name): keyword,
                 # held for the memories' keyword search, not part of the state
                 STATUS_WRITES_META_KEY: None if status_writes is None else str(status_writes),
-                held_version_key("memories_fts"): b"\0".join(
-                    bytes(block) for block in row[6:] if block is not None
-                ),
+                held_version_key("memories_fts"): _joined(row[6:]),
             }
         )
     return StoreState(int(chunk_generation or 0), int(memory_generation or 0), keyword, int(newest))
