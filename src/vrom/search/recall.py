@@ -91,9 +91,8 @@ def nearest_memories(
     (`failing_windows`: a quarter of ``pool`` more at first, up to all the failing's worth)
     and the failing ones are dropped. Exact search gives the same pairs in the same order: an
     allowed key among the best ``pool`` has fewer than ``pool`` allowed and fewer than all the
-    failing keys ahead of it.
-    With too few left (an index gives fewer than asked only when it holds no more), another
-    filter, or many failing, the passing keys are read.
+    failing keys ahead of it. With too few left (an index gives fewer than asked only when it
+    holds no more), another filter, or many failing, the passing keys are read.
     """
     failing = store.memories.keys_failing(where, MOST_FAILING)
     if failing is not None:
