@@ -198,7 +198,8 @@ class SqlMemories:
 
     def keys_failing(self, where: MemoryFilter, limit: int) -> frozenset[int] | None:
         """Return the integer keys of the memories failing a filter of status alone (the
-        default, ``status = 'active'``; no filter: none fail), if at most ``limit`` fail; None for any other filter, or when more fail (`keys_matching` then).
+        default, ``status = 'active'``; no filter: none fail), if at most ``limit`` fail;
+        None for any other filter, or when more fail (`keys_matching` then).
 
         It reads the other statuses through the status index, so it costs the memories that
         fail (the few archived or superseded), not all of them as `keys_matching` does; and
