@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from postgres_server import (
     start_server,
 )
 
-from vrom import Embedder, ModelError, StorageError, Vault, to_jsonable
+from vrom import Collection, Embedder, ModelError, StorageError, Vault, to_jsonable
 from vrom.errors import NotFoundError
 from vrom.store import ChunkRecord, DocumentRecord, mask_url, open_store
 from vrom.store.postgres_migrations import SCHEMA_VERSION
@@ -347,6 +348,51 @@ def test_a_server_killed_mid_index_and_restarted_loses_and_doubles_nothing(
             assert check.store.vectors.count() == counts.chunks
     finally:
         server.cleanup()
+
+
+def _hnsw_indexes(url: str, namespace: str) -> list[str]:
+    """Return the definitions of the HNSW indexes on a namespace's chunk vectors."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT id FROM vrom.namespaces WHERE name = %s", (namespace,)
+        ).fetchone()
+        assert row is not None
+        return [
+            found[0]
+            for found in conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = 'vectors'"
+                " AND indexdef LIKE '%%USING hnsw%%'",
+                (f"vrom_ns_{row[0]}",),
+            )
+        ]
+
+
+def _best(hits: Any) -> list[str]:
+    """Return the ids of the hits that score as well as the first."""
+    return [hit.id for hit in hits if hit.score > hits[0].score - 1e-6]
+
+
+def test_a_collection_s_first_add_leaves_its_vector_index_built(postgres_url: str) -> None:
+    # a first add writes its vectors, then builds the index once (not row by row): it must be
+    # there after, and after a first add into a table every document has left
+    words = ("harbour", "orchard", "glacier", "lantern", "meadow", "quarry", "violin", "walnut")
+    kinds = ("copper", "saffron", "thistle", "basalt", "juniper")
+    docs = [
+        {"id": f"d{i}", "text": f"the {words[i % 8]} by the {kinds[i // 8]}"} for i in range(40)
+    ]
+    namespace = f"first-add-{uuid.uuid4().hex[:8]}"
+    with Collection.open(namespace, embedder=Embedder.fake(64), storage=postgres_url) as c:
+        assert c.add(docs[:30]) == 30
+        assert len(_hnsw_indexes(postgres_url, namespace)) == 1
+        assert c.add(docs[30:]) == 40
+        assert len(_hnsw_indexes(postgres_url, namespace)) == 1
+        for doc in docs[::7]:  # found by its own vector (hashed words may collide: ties)
+            assert doc["id"] in _best(c.search(doc["text"], k=5, mode="vector"))
+        for doc in docs:
+            assert c.remove(doc["id"])
+        assert c.add(docs[:5]) == 5
+        assert len(_hnsw_indexes(postgres_url, namespace)) == 1
+        assert "d3" in _best(c.search(docs[3]["text"], k=5, mode="vector"))
 
 
 def test_a_missing_driver_names_the_extra() -> None:

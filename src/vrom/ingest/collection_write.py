@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from vrom.embed import Embedder
@@ -31,7 +32,14 @@ from vrom.ingest.embedding import (
     stored_recipe,
 )
 from vrom.ingest.parse import ParsedNote, find_headings, mask_code
-from vrom.store import ChunkRecord, DocumentRecord, DocumentState, Store, StoredChunk
+from vrom.store import (
+    ChunkRecord,
+    DocumentRecord,
+    DocumentState,
+    DocumentWrite,
+    Store,
+    StoredChunk,
+)
 
 
 class AddedDocument(Protocol):
@@ -115,12 +123,18 @@ def add_documents(
     held = store.documents.states([doc.id for doc, _ in prepared])
     vectors = _new_vectors(store, embedder, prepared, held)
     moved = [] if embedder is None else _moved_turns(store, prepared, held)
-    with store.transaction():
+    # the first vectors of a PostgreSQL store get its HNSW index built once, after them
+    loading: AbstractContextManager[None] = (
+        nullcontext() if embedder is None else store.vectors.loading()
+    )
+    with store.transaction(), loading:
         rows: dict[int, tuple[bytes, str]] = {}  # chunk id: its vector, input hash
-        written = [
-            store.documents.put(document_record(doc, strategy_id, now), chunks, [], [])
-            for doc, chunks in prepared
-        ]
+        written = store.documents.put_many(
+            [
+                DocumentWrite(document_record(doc, strategy_id, now), chunks, [], [])
+                for doc, chunks in prepared
+            ]
+        )
         if vectors:  # the chunk ids just written, in one read
             ids = store.documents.chunk_ids_of(written)
             for place, document_id in enumerate(written):
