@@ -31,7 +31,7 @@ from vrom.store.postgres_schema import (
 from vrom.store.postgres_vectors import PgChunkVectors
 from vrom.store.records import STATUS_WRITES_META_KEY, Sidecar, StoreState
 from vrom.store.sql_dialect import Statements
-from vrom.store.sql_documents import DOCUMENT_GENERATION_META_KEY
+from vrom.store.sql_document_writes import DOCUMENT_GENERATION_META_KEY
 from vrom.store.sql_store import SqlStore
 from vrom.store.sql_vectors import CHUNK_VECTORS, MEMORY_VECTORS
 

@@ -25,7 +25,7 @@ from vrom.store.postgres_query import field_rows, fold, weighted_vector_sql
 from vrom.store.postgres_vectors import PgChunkVectors
 from vrom.store.records import ChunkRecord, DocumentRecord, DocumentWrite
 from vrom.store.sql_dialect import Statements
-from vrom.store.sql_documents import (
+from vrom.store.sql_document_writes import (
     DOCUMENT_GENERATION_META_KEY,
     DOCUMENT_WRITE_COLUMNS,
     LINK_COLUMNS,

@@ -16,13 +16,12 @@ from vrom.store.postgres_dialect import PgDialect
 from vrom.store.postgres_query import field_rows, text_search, weighted_vector_sql
 from vrom.store.postgres_vectors import PgChunkVectors
 from vrom.store.records import (
-    ChunkRecord,
-    DocumentRecord,
     DocumentWrite,
     KeywordQuery,
 )
 from vrom.store.sql_dialect import Statements
-from vrom.store.sql_documents import CHUNK_WRITE_COLUMNS, SqlDocuments
+from vrom.store.sql_document_writes import CHUNK_WRITE_COLUMNS, PlacedWrite
+from vrom.store.sql_documents import SqlDocuments
 
 FIELD_COLUMNS = "document_id, key, kind, text_value, number_value, instant"
 
@@ -43,26 +42,27 @@ class PgDocuments(SqlDocuments):
         rows = run.rows(f"SELECT nextval('{table}_id_seq') FROM generate_series(1, ?)", (count,))
         return [int(row[0]) for row in rows]
 
-    def _insert_chunks(
-        self,
-        run: Statements,
-        rows: list[tuple[Any, ...]],
-        document: DocumentRecord,
-        chunks: Sequence[ChunkRecord],
-    ) -> None:
+    def _insert_chunks(self, run: Statements, placed: Sequence[PlacedWrite]) -> None:
         run.many(
             f"INSERT INTO chunks({CHUNK_WRITE_COLUMNS}, search)"
             f" VALUES ({', '.join('?' * 10)}, {weighted_vector_sql(3)})",
             [
                 (*row, *texts)
-                for row, texts in zip(rows, search_texts(document, chunks), strict=True)
+                for p in placed
+                for row, texts in zip(
+                    p.chunk_rows(), search_texts(p.write.document, p.write.chunks), strict=True
+                )
             ],
         )
 
-    def _derived(self, run: Statements, document_id: int, document: DocumentRecord) -> None:
+    def _derived(self, run: Statements, placed: Sequence[PlacedWrite]) -> None:
         run.many(
             f"INSERT INTO fields({FIELD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-            [(document_id, *row) for row in field_rows(document.frontmatter)],
+            [
+                (p.document_id, *row)
+                for p in placed
+                for row in field_rows(p.write.document.frontmatter)
+            ],
         )
 
     def search_vectors(self, writes: Sequence[DocumentWrite]) -> list[str]:

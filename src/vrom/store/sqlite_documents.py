@@ -22,18 +22,17 @@ from vrom.store import sqlite_keyword
 from vrom.store.filter_sql import where_sql
 from vrom.store.fts_text import segment
 from vrom.store.records import (
-    ChunkRecord,
-    DocumentRecord,
     KeywordPostings,
     KeywordQuery,
     Where,
 )
 from vrom.store.sql_dialect import Statements
-from vrom.store.sql_documents import (
+from vrom.store.sql_document_writes import (
     CHUNK_WRITE_COLUMNS,
     DOCUMENT_GENERATION_META_KEY,
-    SqlDocuments,
+    PlacedWrite,
 )
+from vrom.store.sql_documents import SqlDocuments
 from vrom.store.sqlite_database import Database
 from vrom.store.sqlite_dialect import SQLiteDialect
 from vrom.store.sqlite_keyword import BM25_WEIGHTS, QueryTokenizer
@@ -121,27 +120,30 @@ class SQLiteDocuments(SqlDocuments):
             (document_id,),
         )
 
-    def _insert_chunks(
-        self,
-        run: Statements,
-        rows: list[tuple[Any, ...]],
-        document: DocumentRecord,
-        chunks: Sequence[ChunkRecord],
-    ) -> None:
-        run.many(f"INSERT INTO chunks({CHUNK_WRITE_COLUMNS}) VALUES ({', '.join('?' * 10)})", rows)
-        title = segment(document.title)
+    def _insert_chunks(self, run: Statements, placed: Sequence[PlacedWrite]) -> None:
         run.many(
-            "INSERT INTO chunks_fts(rowid, title, heading_path, body) VALUES (?, ?, ?, ?)",
-            [
-                (row[0], title, segment(chunk.heading_path), segment(chunk.text))
-                for row, chunk in zip(rows, chunks, strict=True)
-            ],
+            f"INSERT INTO chunks({CHUNK_WRITE_COLUMNS}) VALUES ({', '.join('?' * 10)})",
+            [row for p in placed for row in p.chunk_rows()],
+        )
+        rows = []
+        for p in placed:
+            title = segment(p.write.document.title)
+            rows += [
+                (i, title, segment(chunk.heading_path), segment(chunk.text))
+                for i, chunk in zip(p.chunk_ids, p.write.chunks, strict=True)
+            ]
+        run.many(
+            "INSERT INTO chunks_fts(rowid, title, heading_path, body) VALUES (?, ?, ?, ?)", rows
         )
 
-    def _derived(self, run: Statements, document_id: int, document: DocumentRecord) -> None:
+    def _derived(self, run: Statements, placed: Sequence[PlacedWrite]) -> None:
         run.many(
             "INSERT OR IGNORE INTO fields(key, kind, value, document_id) VALUES (?, ?, ?, ?)",
-            [(*row, document_id) for row in field_rows(document.frontmatter)],
+            [
+                (*row, p.document_id)
+                for p in placed
+                for row in field_rows(p.write.document.frontmatter)
+            ],
         )
 
     def _generation(self) -> int:
