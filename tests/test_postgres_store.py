@@ -395,6 +395,20 @@ def test_a_collection_s_first_add_leaves_its_vector_index_built(postgres_url: st
         assert "d3" in _best(c.search(docs[3]["text"], k=5, mode="vector"))
 
 
+def test_no_vector_index_is_built_in_process_beside_pgvector(postgres_url: str) -> None:
+    # the database answers "nearest k": waiting for a graph must not copy every vector out and
+    # build one here (a bench did, at 1M chunks: 513 s CPU and gigabytes for nothing)
+    namespace = f"native-{uuid.uuid4().hex[:8]}"
+    with Collection.open(namespace, embedder=Embedder.fake(64), storage=postgres_url) as c:
+        c.add([{"id": f"d{i}", "text": f"note {i} on the {i % 3} shelf"} for i in range(12)])
+        assert c.search("note 4", k=3, mode="vector")
+        index = c._corpus.index
+        assert index.wait_for_graph() is None
+        with pytest.raises(TypeError, match="its own vector index"):
+            _ = index.current
+        assert index.mode().startswith("pgvector")
+
+
 def test_a_missing_driver_names_the_extra() -> None:
     code = (
         "import sys; sys.modules['psycopg'] = None\n"

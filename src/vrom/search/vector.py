@@ -114,7 +114,10 @@ class VectorIndex:
         A graph is never built here: one that is due and has no file to open (or only one too
         far behind) is built beside the searches (`vrom.index.background`) from the exact
         index's vectors, which answer meanwhile; the first search after it is done takes it.
+        A source that searches itself (`NearestVectors`) has no index here: asking is an error.
         """
+        if self._native is not None:
+            raise TypeError("the database searches its own vector index: nothing loads here")
         generation = self._vectors.generation()
         built = self._graph_build.take()
         if built is not None and self._wants_graph:
@@ -147,11 +150,14 @@ class VectorIndex:
         assert self._index is not None
         return self._index
 
-    def wait_for_graph(self) -> ExactIndex | HnswIndex:
+    def wait_for_graph(self) -> ExactIndex | HnswIndex | None:
         """Wait for a graph (or an exact index's matrix file) being built beside the searches,
         if one is, and return the index searches use then (for tests and benches: searches
-        never wait)."""
+        never wait); None for a source that searches itself, which builds nothing here."""
         from vrom.index.exact import ExactIndex
+
+        if self._native is not None:
+            return None
 
         index = self.current  # chooses the index, starting a build that is due
         if isinstance(index, ExactIndex):
