@@ -46,7 +46,14 @@ from vrom.ingest.walk import (
     walk_vault,
 )
 from vrom.results import IndexSummary, IndexWarning
-from vrom.store import ChunkRecord, DocumentRecord, DocumentState, LinkRecord, Store
+from vrom.store import (
+    ChunkRecord,
+    DocumentRecord,
+    DocumentState,
+    DocumentWrite,
+    LinkRecord,
+    Store,
+)
 
 ProgressCallback = Callable[[int, int, str], None]
 """Called as ``progress(done, total, path)`` while indexing."""
@@ -320,20 +327,25 @@ def _stored_state(store: Store, path: str) -> DocumentState | None:
 
 @dataclass(frozen=True)
 class _Write:
-    """One note's pending write: its path, the tally count it made, and the write itself."""
+    """One note's pending write: its path, the tally count it made, and the write itself: a
+    note's rows (``document``, written with its neighbours) or another step (``run``)."""
 
     path: str
     counted: Counted
-    run: Callable[[], object]
+    run: Callable[[], object] | None = None
+    document: DocumentWrite | None = None
 
 
 class _Batch:
     """Collects writes and commits them together every `BATCH_NOTES` notes or `BATCH_SECONDS`.
 
     Each note is written whole inside one transaction, so a crash loses at most the open batch.
-    A note whose write raises is rolled back with the batch, which is then written again without
-    it: the note is skipped with a warning naming the exception, its count taken back. Starting
-    or committing the transaction failing is the store's problem, not a note's: it raises.
+    Notes written one after another go to the store together (`put_many`: new notes in a few
+    statements, not ~10 each). A note whose write raises is rolled back with the batch, which
+    is then written again without it: the note is skipped with a warning naming the exception,
+    its count taken back (a failure among notes written together is found by writing them one
+    at a time). Starting or committing the transaction failing is the store's problem, not a
+    note's: it raises.
     """
 
     def __init__(self, store: Store, tally: _Tally) -> None:
@@ -352,22 +364,20 @@ class _Batch:
         document_id: int | None,
         counted: Counted,
     ) -> None:
-        def run() -> int:
-            return self._store.documents.put(record, chunks, links, tags, document_id)
-
-        self._add(_Write(record.path, counted, run))
+        write = DocumentWrite(record, chunks, links, tags, document_id)
+        self._add(_Write(record.path, counted, document=write))
 
     def touch(self, path: str, document_id: int, mtime: float, size: int) -> None:
         def run() -> None:
             self._store.documents.touch(document_id, mtime, size)
 
-        self._add(_Write(path, "unchanged", run))
+        self._add(_Write(path, "unchanged", run=run))
 
     def delete(self, path: str, document_id: int) -> None:
         def run() -> None:
             self._store.documents.delete(document_id)
 
-        self._add(_Write(path, "removed", run))
+        self._add(_Write(path, "removed", run=run))
 
     def take_write_seconds(self) -> float:
         """Return the seconds spent committing since the last call (and start again at 0)."""
@@ -387,29 +397,53 @@ class _Batch:
         writes, self._writes = self._writes, []
         writing = time.perf_counter()
         try:
+            together = True
             while writes:
-                failed = self._commit(writes)
+                failed = self._commit(writes, together)
                 if failed is None:
                     break
-                lost = writes.pop(failed[0])
-                self._tally.count(lost.counted, -1)
-                self._tally.skip(lost.path, f"could not be stored ({_named(failed[1])})")
+                position, error = failed
+                together = position is not None  # else find which of those together failed
+                if position is not None:
+                    lost = writes.pop(position)
+                    self._tally.count(lost.counted, -1)
+                    self._tally.skip(lost.path, f"could not be stored ({_named(error)})")
         finally:
             self._write_seconds += time.perf_counter() - writing
 
-    def _commit(self, writes: list[_Write]) -> tuple[int, Exception] | None:
-        """Run ``writes`` in one transaction; return the position and error of one that failed
-        (the transaction then rolled back), or None once all are committed."""
-        failed: tuple[int, Exception] | None = None
+    def _commit(self, writes: list[_Write], together: bool) -> tuple[int | None, Exception] | None:
+        """Run ``writes`` in one transaction, consecutive notes in one `put_many` if
+        ``together``; return the position and error of one that failed (the transaction then
+        rolled back; no position when it was among notes written together), or None once all
+        are committed."""
+        failed: tuple[int | None, Exception] | None = None
         try:
             with self._store.transaction():
-                for position, write in enumerate(writes):
+                position = 0
+                while position < len(writes):
+                    group = _notes_from(writes, position) if together else writes[position:][:1]
                     try:
-                        write.run()
+                        self._run(group)
                     except Exception as exc:
-                        failed = (position, exc)
+                        failed = (position if len(group) == 1 else None, exc)
                         raise
+                    position += len(group)
         except Exception:
             if failed is None:  # starting or committing: the store failed, not a note
                 raise
         return failed
+
+    def _run(self, group: list[_Write]) -> None:
+        """Write one step, or notes together."""
+        if group[0].run is not None:
+            group[0].run()
+        else:
+            self._store.documents.put_many([w.document for w in group if w.document])
+
+
+def _notes_from(writes: list[_Write], position: int) -> list[_Write]:
+    """Return the notes' writes from ``position`` up to the next other step (or that step)."""
+    end = position
+    while end < len(writes) and writes[end].document is not None:
+        end += 1
+    return writes[position : max(end, position + 1)]

@@ -281,7 +281,7 @@ class PgChunkVectors(SqlChunkVectors, _PgVectorTable):
         ]
         return self.write(rows, len(rows[0][2]) if rows else 0, copy_vectors)
 
-    # -- `vrom.store.sql_document_writes.KeptVectors` ---------------------------------------------
+    # -- `vrom.store.sql_document_writes.KeptVectors` --------------------------------------
 
     def reuse(
         self, run: Statements, new_chunks: Sequence[tuple[int, str | None]], own: dict[str, bytes]

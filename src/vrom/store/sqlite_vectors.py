@@ -71,7 +71,7 @@ class SQLiteChunkVectors(SqlChunkVectors, _Writes):
             [(key, data, h) for (key, data), h in zip(vectors, hashes, strict=True)],
         )
 
-    # -- `vrom.store.sql_document_writes.KeptVectors` ---------------------------------------------
+    # -- `vrom.store.sql_document_writes.KeptVectors` --------------------------------------
 
     def reuse(
         self, run: Statements, new: Sequence[tuple[int, str | None]], reusable: dict[str, bytes]
