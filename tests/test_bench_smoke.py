@@ -200,4 +200,5 @@ def test_scale_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
     assert 0 < run["recall@10"] <= 1 and run["disk_mb"] > 0 and run["peak_rss_mb"] > 0
     for mode in ("vector", "keyword", "hybrid"):
         assert run[f"{mode}_p50_cpu_ms"] > 0, mode
-    assert "recall@10" in stdout
+    assert run["keyword_copied_p50_cpu_ms"] > 0 and run["hybrid_copied_p50_cpu_ms"] > 0
+    assert "recall@10" in stdout and "with the keyword copy" in stdout
