@@ -397,7 +397,7 @@ def test_a_collection_s_first_add_leaves_its_vector_index_built(postgres_url: st
 
 def test_no_vector_index_is_built_in_process_beside_pgvector(postgres_url: str) -> None:
     # the database answers "nearest k": waiting for a graph must not copy every vector out and
-    # build one here (a bench did, at 1M chunks: 513 s CPU and gigabytes for nothing)
+    # build one here (a bench did, at 1M chunks: 513 s of CPU and a second copy of each vector)
     namespace = f"native-{uuid.uuid4().hex[:8]}"
     with Collection.open(namespace, embedder=Embedder.fake(64), storage=postgres_url) as c:
         c.add([{"id": f"d{i}", "text": f"note {i} on the {i % 3} shelf"} for i in range(12)])
