@@ -25,7 +25,7 @@ from vrom.store import (
     MemoryRecord,
     Store,
     open_store,
-    sql_documents,
+    sql_document_writes,
 )
 
 OpenBackendVault = Callable[..., Vault]
@@ -130,7 +130,7 @@ def older_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Vau
     vault = Vault.open(root, tmp_path / "state", embedder=Embedder.fake(16), local=True)
     vault.index()
     with monkeypatch.context() as older:
-        older.setattr(sql_documents, "check_document", lambda *_: None, raising=False)
+        older.setattr(sql_document_writes, "check_document", lambda *_: None)
         vault.store.documents.put(
             note_record("bad.md", title="Bad"), [_chunk("Pears\x00 are nice.")], [], []
         )
