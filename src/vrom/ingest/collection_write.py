@@ -195,6 +195,7 @@ def _turns(store: Store, prepared: Prepared, held: Mapping[str, DocumentState]) 
     the ones stored before it); a new one follows the documents stored from its source and
     the new ones before it in ``prepared``.
     """
+    stored: dict[str, list[str]] = {}  # source -> its last stored texts, read for a turn only
     added: dict[str, list[str]] = {}  # source -> its new documents' texts, in order
     turns = []
     for doc, chunks in prepared:
@@ -205,13 +206,15 @@ def _turns(store: Store, prepared: Prepared, held: Mapping[str, DocumentState]) 
             document_id = None if state is None else state.document_id
             turns.append(document_turns(store, doc.metadata, document_id, texts))
             continue
-        if source not in added:
-            added[source] = [
-                text
-                for _, text in store.documents.field_texts("source", source, limit=TURNS_BEFORE)
-            ]
-        turns.append(added[source][-TURNS_BEFORE:] if is_turn(texts) else [])
-        added[source].append(doc.text)  # a turn of the next, long or not
+        new = added.setdefault(source, [])
+        if is_turn(texts):
+            if source not in stored:  # the batch is not written yet: these come before it
+                held_texts = store.documents.field_texts("source", source, limit=TURNS_BEFORE)
+                stored[source] = [text for _, text in held_texts]
+            turns.append((stored[source] + new[-TURNS_BEFORE:])[-TURNS_BEFORE:])
+        else:
+            turns.append([])
+        new.append(doc.text)  # a turn of the next, long or not
     return turns
 
 
