@@ -207,3 +207,19 @@ def test_the_first_documents_do_not_depend_on_how_many_candidates_were_fetched(
     for group, score in small.items():
         if score > 0:
             assert large[group] == score
+
+
+def test_a_tie_in_a_ranking_shares_one_reciprocal_rank() -> None:
+    """Equal scores in a ranking share the rank of the first of them (1, 2, 2, 4): the order a
+    retriever lists a tie in is not a preference RRF passes on to the ordering of equal fused
+    scores."""
+    fused = fuse_arrays(
+        np.array([4, 3, 2, 1]),
+        np.array([9.0, 5.0, 5.0, 1.0]),
+        np.array([1, 2, 3, 4]),
+        np.array([0.5, 0.5, 0.5, 0.5]),
+    )
+    rrf = dict(zip(fused.ids.tolist(), fused.rrf.tolist(), strict=True))
+    assert rrf[4] == pytest.approx(1 / 61 + 1 / 61)
+    assert rrf[3] == pytest.approx(1 / 62 + 1 / 61) == rrf[2], "tied in both: one rank each"
+    assert rrf[1] == pytest.approx(1 / 64 + 1 / 61)

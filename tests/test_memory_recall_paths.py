@@ -282,3 +282,18 @@ def test_a_tie_at_the_cut_goes_to_the_newer_memory(store: Store) -> None:
             assert [(h.memory.id, h.score) for h in hits] == [
                 (h.memory.id, h.score) for h in deep[:k]
             ], (mode, k)
+
+
+def test_identical_memories_come_newer_first_in_every_mode(store: Store) -> None:
+    """Memories alike in every score are ordered newer first in hybrid recall too: fusion's
+    reciprocal ranks used to count the order each retriever listed the tie in (by key, the
+    oldest first), which put the oldest memory first."""
+    memories = Memories(store, Embedder.fake())
+    times = [1_600_000_000 + (n * 5) % 6 for n in range(6)]  # not in the order they are kept
+    for at in times:
+        memories.remember("deploy key", "The deploy key lives in the vault", timestamp=at)
+    memories.remember("cats", "Something else about cats")
+    for mode in ("keyword", "vector", "hybrid"):
+        hits = memories.recall("deploy key vault", k=6, mode=mode)
+        assert [h.memory.created_unix for h in hits] == sorted(times, reverse=True), mode
+        assert len({h.score for h in hits}) == 1, mode

@@ -189,7 +189,8 @@ def fuse_arrays(
 ) -> FusedCandidates:
     """Return the two rankings' candidates fused: ``fused`` is ``w * keyword part + (1 - w) *
     vector part``, each part the candidate's `normalised` score in that ranking (0 when
-    absent) and ``w`` `KEYWORD_WEIGHT`.
+    absent) and ``w`` `KEYWORD_WEIGHT`; ``rrf``, which orders equal fused scores, sums the
+    candidate's reciprocal rank in each ranking (`_rrf_array`: a tie shares one rank).
 
     Each ranking is its candidates' ids and scores, best first, no id twice. ``coverage`` is
     the share of the candidates the vector ranking could see (chunks still being embedded), in
@@ -207,7 +208,7 @@ def fuse_arrays(
     in_keyword, in_vector = where[: len(keyword_ids)], where[len(keyword_ids) :]
     keyword_part, vector_part, rrf = np.zeros(len(ids)), np.zeros(len(ids)), np.zeros(len(ids))
     bm25, vector = np.full(len(ids), np.nan), np.full(len(ids), np.nan)
-    keyword_rrf = 1.0 / (RRF_K + np.arange(1, len(keyword_ids) + 1))
+    keyword_rrf = _rrf_array(keyword_scores)
     keyword_part[in_keyword] = _normalised_array(keyword_scores)
     vector_part[in_vector] = _normalised_array(vector_scores)
     if unseen is not None:  # no vector yet: the keyword part and rank stand in for it
@@ -215,12 +216,31 @@ def fuse_arrays(
         keyword_rrf = np.where(unseen, 2 * keyword_rrf, keyword_rrf)
     rrf[in_keyword] = keyword_rrf
     bm25[in_keyword] = keyword_scores
-    rrf[in_vector] += 1.0 / (RRF_K + np.arange(1, len(vector_ids) + 1))
+    rrf[in_vector] += _rrf_array(vector_scores)
     vector[in_vector] = vector_scores
     fused = keyword_weight * keyword_part + vector_weight * vector_part
     return FusedCandidates(
         ids, fused, rrf, bm25, vector, keyword_part, vector_part, (keyword_weight, vector_weight)
     )
+
+
+def _rrf_array(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Return ``1 / (RRF_K + rank)`` for each candidate of a ranking's scores, best first.
+
+    Candidates of equal score share the rank of the first of them (a competition rank: 1, 2,
+    2, 4), so the order a retriever lists a tie in (by id, oldest first) is not turned into
+    a preference: a tie goes on to what orders candidates after RRF (the newer memory, the
+    lower chunk id), as in keyword and vector search alone.
+    """
+    import numpy as np
+
+    positions = np.arange(len(scores))
+    if len(scores) > 1:
+        starts = np.empty(len(scores), dtype=bool)
+        starts[0] = True
+        np.not_equal(scores[1:], scores[:-1], out=starts[1:])
+        positions = np.maximum.accumulate(np.where(starts, positions, 0))
+    return 1.0 / (RRF_K + 1 + positions)
 
 
 def fuse_rankings(
