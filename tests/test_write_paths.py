@@ -5,12 +5,16 @@ the faster patterns."""
 
 from __future__ import annotations
 
+import enum
+import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from store_records import note_record
 
 from vrom import Collection, Document, Embedder, Vault
@@ -20,6 +24,7 @@ from vrom.ingest.frontmatter import MAX_DEPTH, split_frontmatter
 from vrom.ingest.parse import mask_code, parse_note
 from vrom.store import ChunkRecord
 from vrom.store.sqlite import SQLiteStore
+from vrom.store.storable import as_json_reads_it
 
 HOSTILE_FRONTMATTER: dict[str, Any] = {
     "title": "T",
@@ -250,3 +255,48 @@ def test_a_collection_added_at_once_equals_one_added_document_by_document(
     once, each = _rows(paths["once"]), _rows(paths["each"])
     assert once == each
     assert len(once["vectors"]) == len(once["chunks"]) > len(documents)
+
+
+class _Colour(str, enum.Enum):
+    RED = "red"
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=5),
+    st.just(_Colour.RED),  # a str subclass: JSON reads back its value, a str
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),  # JSON reads a tuple back as a list
+        st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+
+
+def _typed(value: Any) -> Any:
+    """The value with each part's exact type, so True, 1 and 1.0 are told apart."""
+    if isinstance(value, dict):
+        return ("dict", [(type(k).__name__, k, _typed(v)) for k, v in value.items()])
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_typed(v) for v in value])
+    return (type(value).__name__, value)
+
+
+@given(st.dictionaries(st.text(max_size=4), _VALUES, max_size=5))
+def test_metadata_is_copied_as_its_json_reads_back_with_or_without_the_round_trip(
+    mapping: dict[str, Any],
+) -> None:
+    """The copy made without JSON (text keys, scalar or list-of-scalar values) is the one JSON
+    would make, types and order included, and shares no list with the original."""
+    copied = as_json_reads_it(mapping)
+    assert _typed(copied) == _typed(json.loads(json.dumps(mapping, ensure_ascii=False)))
+    for key, value in copied.items():
+        if isinstance(value, list):
+            assert value is not mapping[key]

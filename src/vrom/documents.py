@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vrom.errors import ValidationError
-from vrom.store.storable import check_text, check_value
+from vrom.store.storable import as_json_reads_it, check_text, check_value
 
 MAX_ID_BYTES = 256
 MAX_TEXT_CHARS = 100_000
@@ -113,4 +113,4 @@ def _document(item: Document | Mapping[str, Any], number: int) -> Document:
             f"{where}: metadata is {len(encoded):,} bytes as JSON, over the limit of "
             f"{MAX_METADATA_BYTES:,} bytes"
         )
-    return Document(doc_id, text, json.loads(encoded))
+    return Document(doc_id, text, as_json_reads_it(metadata))

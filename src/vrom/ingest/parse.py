@@ -242,7 +242,9 @@ def _html_comments(text: str) -> Iterator[tuple[int, int]]:
 def find_headings(masked: str, start: int) -> list[Heading]:
     """Return the ATX headings in ``masked`` text at or after offset ``start``; a link in a
     heading reads as its text (`link_text`)."""
-    headings = []
+    headings: list[Heading] = []
+    if masked.find("#", start) == -1:  # no heading without one
+        return headings
     for match in _ATX.finditer(masked, start):
         text = link_text(_without_closing_hashes(match.group(2) or ""))
         headings.append(Heading(level=len(match.group(1)), text=text, start=match.start()))

@@ -9,7 +9,6 @@ of the store instead of once per query.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from array import array
@@ -39,6 +38,7 @@ from vrom.store.sqlite_keyword import BM25_WEIGHTS, QueryTokenizer
 from vrom.store.sqlite_query import match_expression
 from vrom.store.sqlite_rows import chunk_columns
 from vrom.store.sqlite_vectors import SQLiteChunkVectors
+from vrom.store.storable import as_json_reads_it
 
 """The ``meta`` key counting writes of documents (their chunks, links, tags and fields)."""
 KEPT_FILTERS = 8
@@ -55,7 +55,7 @@ def field_rows(frontmatter: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
     ones: a scalar, each scalar item of a list, a mapping's scalar members (``a.b``), the items
     of a mapping's lists, the members of a list's mappings. Numbers as SQLite's JSON reads them:
     an integer past 64 bits is a float."""
-    data = json.loads(json.dumps(frontmatter, ensure_ascii=False))  # the stored JSON's types
+    data = as_json_reads_it(frontmatter)  # the stored JSON's types
     parts: tuple[list[tuple[str, Any]], ...] = ([], [], [], [], [])
     for key, value in data.items():
         if isinstance(value, list):

@@ -13,6 +13,7 @@ record they write (`check_document`, `check_memory`) for whatever reaches them o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import astuple
 from typing import Any
@@ -91,3 +92,28 @@ def _strings(value: Any) -> Iterator[str]:
                 stack.append(inner)
         elif isinstance(item, list | tuple):
             stack.extend(item)
+
+
+_KEPT_BY_JSON = frozenset({str, bool, int, float, type(None)})
+"""The types JSON reads back as the very same values (a subclass may not be: an enum, a tuple)."""
+
+
+def as_json_reads_it(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a copy of a JSON-ready mapping as its JSON text reads back (tuples become lists,
+    keys text, subclasses their base). A mapping of text keys and scalar values, or lists of
+    them, is copied without the round trip (most metadata and frontmatter)."""
+    plain = {}
+    for key, value in mapping.items():
+        kind = type(value)
+        if type(key) is not str:
+            break
+        if kind in _KEPT_BY_JSON:
+            plain[key] = value
+        elif kind is list and all(type(item) in _KEPT_BY_JSON for item in value):
+            plain[key] = list(value)
+        else:
+            break
+    else:
+        return plain
+    copied: dict[str, Any] = json.loads(json.dumps(dict(mapping), ensure_ascii=False))
+    return copied
