@@ -379,12 +379,12 @@ def embed_missing(
     """
     hashes = {key: input_hash(text) for key, text in texts.items()}
     kept = stored(list(dict.fromkeys(hashes.values()))) if stored is not None and hashes else {}
-    missing = list(dict.fromkeys(texts[key] for key, h in hashes.items() if h not in kept))
+    missing = {texts[key]: h for key, h in hashes.items() if h not in kept}  # each text once
     if missing:
         from vrom.index.codec import encode  # numpy: loaded already by any embedder
 
-        blobs = encode(embedder.embed_documents(missing), encoding)
-        kept = {**kept, **{input_hash(t): b for t, b in zip(missing, blobs, strict=True)}}
+        blobs = encode(embedder.embed_documents(list(missing)), encoding)
+        kept = {**kept, **dict(zip(missing.values(), blobs, strict=True))}
     return {key: (kept[h], h) for key, h in hashes.items()}
 
 
