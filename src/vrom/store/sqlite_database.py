@@ -28,7 +28,7 @@ STALE_CREATION_SECONDS = 3600.0
 CACHE_KIB = 32 * 1024
 """The most page cache a connection keeps. SQLite's default, 2 MiB, is less than one batch of
 `Collection.add` writes (vectors are 1.5 KiB a chunk, and rows and the keyword index come
-with them): adding SciFact spent ~10% more CPU with it (bench/write_speed.py --part add)."""
+with them): adding SciFact spent 6-12% more CPU with it (bench/write_speed.py --part add)."""
 _HAS_META = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
 
 
