@@ -113,4 +113,4 @@ def _document(item: Document | Mapping[str, Any], number: int) -> Document:
             f"{where}: metadata is {len(encoded):,} bytes as JSON, over the limit of "
             f"{MAX_METADATA_BYTES:,} bytes"
         )
-    return Document(doc_id, text, as_json_reads_it(metadata))
+    return Document(doc_id, text, as_json_reads_it(metadata, encoded))

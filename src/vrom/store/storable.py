@@ -98,10 +98,13 @@ _KEPT_BY_JSON = frozenset({str, bool, int, float, type(None)})
 """The types JSON reads back as the very same values (a subclass may not be: an enum, a tuple)."""
 
 
-def as_json_reads_it(mapping: Mapping[str, Any]) -> dict[str, Any]:
+def as_json_reads_it(
+    mapping: Mapping[str, Any], encoded: str | bytes | None = None
+) -> dict[str, Any]:
     """Return a copy of a JSON-ready mapping as its JSON text reads back (tuples become lists,
     keys text, subclasses their base). A mapping of text keys and scalar values, or lists of
-    them, is copied without the round trip (most metadata and frontmatter)."""
+    them, is copied without the round trip (most metadata and frontmatter); any other is read
+    from ``encoded``, its JSON text when the caller has made it already, else made here."""
     plain = {}
     for key, value in mapping.items():
         kind = type(value)
@@ -115,5 +118,7 @@ def as_json_reads_it(mapping: Mapping[str, Any]) -> dict[str, Any]:
             break
     else:
         return plain
-    copied: dict[str, Any] = json.loads(json.dumps(dict(mapping), ensure_ascii=False))
+    if encoded is None:
+        encoded = json.dumps(dict(mapping), ensure_ascii=False)
+    copied: dict[str, Any] = json.loads(encoded)
     return copied
