@@ -52,7 +52,7 @@ from vrom import Vault
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE.parent / "src"
-DEFAULT_VAULT = HERE.parents[2] / "shared" / "data" / "vault" / "obsidian-hub"
+DEFAULT_VAULT = HERE.parents[1] / "shared" / "data" / "vault" / "obsidian-hub"
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
