@@ -242,3 +242,17 @@ def test_a_note_the_parser_cannot_handle_costs_only_that_note(
     summary = vault.index()
     assert (summary.added, summary.skipped, summary.notes) == (1, 1, 1)
     assert "could not be parsed (RuntimeError: parser bug)" in summary.warnings[0].reason
+
+
+def test_a_store_without_vectors_looks_no_vector_up_while_indexing(write_vault, open_vault) -> None:
+    """Reusing a stored vector needs one to exist: a keyword-only store's index probes once per
+    write, rather than looking every chunk's embedded input up (116 lookups on the hub vault)."""
+    vault = open_vault(write_vault(NOTES))
+    statements: list[str] = []
+    vault.store._db.conn.set_trace_callback(statements.append)
+    try:
+        vault.index()
+    finally:
+        vault.store._db.conn.set_trace_callback(None)
+    assert any(s.startswith("INSERT INTO chunks") for s in statements)
+    assert not [s for s in statements if "FROM vectors WHERE input_hash" in s]

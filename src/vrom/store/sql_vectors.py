@@ -243,6 +243,8 @@ class SqlChunkVectors(SqlVectors):
         wanted = {h for _, h in new_chunks if h is not None}
         if not wanted:
             return []
+        if not own and not run.scalar("SELECT EXISTS (SELECT 1 FROM vectors)"):
+            return []  # a keyword-only store: one probe, not a lookup per thousand hashes
         found = {**self.found(run, [h for h in wanted if h not in own]), **own}
         return [(key, found[h], h) for key, h in new_chunks if h is not None and h in found]
 
