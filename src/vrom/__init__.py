@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from vrom.documents import Document
 from vrom.embed import Embedder, Fingerprint
+from vrom.embed.rerank import Reranker
 from vrom.errors import (
     ModelError,
     NotFoundError,
@@ -104,6 +105,7 @@ __all__ = [
     "PackError",
     "RegistryEntry",
     "Related",
+    "Reranker",
     "SearchReport",
     "SearchResult",
     "SearchTool",

@@ -37,6 +37,7 @@ from vrom.documents import (
     validated_batch,
 )
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
+from vrom.embed.rerank import Reranker, RerankerChoice, resolve_reranker
 from vrom.errors import ModelError, StorageError, ValidationError, shown
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.collection_write import add_documents, remove_document
@@ -85,6 +86,7 @@ class Collection(Queryable):
         self._strategy_id = _strategy_id(strategy)
         self._lock = threading.RLock()
         self._closed = False
+        self._owned_reranker: Reranker | None = None  # made from a spec: closed with it
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -101,6 +103,7 @@ class Collection(Queryable):
         chunk_chars: int = 1000,
         chunk_overlap: int = 150,
         settings: Settings | None = None,
+        reranker: RerankerChoice = None,
     ) -> Collection:
         """Return the collection ``name``: empty when new, else what was added before.
 
@@ -118,6 +121,8 @@ class Collection(Queryable):
         The key is never stored anywhere. An encrypted collection's HNSW graph is kept in
         memory only (a graph file would hold the vectors unencrypted). ``settings``: what the
         environment configures (`vrom.settings.Settings`), resolved from it now when not given.
+        ``reranker``: what ``search(..., rerank=True)`` reorders the first hits with: a
+        `vrom.Reranker`, a spec (``onnx:DIR``: `vrom.Reranker.from_spec`) or None (no reranking).
         """
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValidationError(
@@ -149,14 +154,18 @@ class Collection(Queryable):
                     raise ValidationError("a key encrypts a file: give storage a path as well")
             elif key is None:
                 key = config.storage_key
+        ranker, owned = resolve_reranker(reranker)  # a bad spec fails before anything opens
         binding = EmbedderBinding(embedder, config.embedder_spec, api_key=config.openai_api_key)
-        resolved = binding.get()
         try:
+            resolved = binding.get()
             store = open_store(location, key=key, namespace=namespace)
         except BaseException:
             binding.close()
+            if owned and ranker is not None:
+                ranker.close()
             raise
         corpus = Corpus(store, binding, index=index, ef_search=ef_search, turns=True)
+        corpus.reranker = ranker
         try:
             _claim_store(store, name)
             if resolved is not None:
@@ -170,8 +179,12 @@ class Collection(Queryable):
                     ) from exc
         except BaseException:
             corpus.close()
+            if owned and ranker is not None:
+                ranker.close()
             raise
-        return cls(name, corpus, strategy)
+        collection = cls(name, corpus, strategy)
+        collection._owned_reranker = ranker if owned else None
+        return collection
 
     # -- properties ------------------------------------------------------------------------
 
@@ -251,6 +264,7 @@ class Collection(Queryable):
         *,
         expand_context: bool = False,
         context_window: int = 1,
+        rerank: bool | int = False,
     ) -> SearchReport:
         """Return up to ``k`` documents best matching ``query``, best first, one hit each.
 
@@ -268,22 +282,34 @@ class Collection(Queryable):
         are that chunk's). A document added by a vrom older than schema 8 kept no whole text:
         its ``text`` is the chunk, until it is added again. A `SearchReport` (equal to a list
         of its hits): the seed's view, `vrom.seed_views.whole_documents`, of the read half.
+
+        ``rerank`` (True: the first 30; or a number of candidates) reorders the first documents
+        found with the collection's reranker (``reranker=`` at `open`; `vrom.search.reranking`):
+        each hit's ``score`` is then the reranker's, and the report's ``rerank_ms`` its time.
         """
         with self._lock:
-            report = self._report(query, k, where, mode, ef_search=ef_search)
+            report = self._report(query, k, where, mode, ef_search=ef_search, rerank=rerank)
             report = self._finished(report, expand_context, context_window)
             return whole_documents(report, self._store.documents.texts([h.note_id for h in report]))
 
     def _report(
-        self, query: str, k: int, where: _Where, mode: str | None, *, ef_search: int | None = None
+        self,
+        query: str,
+        k: int,
+        where: _Where,
+        mode: str | None,
+        *,
+        ef_search: int | None = None,
+        rerank: bool | int = False,
     ) -> SearchReport:
         with self._lock:
             self._check_open()
             mode = self._mode(mode)  # the query and k are validated once, by the core
             found = parse_metadata_where(where)
             return self._corpus.search_report(
-                query, k, found, mode, per_document=True, ef_search=ef_search, fallback=False
-            )
+                query, k, found, mode, per_document=True, ef_search=ef_search, fallback=False,
+                rerank=rerank,
+            )  # fmt: skip
 
     def _expansion_store(self) -> Store:
         return self._store
@@ -320,7 +346,11 @@ class Collection(Queryable):
             if self._closed:
                 return False
             self._closed = True
-            self._corpus.close()
+            try:
+                self._corpus.close()
+            finally:
+                if self._owned_reranker is not None:
+                    self._owned_reranker.close()
             return True
 
     def __repr__(self) -> str:
@@ -377,9 +407,11 @@ class AsyncCollection:
         where: Mapping[str, Any] | None = None,
         mode: str | None = None,
         ef_search: int | None = None,
+        *,
+        rerank: bool | int = False,
     ) -> SearchReport:
         """See `Collection.search`."""
-        return await in_thread(self.sync.search, query, k, where, mode, ef_search)
+        return await in_thread(self.sync.search, query, k, where, mode, ef_search, rerank=rerank)
 
     async def reembed(self) -> int:
         """`Collection.reembed`."""

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from vrom.embed import Embedder, EmbedderBinding
+from vrom.embed.rerank import Reranker
 from vrom.errors import NotFoundError, ValidationError, shown
 from vrom.index import (
     ENCODED_BYTES,
@@ -46,6 +47,7 @@ from vrom.search.keyword import KeywordRanker, check_k
 from vrom.search.query import as_filter, check_query, parse_query
 from vrom.search.ranking import ChunkRanking, Freshness
 from vrom.search.recall import MemoryKeyword, Parts, rank_memories
+from vrom.search.reranking import rerank_depth, reranked
 from vrom.search.vector import HNSW_THRESHOLD, VectorIndex, check_ef_search, check_mode
 from vrom.store import KeywordQuery, MemoryFilter, MemoryRecord, Store, StoreState, Where
 
@@ -103,6 +105,7 @@ class Corpus:
         self.memory_keyword = MemoryKeyword(store.memories)
         self._ranking = ChunkRanking(store, self.keyword, self.index, metric)
         self._counted: tuple[tuple[int, bytes], tuple[int, int]] | None = None  # see `_counts`
+        self.reranker: Reranker | None = None  # what ``rerank`` reorders with (a facade's)
 
     @property
     def freshness(self) -> Freshness | None:
@@ -289,6 +292,7 @@ class Corpus:
         per_document: bool = False,
         ef_search: int | None = None,
         fallback: bool = True,
+        rerank: bool | int = False,
     ) -> SearchReport:
         """Return what `search` finds, and how: the mode that ran, why it is not the one asked
         for, and how many chunks have vectors.
@@ -297,13 +301,17 @@ class Corpus:
         this searches by keyword and says why in ``fallback`` (with ``fallback=False`` it
         refuses as `search` does); the default mode says so too when vectors exist but no
         embedder is configured, or an embedder but no vector yet. Another model's vectors are
-        still refused: a mistake to fix, not a state to work around.
+        still refused: a mistake to fix, not a state to work around. ``rerank`` (True, or a
+        number of candidates) reorders the first hits with `reranker` (`vrom.search.reranking`).
         """
+        depth = rerank_depth(rerank, k, self.reranker, ef_search)
         hits, ran, why, counts = self._searched(
-            query, k, where, mode, per_document, ef_search, report=True, degrade=fallback
-        )
+            query, depth or k, where, mode, per_document, ef_search and max(ef_search, depth),
+            report=True, degrade=fallback,
+        )  # fmt: skip
         assert counts is not None
-        return SearchReport(hits, ran, why, *counts)
+        report = SearchReport(hits, ran, why, *counts)
+        return reranked(report, self.reranker, query, k) if depth else report
 
     def _searched(
         self,

@@ -232,6 +232,10 @@ class SearchReport(Sequence[Hit]):
         vectors, chunks: how many of the store's chunks have a vector: searches by meaning
             see only those (keyword search sees every chunk). A search of memories
             (`vrom.Memories.search`) counts memories: those with a vector, and all of them.
+        reranker: with ``rerank``, the reranker that reordered the first hits
+            (`vrom.search.reranking`); None when the search was not reranked.
+        rerank_ms: the reranking's wall time in milliseconds (None without it). Not compared
+            when reports are: the same search reranked twice gives equal reports.
     """
 
     results: Sequence[Hit]
@@ -239,6 +243,8 @@ class SearchReport(Sequence[Hit]):
     fallback: str | None
     vectors: int
     chunks: int
+    reranker: str | None = None
+    rerank_ms: float | None = None
 
     @overload
     def __getitem__(self, index: int) -> Hit: ...
@@ -256,17 +262,18 @@ class SearchReport(Sequence[Hit]):
         if isinstance(other, (list, tuple)):
             return list(self.results) == list(other)
         if isinstance(other, SearchReport):
-            return (self.mode, self.fallback, self.vectors, self.chunks) == (
+            return (self.mode, self.fallback, self.vectors, self.chunks, self.reranker) == (
                 other.mode,
                 other.fallback,
                 other.vectors,
                 other.chunks,
+                other.reranker,
             ) and list(self.results) == list(other.results)
         return NotImplemented
 
     def with_hits(self, hits: Sequence[Hit]) -> SearchReport:
         """Return the report with ``hits`` for its results (finished or viewed otherwise)."""
-        return SearchReport(hits, self.mode, self.fallback, self.vectors, self.chunks)
+        return dataclasses.replace(self, results=hits)
 
 
 @dataclass(frozen=True)

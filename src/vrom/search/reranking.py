@@ -1,0 +1,82 @@
+"""The reranking stage of a search: its first candidates reordered by a cross-encoder.
+
+A search asked with ``rerank`` ranks ``max(k, N)`` hits as it would without it (``N`` = 30 for
+``rerank=True``), in its mode and with its filter, then `reranked` scores each hit's passage
+(the hit's title and its chunk) against the query with the facade's `vrom.embed.Reranker` and
+keeps the ``k`` best, in the reranker's order. Each kept hit's ``score`` is the reranker's
+(``score_kind`` ``reranker``); ``scores`` keeps the parts the search gave it, with ``reranker``
+and ``before_rerank`` (the score it had). Equal reranker scores keep the search's order. The
+stage is the same for every mode and face; its wall time is the report's ``rerank_ms``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+from vrom.embed.rerank import Reranker
+from vrom.errors import ModelError, ValidationError, shown
+from vrom.results import Hit, SearchReport, changed_hit
+from vrom.search.vector import check_ef_search
+
+__all__ = ["RERANK_CANDIDATES", "rerank_depth", "reranked"]
+
+RERANK_CANDIDATES = 30
+"""How many of a search's first hits ``rerank=True`` reorders."""
+MAX_RERANK_CANDIDATES = 1000
+
+
+def rerank_depth(
+    rerank: bool | int, k: int, reranker: Reranker | None, ef_search: int | None = None
+) -> int:
+    """Return how many hits a search ranks before reranking: 0 for ``rerank`` False (no
+    stage), else ``max(k, N)`` with N = `RERANK_CANDIDATES` for True, or the N given. Asking
+    for the stage without a ``reranker`` is a `ValidationError`, before anything is read; so is
+    an ``ef_search`` under ``k`` (the search then widens it to the depth)."""
+    if rerank is False:
+        return 0
+    if rerank is not True and not (
+        isinstance(rerank, int) and 1 <= rerank <= MAX_RERANK_CANDIDATES
+    ):
+        raise ValidationError(
+            f"rerank must be True, False or a number of candidates from 1 to "
+            f"{MAX_RERANK_CANDIDATES}, not {shown(rerank)}"
+        )
+    if reranker is None:
+        raise ValidationError(
+            "rerank needs a reranker, and none is configured: open with reranker="
+            "'onnx:DIR' (a cross-encoder folder; --reranker on the command line)"
+        )
+    check_ef_search(ef_search, k)
+    return max(k, RERANK_CANDIDATES if rerank is True else rerank)
+
+
+def reranked(report: SearchReport, reranker: Reranker | None, query: str, k: int) -> SearchReport:
+    """Return ``report`` with its ``k`` best hits by ``reranker``'s scores for ``query`` (see
+    the module docstring), naming the reranker and its wall time."""
+    if reranker is None:  # `rerank_depth` refuses the stage first
+        raise ValidationError("rerank needs a reranker, and none is configured")
+    started = time.perf_counter()
+    hits = report.results
+    scores = [float(s) for s in reranker.score(query, [_passage(hit) for hit in hits])]
+    if not all(math.isfinite(s) for s in scores):
+        raise ModelError(f"reranker {reranker.name} gave a score that is not a finite number")
+    order = sorted(range(len(hits)), key=lambda i: -scores[i])  # stable: ties keep the order
+    kept = [
+        changed_hit(
+            hits[i],
+            score=scores[i],
+            score_kind="reranker",
+            scores={**hits[i].scores, "before_rerank": hits[i].score, "reranker": scores[i]},
+        )
+        for i in order[:k]
+    ]
+    ms = round((time.perf_counter() - started) * 1000, 3)
+    return dataclasses.replace(report, results=kept, reranker=reranker.name, rerank_ms=ms)
+
+
+def _passage(hit: Hit) -> str:
+    """Return what the reranker reads of a hit: its title, then its chunk's text."""
+    chunk = hit.text if hit.chunk_text is None else hit.chunk_text
+    return f"{hit.title}\n{chunk}" if hit.title else chunk
