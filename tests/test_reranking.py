@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vrom import Collection, Embedder, ModelError, Reranker, ValidationError
+from vrom import Collection, Embedder, ModelError, Reranker, ValidationError, Vault
 from vrom.embed.onnx import OnnxReranker
-from vrom.embed.rerank import NO_PACKAGED_RERANKER, FakeReranker
+from vrom.embed.rerank import NO_PACKAGED_RERANKER, FakeReranker, Reranking
 
 onnx = pytest.importorskip("onnx")  # a test extra: `pip install -e '.[test]'`
 from onnx import TensorProto, helper  # noqa: E402
@@ -127,7 +127,7 @@ def documents(tmp_path: Path) -> Collection:
 
 
 def _reranking(collection: Collection, reranker: Reranker) -> Collection:
-    collection._corpus.reranker = reranker
+    collection._corpus.reranking = Reranking(reranker)
     return collection
 
 
@@ -289,3 +289,33 @@ def test_ef_search_is_checked_against_k_and_widened_to_the_candidates(
     assert len(documents.search("router reset", k=2, ef_search=2, mode="vector", rerank=5)) == 2
     with pytest.raises(ValidationError, match="ef_search"):
         documents.search("router reset", k=2, ef_search=1, mode="vector", rerank=5)
+
+
+def test_a_vault_search_and_its_memories_rerank_with_the_vaults_reranker(
+    write_vault, tmp_path: Path
+) -> None:
+    root = write_vault({f"{doc_id}.md": f"# {doc_id}\n{text}\n" for doc_id, text in DOCS})
+    folder = _cross_encoder(tmp_path / "m", {"vacation": 4.0, "coffee": 2.0})
+    with Vault.open(
+        root, tmp_path / "state", embedder=Embedder.fake(32), reranker=f"onnx:{folder}"
+    ) as vault:
+        vault.index()
+        vault.embed()
+        plain = vault.search("reset router", k=5, per_note=True)
+        report = vault.search("reset router", k=2, per_note=True, rerank=True)
+        assert [hit.path for hit in report] == ["vacation.md", "coffee.md"]
+        assert report.reranker == "onnx:m" and report.mode == plain.mode
+        assert all(hit.fresh for hit in report)  # the vault's own finishing still runs
+        memories = vault.memories
+        memories.remember("Holidays", "The vacation policy gives twenty days.")
+        memories.remember("Router", "Reset the router from its backup.")
+        assert memories.search("router reset", k=1)[0].title == "Router"
+        reranked = memories.search("router reset", k=1, rerank=True)
+        assert reranked[0].title == "Holidays" and reranked.reranker == "onnx:m"
+
+
+def test_a_bad_reranker_spec_opens_no_store(write_vault, tmp_path: Path) -> None:
+    root = write_vault({"a.md": "# A\ntext\n"})
+    with pytest.raises(ValidationError, match="unknown reranker"):
+        Vault.open(root, tmp_path / "state", embedder=None, reranker="nope")
+    assert not (tmp_path / "state").exists() or not list((tmp_path / "state").rglob("*.db"))

@@ -37,7 +37,7 @@ from vrom.documents import (
     validated_batch,
 )
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
-from vrom.embed.rerank import Reranker, RerankerChoice, resolve_reranker
+from vrom.embed.rerank import RerankerChoice, Reranking
 from vrom.errors import ModelError, StorageError, ValidationError, shown
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.collection_write import add_documents, remove_document
@@ -86,7 +86,6 @@ class Collection(Queryable):
         self._strategy_id = _strategy_id(strategy)
         self._lock = threading.RLock()
         self._closed = False
-        self._owned_reranker: Reranker | None = None  # made from a spec: closed with it
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -154,18 +153,17 @@ class Collection(Queryable):
                     raise ValidationError("a key encrypts a file: give storage a path as well")
             elif key is None:
                 key = config.storage_key
-        ranker, owned = resolve_reranker(reranker)  # a bad spec fails before anything opens
+        reranking = Reranking(reranker)  # a bad spec fails before anything opens
         binding = EmbedderBinding(embedder, config.embedder_spec, api_key=config.openai_api_key)
         try:
             resolved = binding.get()
             store = open_store(location, key=key, namespace=namespace)
         except BaseException:
             binding.close()
-            if owned and ranker is not None:
-                ranker.close()
+            reranking.close()
             raise
         corpus = Corpus(store, binding, index=index, ef_search=ef_search, turns=True)
-        corpus.reranker = ranker
+        corpus.reranking = reranking  # closed with the corpus
         try:
             _claim_store(store, name)
             if resolved is not None:
@@ -179,12 +177,8 @@ class Collection(Queryable):
                     ) from exc
         except BaseException:
             corpus.close()
-            if owned and ranker is not None:
-                ranker.close()
             raise
-        collection = cls(name, corpus, strategy)
-        collection._owned_reranker = ranker if owned else None
-        return collection
+        return cls(name, corpus, strategy)
 
     # -- properties ------------------------------------------------------------------------
 
@@ -346,11 +340,7 @@ class Collection(Queryable):
             if self._closed:
                 return False
             self._closed = True
-            try:
-                self._corpus.close()
-            finally:
-                if self._owned_reranker is not None:
-                    self._owned_reranker.close()
+            self._corpus.close()
             return True
 
     def __repr__(self) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from vrom.embed import Embedder, EmbedderBinding
-from vrom.embed.rerank import Reranker
+from vrom.embed.rerank import Reranking
 from vrom.errors import NotFoundError, ValidationError, shown
 from vrom.index import (
     ENCODED_BYTES,
@@ -105,7 +105,7 @@ class Corpus:
         self.memory_keyword = MemoryKeyword(store.memories)
         self._ranking = ChunkRanking(store, self.keyword, self.index, metric)
         self._counted: tuple[tuple[int, bytes], tuple[int, int]] | None = None  # see `_counts`
-        self.reranker: Reranker | None = None  # what ``rerank`` reorders with (a facade's)
+        self.reranking = Reranking()  # what ``rerank`` reorders with: a facade's choice
 
     @property
     def freshness(self) -> Freshness | None:
@@ -302,16 +302,15 @@ class Corpus:
         refuses as `search` does); the default mode says so too when vectors exist but no
         embedder is configured, or an embedder but no vector yet. Another model's vectors are
         still refused: a mistake to fix, not a state to work around. ``rerank`` (True, or a
-        number of candidates) reorders the first hits with `reranker` (`vrom.search.reranking`).
+        number of candidates) reorders the first hits with `reranking` (`vrom.search.reranking`).
         """
-        depth = rerank_depth(rerank, k, self.reranker, ef_search)
+        depth, wide = rerank_depth(rerank, k, self.reranking.reranker, ef_search)
         hits, ran, why, counts = self._searched(
-            query, depth or k, where, mode, per_document, ef_search and max(ef_search, depth),
-            report=True, degrade=fallback,
-        )  # fmt: skip
+            query, depth or k, where, mode, per_document, wide, report=True, degrade=fallback
+        )
         assert counts is not None
         report = SearchReport(hits, ran, why, *counts)
-        return reranked(report, self.reranker, query, k) if depth else report
+        return reranked(report, self.reranking.reranker, query, k) if depth else report
 
     def _searched(
         self,
@@ -491,10 +490,11 @@ class Corpus:
         self.index.refresh()
 
     def close(self) -> None:
-        """Save and let go of the indexes, close a model vrom made, and close the store."""
+        """Save and let go of the indexes, close the models vrom made, and close the store."""
         try:
             self.index.close()
             self._memory_index.close()
         finally:
             self._binding.close()
+            self.reranking.close()
             self.store.close()

@@ -49,6 +49,7 @@ from vrom.queryable import Queryable
 from vrom.results import SearchReport
 from vrom.search.fusion import MAX_K
 from vrom.search.query import parse_query, query_words
+from vrom.search.reranking import rerank_depth, reranked
 from vrom.store import MEMORY_FIELDS, MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
 
 __all__ = [  # Memory, MemoryHit and MemoryStats live in vrom._memory_results; named here too
@@ -387,7 +388,14 @@ class Memories(Queryable):
         return [memory_hit(record, score, parts) for record, score, parts in found]
 
     def search(
-        self, query: str, k: int = 5, *, where: _Where = None, mode: str | None = None, **words: Any
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        where: _Where = None,
+        mode: str | None = None,
+        rerank: bool | int = False,
+        **words: Any,
     ) -> SearchReport:
         """Return `recall`'s memories as the read half's report: each a `Hit` (its id as ``id``
         and ``path``, its content as ``text``, its fields as ``metadata``: see `Hit`), with the
@@ -397,17 +405,22 @@ class Memories(Queryable):
         ``until``, ``half_life_days``), and the ranking is `recall`'s: these are its hits. The
         read half's words for chunks (``ef_search``, ``expand_context``, ``context_window``)
         are taken and change nothing: a memory has no neighbouring chunks, and its graph no
-        search breadth to set. Any other word is a `TypeError`, as for `recall`.
+        search breadth to set. Any other word is a `TypeError`, as for `recall`. ``rerank``
+        reorders the first memories found with the core's reranker, as a vault's search does
+        (`vrom.search.reranking`).
         """
         for chunk_word in ("ef_search", "expand_context", "context_window"):
             words.pop(chunk_word, None)
-        found = self.recall(query, k, where=where, mode=mode, **words)
+        reranker = self._corpus.reranking.reranker
+        depth, _ = rerank_depth(rerank, k, reranker)
+        found = self.recall(query, depth or k, where=where, mode=mode, **words)
         excerpted = query_words(parse_query(query))  # the words a chunk's excerpt is around
         hits = [memory_as_hit(hit, excerpted) for hit in found]
         memories = self._store.memories
-        return SearchReport(
+        report = SearchReport(
             hits, self._corpus.recall_mode(mode), None, memories.vectors.count(), memories.count()
         )
+        return reranked(report, reranker, query, k) if depth else report
 
     def _report(
         self, query: str, k: int, where: Mapping[str, Any] | None, mode: str | None, **own: Any

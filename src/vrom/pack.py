@@ -75,11 +75,20 @@ class Pack(Queryable):
         return f"Pack({self.manifest.vrom_id!r}, version={self.cached.version!r})"
 
     def _report(
-        self, query: str, k: int, where: _Where, mode: str | None, *, ef_search: int | None = None
+        self,
+        query: str,
+        k: int,
+        where: _Where,
+        mode: str | None,
+        *,
+        ef_search: int | None = None,
+        rerank: bool | int = False,
     ) -> SearchReport:
         notes = parse_where(where)
         self.cached.wait_until_hashed()  # with trusted keys: no text of a changed file
-        return self.corpus.search_report(query, k, notes, mode, ef_search=ef_search, fallback=False)
+        return self.corpus.search_report(
+            query, k, notes, mode, ef_search=ef_search, fallback=False, rerank=rerank
+        )
 
     def _expansion_store(self) -> Store:
         return self.corpus.store

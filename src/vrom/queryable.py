@@ -56,7 +56,7 @@ class Queryable(Closing):
     """
 
     _report: Callable[..., SearchReport]
-    """``_report(query, k, where, mode, *, ef_search, **own)``: the core's report for a search,
+    """``_report(query, k, where, mode, *, ef_search, rerank, **own)``: the core's report,
     ``where`` and ``own`` being the facade's filter and options (a vault's ``path``, ``tags``,
     ``per_note``); each facade defines it with its own words, so a word it lacks is a
     `TypeError` as for any call."""
@@ -84,15 +84,18 @@ class Queryable(Closing):
         ef_search: int | None = None,
         expand_context: bool = False,
         context_window: int = 1,
+        rerank: bool | int = False,
     ) -> SearchReport:
         """Return the ``k`` best hits for ``query``, best first, and how they were found.
 
         ``where`` is a filter of the one grammar (docs/filters.md); ``mode`` ``keyword``,
         ``vector``, ``hybrid`` or ``rerank`` (None: the facade's default); ``ef_search`` (at
         least ``k``) widens an HNSW search; ``expand_context`` fills each hit's
-        ``context_text`` with ``context_window`` neighbouring chunks a side.
+        ``context_text`` with ``context_window`` neighbouring chunks a side. ``rerank`` (True:
+        the first 30 hits; or a number) reorders them with the facade's cross-encoder
+        (``reranker=`` when it was opened: `vrom.search.reranking`).
         """
-        report = self._report(query, k, where, mode, ef_search=ef_search)
+        report = self._report(query, k, where, mode, ef_search=ef_search, rerank=rerank)
         return self._finished(report, expand_context, context_window)
 
     def context(

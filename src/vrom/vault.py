@@ -17,6 +17,7 @@ from vrom._vault_sync import VaultSync
 from vrom._vault_writes import VaultWrites
 from vrom.corpus import Corpus
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
+from vrom.embed.rerank import RerankerChoice, Reranking
 from vrom.errors import NotFoundError, ValidationError
 from vrom.index import METRICS
 from vrom.ingest.chunk import ChunkStrategy
@@ -101,6 +102,7 @@ class Vault(Queryable, VaultWrites):
         namespace: str | None = None,
         local: bool = False,
         settings: Settings | None = None,
+        reranker: RerankerChoice = None,
     ) -> Vault:
         """Return the vault at ``path``, with its store in the state directory or a database.
 
@@ -123,7 +125,8 @@ class Vault(Queryable, VaultWrites):
         ``vector_encoding`` stores vectors as ``float32`` (the default for a new store) or ``int8``
         with a per-vector scale (a quarter of the space); None keeps what the store has.
         ``settings``: what the environment configures (`vrom.settings.Settings`), resolved
-        from it now when not given; the arguments beat it.
+        from it now when not given; the arguments beat it. ``reranker`` (a `vrom.Reranker`, a
+        spec such as ``onnx:DIR``, or None) is what ``search(..., rerank=True)`` reorders with.
         """
         if not os.fspath(path):  # Path("") would be the current folder
             raise ValidationError("the vault path is empty: give a folder ('.' for this one)")
@@ -146,18 +149,15 @@ class Vault(Queryable, VaultWrites):
         if metric not in METRICS:
             raise ValidationError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
         namespace = state.checked_namespace(namespace) or state.default_namespace(root)
+        reranking = Reranking(reranker)  # a bad spec fails before anything opens
         config = Settings.from_environment() if settings is None else settings
         base = state.state_dir(state_dir, config)
         location = state.store_location(database_url, local, config)
-        if location is None:
-            path_of_store = state.store_path(root, base)
-            if not create and not path_of_store.exists():
-                raise NotFoundError(
-                    f"vault {str(root)!r} is not indexed yet: run 'vrom index {root}'"
-                )
-            store = open_store(path_of_store, create=create)
-        else:
-            store = state.open_vault_store(location, namespace, root, create=create)
+        try:
+            store = cls._opened_store(root, base, location, namespace, create)
+        except BaseException:
+            reranking.close()
+            raise
         corpus = Corpus(
             store,
             EmbedderBinding(embedder, config.embedder_spec, api_key=config.openai_api_key),
@@ -165,7 +165,23 @@ class Vault(Queryable, VaultWrites):
             hnsw_threshold=hnsw_threshold,
             encoding=vector_encoding,
         )
+        corpus.reranking = reranking  # closed with the corpus
         return cls(root, corpus, IndexOptions(max_file_bytes, strategy), base, namespace)
+
+    @staticmethod
+    def _opened_store(
+        root: Path, base: Path, location: Location, namespace: str, create: bool
+    ) -> Store:
+        """Return the vault's store: its SQLite file under ``base``, or its namespace in the
+        database at ``location``."""
+        if location is None:
+            path_of_store = state.store_path(root, base)
+            if not create and not path_of_store.exists():
+                raise NotFoundError(
+                    f"vault {str(root)!r} is not indexed yet: run 'vrom index {root}'"
+                )
+            return open_store(path_of_store, create=create)
+        return state.open_vault_store(location, namespace, root, create=create)
 
     @classmethod
     def open_store(
@@ -290,6 +306,7 @@ class Vault(Queryable, VaultWrites):
         ef_search: int | None = None,
         per_note: bool = False,
         fallback: bool = False,
+        rerank: bool | int = False,
     ) -> SearchReport:
         """Return the ``k`` best chunks for a query, best first, and how they were found (a
         `SearchReport`: its hits, the mode that ran, why it fell back, the vector coverage);
@@ -315,6 +332,9 @@ class Vault(Queryable, VaultWrites):
         notes under a folder or path prefix, ``tags`` notes holding every tag given. See
         `vrom.search.query` for the keyword query syntax. `context` gives the same hits as
         LLM-ready text (`vrom.queryable.Queryable.context`; ``path`` and ``tags`` apply).
+
+        ``rerank`` (True: the first 30 hits; or a number) reorders them with the vault's
+        cross-encoder (``reranker=`` at `open`; `vrom.search.reranking`) in any mode.
         """
         report = self._report(
             query,
@@ -326,6 +346,7 @@ class Vault(Queryable, VaultWrites):
             tags=tags,
             per_note=per_note,
             fallback=fallback,
+            rerank=rerank,
         )
         return self._finished(report, expand_context, context_window)
 
@@ -341,11 +362,13 @@ class Vault(Queryable, VaultWrites):
         tags: str | Sequence[str] | None = None,
         per_note: bool = False,
         fallback: bool = False,
+        rerank: bool | int = False,
     ) -> SearchReport:
         notes = parse_where(where, path=path, tags=tags)
         return self.corpus.search_report(
-            query, k, notes, mode, per_document=per_note, ef_search=ef_search, fallback=fallback
-        )
+            query, k, notes, mode, per_document=per_note, ef_search=ef_search, fallback=fallback,
+            rerank=rerank,
+        )  # fmt: skip
 
     def _expansion_store(self) -> Store:
         return self.store

@@ -25,7 +25,13 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["NO_PACKAGED_RERANKER", "FakeReranker", "Reranker", "RerankerChoice"]
+__all__ = [
+    "NO_PACKAGED_RERANKER",
+    "FakeReranker",
+    "Reranker",
+    "RerankerChoice",
+    "Reranking",
+]
 
 NO_PACKAGED_RERANKER = (
     "no cross-encoder reranker ships in a package vrom can install yet (docs/models.md):"
@@ -104,6 +110,20 @@ def resolve_reranker(choice: RerankerChoice) -> tuple[Reranker | None, bool]:
     raise ValidationError(
         f"reranker must be a Reranker, a spec string or None, not {type(choice).__name__}"
     )
+
+
+class Reranking:
+    """The reranker a search core reorders with (``rerank``), made from a user's choice
+    (`RerankerChoice`), and closed with the core when vrom made it (from a spec)."""
+
+    def __init__(self, choice: RerankerChoice = None) -> None:
+        self.reranker, self._owned = resolve_reranker(choice)
+
+    def close(self) -> None:
+        """Close the reranker if vrom made it; one the caller passed in stays theirs."""
+        if self._owned and self.reranker is not None:
+            self._owned = False
+            self.reranker.close()
 
 
 class FakeReranker(Reranker):

@@ -29,13 +29,14 @@ MAX_RERANK_CANDIDATES = 1000
 
 def rerank_depth(
     rerank: bool | int, k: int, reranker: Reranker | None, ef_search: int | None = None
-) -> int:
-    """Return how many hits a search ranks before reranking: 0 for ``rerank`` False (no
-    stage), else ``max(k, N)`` with N = `RERANK_CANDIDATES` for True, or the N given. Asking
-    for the stage without a ``reranker`` is a `ValidationError`, before anything is read; so is
-    an ``ef_search`` under ``k`` (the search then widens it to the depth)."""
+) -> tuple[int, int | None]:
+    """Return how many hits a search ranks before reranking, and the HNSW breadth to rank them
+    with: (0, ``ef_search``) for ``rerank`` False (no stage), else ``max(k, N)`` (N =
+    `RERANK_CANDIDATES` for True, or the N given) and ``ef_search`` widened to it. Asking for
+    the stage without a ``reranker`` is a `ValidationError` before anything is read, as is an
+    ``ef_search`` under ``k``."""
     if rerank is False:
-        return 0
+        return 0, ef_search
     if rerank is not True and not (
         isinstance(rerank, int) and 1 <= rerank <= MAX_RERANK_CANDIDATES
     ):
@@ -49,7 +50,8 @@ def rerank_depth(
             "'onnx:DIR' (a cross-encoder folder; --reranker on the command line)"
         )
     check_ef_search(ef_search, k)
-    return max(k, RERANK_CANDIDATES if rerank is True else rerank)
+    depth = max(k, RERANK_CANDIDATES if rerank is True else rerank)
+    return depth, None if ef_search is None else max(ef_search, depth)
 
 
 def reranked(report: SearchReport, reranker: Reranker | None, query: str, k: int) -> SearchReport:
