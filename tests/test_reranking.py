@@ -8,10 +8,12 @@ same weights. It runs through `vrom.embed.onnx.OnnxReranker` as a real model wou
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from vrom_cli import run_vrom
 
 from vrom import Collection, Embedder, ModelError, Reranker, ValidationError, Vault
 from vrom.embed.onnx import OnnxReranker
@@ -319,3 +321,26 @@ def test_a_bad_reranker_spec_opens_no_store(write_vault, tmp_path: Path) -> None
     with pytest.raises(ValidationError, match="unknown reranker"):
         Vault.open(root, tmp_path / "state", embedder=None, reranker="nope")
     assert not (tmp_path / "state").exists() or not list((tmp_path / "state").rglob("*.db"))
+
+
+def test_the_cli_reranks_with_the_reranker_it_is_given(write_vault, tmp_path: Path) -> None:
+    root = write_vault({f"{doc_id}.md": f"# {doc_id}\n{text}\n" for doc_id, text in DOCS})
+    folder = _cross_encoder(tmp_path / "m", {"password": 4.0, "coffee": 9.0})
+    state = tmp_path / "cli-state"  # keyword only: coffee is no candidate, whatever it scores
+    assert run_vrom(state, "index", str(root)).returncode == 0
+    search = ("--vault", str(root), "search", "--json", "reset router", "-k", "2")
+    found = run_vrom(state, *search, "--rerank", "--reranker", f"onnx:{folder}")
+    assert found.returncode == 0, found.stderr
+    report = json.loads(found.stdout)
+    assert [hit["path"] for hit in report["results"]] == ["password.md", "router.md"]
+    assert report["reranker"] == "onnx:m" and report["rerank_ms"] >= 0
+    assert report["results"][0]["score_kind"] == "reranker"
+    plain = json.loads(run_vrom(state, *search).stdout)
+    assert plain["results"][0]["path"] == "router.md" and plain["reranker"] is None
+    for flags, said in (
+        (("--rerank",), NO_PACKAGED_RERANKER),
+        (("--reranker", f"onnx:{folder}"), "add --rerank"),
+        (("--rerank", "0", "--reranker", f"onnx:{folder}"), "not positive"),
+    ):
+        refused = run_vrom(state, *search, *flags)
+        assert refused.returncode != 0 and said in refused.stderr, refused.stderr

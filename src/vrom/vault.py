@@ -191,22 +191,30 @@ class Vault(Queryable, VaultWrites):
         embedder: EmbedderChoice = AUTO,
         vector_encoding: str | None = None,
         settings: Settings | None = None,
+        reranker: RerankerChoice = None,
     ) -> Vault:
         """Return the vault whose store file is ``db_path`` (the store must exist).
 
         ``db_path`` is a path or a ``sqlite:///`` URL; a vault whose store is on a database
         server is opened from its folder instead (`open` with ``database_url``). Re-indexing
-        through it keeps the chunk strategy the store was last indexed with.
+        through it keeps the chunk strategy the store was last indexed with. ``reranker`` as
+        for `open`.
         """
         if is_server_url(db_path):
             raise ValidationError(
                 f"{mask_url(os.fspath(db_path))} is a database, not a store file: open the vault"
                 " from its folder with Vault.open(path, database_url=...) (--vault PATH --db URL)"
             )
-        store = open_store(db_path, create=False)
+        reranking = Reranking(reranker)  # a bad spec fails before anything opens
+        try:
+            store = open_store(db_path, create=False)
+        except BaseException:
+            reranking.close()
+            raise
         root = store.get_meta("vault_root")
         if root is None:
             store.close()
+            reranking.close()
             raise NotFoundError(f"store {store.location!r} has not indexed a vault yet")
         recorded = json.loads(store.get_meta(STRATEGY_META_KEY) or "{}")
         strategy = ChunkStrategy(
@@ -216,6 +224,7 @@ class Vault(Queryable, VaultWrites):
         config = Settings.from_environment() if settings is None else settings
         binding = EmbedderBinding(embedder, config.embedder_spec, api_key=config.openai_api_key)
         corpus = Corpus(store, binding, encoding=vector_encoding)
+        corpus.reranking = reranking  # closed with the corpus
         return cls(Path(root), corpus, IndexOptions(strategy=strategy))
 
     @classmethod
@@ -230,8 +239,9 @@ class Vault(Queryable, VaultWrites):
         namespace: str | None = None,
         local: bool = False,
         settings: Settings | None = None,
+        reranker: RerankerChoice = None,
     ) -> Vault:
-        """Return the vault to use when none is named.
+        """Return the vault to use when none is named (``reranker`` as for `open`).
 
         In order: ``VROM_VAULT`` or ``VAULT_ROOT`` (see `vrom.settings.Settings.vault_variable`); the
         nearest indexed vault at or above the current directory; the vault indexed last. With
@@ -248,6 +258,7 @@ class Vault(Queryable, VaultWrites):
             "database_url": database_url,
             "namespace": namespace,
             "local": local,
+            "reranker": reranker,
         }
         named = config.vault_variable()
         if named is not None:

@@ -35,6 +35,7 @@ from vrom.errors import ValidationError
 from vrom.index import ENCODINGS
 from vrom.ingest.walk import DEFAULT_MAX_FILE_BYTES
 from vrom.results import vector_coverage
+from vrom.search.reranking import RERANK_CANDIDATES
 from vrom.search.vector import MODES
 from vrom.settings import REGISTRY_URL_ENV
 from vrom.vault import Vault
@@ -160,7 +161,12 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
     ``--json`` prints the `SearchReport` (``results``, ``mode``, ``fallback``, ``vectors``,
     ``chunks``) with ``vault`` and ``store``: the shape MCP's ``vault_search`` returns.
     """
-    with open_vault(args) as vault:
+    if args.reranker is not None and args.rerank is None:
+        raise ValidationError("--reranker names the model --rerank uses: add --rerank")
+    reranking: dict[str, Any] = {}  # the model loads only for a search that reranks
+    if args.rerank is not None:
+        reranking["reranker"] = args.reranker or "default"
+    with open_vault(args, **reranking) as vault:
         report = vault.search(
             args.query,
             k=args.k,
@@ -171,6 +177,7 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
             ef_search=args.ef_search,
             per_note=not args.chunks,
             fallback=True,
+            rerank=args.rerank or False,
         )
         used = where(vault)
     note = styler(sys.stderr)("note:", "yellow")
@@ -196,6 +203,8 @@ def _search(args: argparse.Namespace, out: TextIO) -> int:
         return handler(args, out)
     if args.vault or args.db:
         raise ValidationError("--pack searches a pack, not a vault: drop --vault/--db")
+    if args.rerank is not None or args.reranker is not None:
+        raise ValidationError("--rerank reorders a vault's hits; a pack search does not take it")
     return search_pack(args, out)
 
 
@@ -254,6 +263,24 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
             default=1,
             metavar="N",
             help="neighbouring chunks a side with --expand-context (default: 1)",
+        )
+
+    def reranking(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--rerank",
+            nargs="?",
+            type=_positive_int,
+            const=RERANK_CANDIDATES,
+            default=None,
+            metavar="N",
+            help="reorder the first N hits (default: %(const)s) with the --reranker cross-encoder",
+        )
+        sub.add_argument(
+            "--reranker",
+            default=None,
+            metavar="SPEC",
+            help="the cross-encoder --rerank uses: onnx:DIR, a folder with model.onnx and"
+            " tokenizer.json (docs/models.md)",
         )
 
     def filters(sub: argparse.ArgumentParser) -> None:
@@ -357,6 +384,7 @@ def add_vault_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
             metavar="N",
             help="HNSW search width for this query on large vaults (at least -k)",
         )
+        reranking(sub)
         filters(sub)
         expansion(sub)
 
