@@ -8,7 +8,10 @@ same weights. It runs through `vrom.embed.onnx.OnnxReranker` as a real model wou
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -344,3 +347,35 @@ def test_the_cli_reranks_with_the_reranker_it_is_given(write_vault, tmp_path: Pa
     ):
         refused = run_vrom(state, *search, *flags)
         assert refused.returncode != 0 and said in refused.stderr, refused.stderr
+
+
+def test_vault_search_over_mcp_reranks_with_the_servers_reranker(
+    write_vault, tmp_path: Path
+) -> None:
+    pytest.importorskip("mcp")
+    from mcp import Client, StdioServerParameters
+
+    root = write_vault({f"{doc_id}.md": f"# {doc_id}\n{text}\n" for doc_id, text in DOCS})
+    folder = _cross_encoder(tmp_path / "m", {"password": 4.0})
+    env = {**os.environ, "VROM_STATE_DIR": str(tmp_path / "state"), "VROM_EMBEDDER": "none"}
+
+    def served(*extra: str) -> StdioServerParameters:
+        command = ["-m", "vrom", "mcp", "--vault", str(root), "--no-watch", *extra]
+        return StdioServerParameters(command=sys.executable, args=command, env=env)
+
+    async def main() -> None:
+        query = {"query": "reset router", "k": 2}
+        async with Client(served("--reranker", f"onnx:{folder}"), mode="legacy") as client:
+            plain = (await client.call_tool("vault_search", query)).structured_content
+            assert [hit["path"] for hit in plain["results"]] == ["router.md", "password.md"]
+            assert "reranker" not in plain  # null fields are left out
+            result = await client.call_tool("vault_search", {**query, "rerank": True})
+            assert not result.is_error, result.content[0].text
+            reranked = result.structured_content
+            assert [hit["path"] for hit in reranked["results"]] == ["password.md", "router.md"]
+            assert reranked["reranker"] == "onnx:m" and reranked["rerank_ms"] >= 0
+        async with Client(served(), mode="legacy") as client:
+            refused = await client.call_tool("vault_search", {**query, "rerank": True})
+            assert refused.is_error and "none is configured" in refused.content[0].text
+
+    asyncio.run(main())

@@ -53,6 +53,13 @@ def add_mcp_command(commands: Any) -> None:
         "(stdio always serves it)",
     )
     sub.add_argument("--no-watch", action="store_true", help="do not re-index notes edited on disk")
+    sub.add_argument(
+        "--reranker",
+        default=None,
+        metavar="SPEC",
+        help="the cross-encoder vault_search reorders its first hits with when asked to rerank:"
+        " onnx:DIR, a folder with model.onnx and tokenizer.json (docs/models.md)",
+    )
 
 
 def _run_mcp(args: argparse.Namespace, out: TextIO) -> int:
@@ -81,5 +88,6 @@ def _run_mcp(args: argparse.Namespace, out: TextIO) -> int:
         allow_roots=args.allow_roots,
         allow_install=args.allow_install,
         settings=settings_of(args),
+        reranker=args.reranker,
     )
     return 0

@@ -6,6 +6,7 @@ import logging
 import os
 
 from vrom import __version__
+from vrom.embed.rerank import RerankerChoice
 from vrom.server.base import VromMCPServer
 from vrom.server.http import http_app, run_http
 from vrom.server.http_limits import HttpLimits
@@ -69,6 +70,7 @@ def serve(
     allow_install: bool = False,
     http_limits: HttpLimits | None = None,
     settings: Settings | None = None,
+    reranker: RerankerChoice = None,
 ) -> None:
     """Serve a vault over MCP until the client disconnects (stdio) or the process is stopped.
 
@@ -81,7 +83,8 @@ def serve(
     must name it), and ``allow_install`` serves ``vault_install_opencode``, which writes the
     user's opencode config. ``http_limits`` bounds HTTP connections (None: `HttpLimits`'s
     defaults). ``settings``: what the environment configures (`vrom.settings.Settings`),
-    resolved now when not given; the arguments beat it.
+    resolved now when not given; the arguments beat it. ``reranker``: the cross-encoder
+    ``vault_search`` reorders with when asked to ``rerank`` (`vrom.search.reranking`).
     """
     config = Settings.from_environment() if settings is None else settings
     token = token or config.mcp_token
@@ -96,6 +99,7 @@ def serve(
         namespace=namespace,
         roots=stdio or allow_roots,
         settings=config,
+        reranker=reranker,
     )
     server = build_server(state, install_tool=stdio or allow_install)
     stderr = state.log.stderr

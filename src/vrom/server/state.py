@@ -28,6 +28,7 @@ from mcp.server.session import ServerSession
 from mcp.types import ListRootsResult
 
 from vrom._background_embedding import BackgroundEmbedding
+from vrom.embed.rerank import RerankerChoice, Reranking
 from vrom.errors import NotFoundError, ValidationError
 from vrom.results import IndexSummary
 from vrom.server.logs import ClientLog
@@ -61,11 +62,14 @@ class ServerState:
         namespace: str | None = None,
         roots: bool = True,
         settings: Settings | None = None,
+        reranker: RerankerChoice = None,
     ) -> None:
         """``roots``: whether a client's MCP roots may choose the vault when ``vault_path`` is
         None (False: a variable must name it; see the module's docstring). ``settings``: what
         the environment configures, resolved now when not given: every vault the server opens
-        uses it."""
+        uses it. ``reranker``: what ``vault_search`` with ``rerank`` reorders with, loaded now
+        (a bad spec stops the server before it serves)."""
+        self._reranking = Reranking(reranker)
         self._settings = Settings.from_environment() if settings is None else settings
         if vault_path is not None and not os.fspath(vault_path).strip():
             # Path("") is ".": an empty --vault must not quietly serve the current folder
@@ -135,6 +139,7 @@ class ServerState:
                 database_url=self._database_url,
                 namespace=self._namespace,
                 settings=self._settings,
+                reranker=self._reranking.reranker,  # the state's: closed with it
             )
             self._index(vault, force=False)
             vault.corpus.keyword.prepare()  # the server is there to search: copy it now
@@ -265,6 +270,7 @@ class ServerState:
             if self._vault is not None:
                 self._vault.close()
                 self._vault = None
+            self._reranking.close()
 
 
 def client_roots(session: ServerSession) -> Callable[[], Awaitable[ListRootsResult]] | None:

@@ -199,6 +199,13 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         offset: Annotated[
             int, Field(ge=0, le=MAX_OFFSET, description="Skip this many hits: the next page")
         ] = 0,
+        rerank: Annotated[
+            bool,
+            Field(
+                description="Reorder the first 30 hits with the server's cross-encoder "
+                "(vrom mcp --reranker); an error when it has none"
+            ),
+        ] = False,
     ) -> SearchReply:
         """Search the notes by meaning and keywords; each hit cites path, heading, chunk, hash.
 
@@ -225,6 +232,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
                 expand_context=expand_context,
                 per_note=not chunks,
                 fallback=True,
+                rerank=rerank,
             ),
             reply=lambda report: search_reply(_said_while_embedding(report), offset, k),
         )
