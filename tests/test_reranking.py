@@ -379,3 +379,48 @@ def test_vault_search_over_mcp_reranks_with_the_servers_reranker(
             assert refused.is_error and "none is configured" in refused.content[0].text
 
     asyncio.run(main())
+
+
+def test_vrom_mcp_with_a_bad_reranker_stops_before_serving(write_vault, tmp_path: Path) -> None:
+    root = write_vault({"a.md": "# A\ntext\n"})
+    refused = run_vrom(tmp_path / "state", "mcp", "--vault", str(root), "--reranker", "nope")
+    assert refused.returncode != 0 and "unknown reranker 'nope'" in refused.stderr
+
+
+def test_hits_past_the_candidates_follow_in_the_searchs_order(
+    documents: Collection, tmp_path: Path
+) -> None:
+    plain = [hit.id for hit in documents.search("router reset password", k=5, mode="hybrid")]
+    favourite = {plain[1]: 1.0, plain[4]: 9.0}  # a word each: the documents' ids are words
+    _reranking(documents, OnnxReranker.from_dir(_cross_encoder(tmp_path / "m", favourite)))
+    report = documents.search("router reset password", k=5, mode="hybrid", rerank=2)
+    assert [hit.id for hit in report] == [plain[1], plain[0], *plain[2:]]
+    assert [hit.score_kind for hit in report][:2] == ["reranker"] * 2
+    assert "reranker" not in report[2].scores  # not a candidate: as the search gave it
+
+
+def _beir(folder: Path) -> Path:
+    """Write a BEIR folder of `DOCS`: one query whose relevant document keyword search ranks
+    second (the router note holds both words, the password note only "reset")."""
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"_id": i, "title": "", "text": text}) for i, text in DOCS]
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q", "text": "router reset"}) + "\n")
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\tpassword\t1\n")
+    return folder
+
+
+def test_vrom_eval_measures_a_reranker(tmp_path: Path) -> None:
+    folder = _cross_encoder(tmp_path / "m", {"password": 5.0})
+    data = _beir(tmp_path / "tiny")
+    command = ("eval", str(data), "--mode", "keyword", "--json")
+    plain = run_vrom(tmp_path / "s", *command)
+    assert plain.returncode == 0, plain.stderr
+    reranked = run_vrom(tmp_path / "s", *command, "--reranker", f"onnx:{folder}")
+    assert reranked.returncode == 0, reranked.stderr
+    before, after = json.loads(plain.stdout), json.loads(reranked.stdout)
+    assert before["reranker"] is None and after["reranker"] == "onnx:m"
+    assert before["results"][0]["mrr"] == 0.5 and after["results"][0]["mrr"] == 1.0
+    refused = run_vrom(tmp_path / "s", *command, "--as", "memories", "--reranker", "fake")
+    assert refused.returncode != 0 and "drop --as memories" in refused.stderr

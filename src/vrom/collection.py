@@ -37,7 +37,7 @@ from vrom.documents import (
     validated_batch,
 )
 from vrom.embed import AUTO, Embedder, EmbedderBinding, EmbedderChoice
-from vrom.embed.rerank import RerankerChoice, Reranking
+from vrom.embed.rerank import Reranker, RerankerChoice, Reranking
 from vrom.errors import ModelError, StorageError, ValidationError, shown
 from vrom.ingest.chunk import ChunkStrategy
 from vrom.ingest.collection_write import add_documents, remove_document
@@ -192,6 +192,11 @@ class Collection(Queryable):
         """Where the collection lives: its SQLite file, ``:memory:``, or its database (the
         URL's password masked)."""
         return self._store.location
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The reranker ``search(..., rerank=True)`` reorders with (None: it cannot rerank)."""
+        return self._corpus.reranking.reranker
 
     @property
     def embedder(self) -> Embedder | None:

@@ -310,7 +310,7 @@ class Corpus:
         )
         assert counts is not None
         report = SearchReport(hits, ran, why, *counts)
-        return reranked(report, self.reranking.reranker, query, k) if depth else report
+        return reranked(report, self.reranking.reranker, query, k, rerank) if depth else report
 
     def _searched(
         self,

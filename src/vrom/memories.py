@@ -420,7 +420,7 @@ class Memories(Queryable):
         report = SearchReport(
             hits, self._corpus.recall_mode(mode), None, memories.vectors.count(), memories.count()
         )
-        return reranked(report, reranker, query, k) if depth else report
+        return reranked(report, reranker, query, k, rerank) if depth else report
 
     def _report(
         self, query: str, k: int, where: Mapping[str, Any] | None, mode: str | None, **own: Any

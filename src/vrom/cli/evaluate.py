@@ -51,6 +51,14 @@ def add_eval_command(commands: Any) -> None:
         default="collection",
         help="load the corpus into a collection (default) or as memories (remember, recall)",
     )
+    sub.add_argument(
+        "--reranker",
+        default="none",
+        metavar="SPEC",
+        help="reorder each search's first 30 hits with this cross-encoder: onnx:DIR (a folder"
+        " with model.onnx and tokenizer.json), default (the packaged one: none exists yet) or"
+        " none (default: none)",
+    )
     add_global_options(sub, ("json", "embedder"))
 
 
@@ -82,6 +90,7 @@ def _run_eval(args: argparse.Namespace, out: TextIO) -> int:
             progress=progress if show else None,
             target=args.target,
             settings=settings_of(args),
+            reranker=None if args.reranker == "none" else args.reranker,
         )
     finally:
         if show:
@@ -100,7 +109,8 @@ def _format_evaluation(evaluation: Evaluation) -> str:
         f"{evaluation.dataset} ({evaluation.split}): {evaluation.queries:,} queries, "
         f"{index.documents:,} documents"
         f"{' as memories' if evaluation.target == 'memories' else ''}; "
-        f"embedder {evaluation.embedder or 'none'}",
+        f"embedder {evaluation.embedder or 'none'}"
+        f"{'' if evaluation.reranker is None else f'; reranker {evaluation.reranker}'}",
         "",
         f"{'mode':<8} {f'nDCG@{k}':>8} {f'R@{k}':>7} {'R@100':>7} {f'MRR@{k}':>7} "
         f"{'index kw s':>10} {'index emb s':>11} {'p50 ms':>7} {'p95 ms':>7}",

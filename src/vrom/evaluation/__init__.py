@@ -31,12 +31,13 @@ from __future__ import annotations
 import statistics
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vrom.collection import Collection
 from vrom.documents import MAX_TEXT_CHARS
 from vrom.embed import Embedder, resolve_embedder
+from vrom.embed.rerank import RerankerChoice
 from vrom.errors import ValidationError, shown
 from vrom.evaluation.beir import BeirDataset, Qrels, load_beir
 from vrom.evaluation.metrics import RECALL_DEPTH, percentile, score_ranking
@@ -128,6 +129,8 @@ class Evaluation:
         results: one `EvalResult` per mode, in `MODES` order.
         notes: what the reader should know: modes left out, documents cut, queries left out.
         target: what the corpus was loaded into: ``collection`` or ``memories``.
+        reranker: the reranker each search's first 30 hits were reordered with (its
+            `vrom.embed.Reranker` name), or None.
     """
 
     dataset: str
@@ -139,6 +142,7 @@ class Evaluation:
     results: list[EvalResult]
     notes: list[str] = field(default_factory=list)
     target: str = "collection"
+    reranker: str | None = None
 
 
 def evaluate(
@@ -151,6 +155,7 @@ def evaluate(
     progress: Progress | None = None,
     target: str = "collection",
     settings: Settings | None = None,
+    reranker: RerankerChoice = None,
 ) -> Evaluation:
     """Index a BEIR corpus into a temporary collection, run the split's queries, score each mode.
 
@@ -163,10 +168,14 @@ def evaluate(
     per entry) or ``memories`` (a temporary store's `Memories`: each entry remembered, with
     `vrom.evaluation.runs.memory_fields`, and each query asked through `Memories.recall`).
     ``settings``: what the environment configures (`vrom.settings.Settings`), resolved from it
-    now when not given.
+    now when not given. ``reranker`` (a `vrom.Reranker` or a spec, ``onnx:DIR``) reorders each
+    search's first 30 hits (`vrom.search.reranking`), its time in the latencies; a collection's
+    only (memories are recalled, and recall does not rerank).
     """
     if target not in TARGETS:
         raise ValidationError(f"target must be one of {', '.join(TARGETS)}, not {shown(target)}")
+    if reranker is not None and target != "collection":
+        raise ValidationError("a reranker is measured on a collection: drop --as memories")
     wanted = _checked_modes(modes)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise ValidationError(f"k must be an integer from 1 to {MAX_K}, not {shown(k)}")
@@ -181,7 +190,7 @@ def evaluate(
         if model is None:
             wanted = [m for m in wanted if m == "keyword"]
         if target == "collection":
-            return _run(dataset, wanted, k, model, progress, notes, config)
+            return _run(dataset, wanted, k, model, progress, notes, config, reranker)
         return _run_memories(dataset, wanted, k, model, progress, notes)
     finally:
         if owned is not None:
@@ -231,18 +240,26 @@ def _run(
     progress: Progress | None,
     notes: list[str],
     settings: Settings,
+    reranker: RerankerChoice,
 ) -> Evaluation:
     timed = None if model is None else TimedEmbedder(model)
     with (
         tempfile.TemporaryDirectory(prefix="vrom-eval-", ignore_cleanup_errors=True) as work,
-        Collection.open("beir", embedder=timed, storage=work, settings=settings) as collection,
+        Collection.open(
+            "beir", embedder=timed, storage=work, settings=settings, reranker=reranker
+        ) as collection,
     ):
         seconds = None if timed is None else (lambda: timed.document_seconds)
         index = add_corpus(collection, dataset.folder, progress, seconds)
-        runs = search_queries(collection, dataset.queries, modes, max(k, RECALL_DEPTH), progress)
+        reranking = collection.reranker
+        depth = max(k, RECALL_DEPTH)
+        runs = search_queries(
+            collection, dataset.queries, modes, depth, progress, rerank=reranking is not None
+        )
     if index.truncated:
         notes.append(f"{index.truncated} documents were cut at {MAX_TEXT_CHARS:,} characters")
-    return _evaluation(dataset, modes, k, model, index, runs, notes, "collection")
+    evaluation = _evaluation(dataset, modes, k, model, index, runs, notes, "collection")
+    return evaluation if reranking is None else replace(evaluation, reranker=reranking.name)
 
 
 def _run_memories(

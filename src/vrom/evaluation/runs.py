@@ -150,22 +150,27 @@ def search_queries(
     modes: Sequence[str],
     depth: int,
     progress: Progress | None = None,
+    *,
+    rerank: bool = False,
 ) -> dict[str, ModeRun]:
     """Run every query in every mode (modes taking turns per query); return each mode's run.
 
-    Each search returns up to ``depth`` documents. One search per mode runs first, untimed, so
-    loading the vector index and warming caches is not counted in the latencies.
+    Each search returns up to ``depth`` documents (with ``rerank``, its first 30 reordered by
+    the collection's reranker). One search per mode runs first, untimed, so loading the
+    vector index and the reranker and warming caches is not counted in the latencies.
     """
     runs = {mode: ModeRun(mode, {}, []) for mode in modes}
     warm_up = next((text for _, text in queries if text.strip()), "")
     for mode in modes:
         if warm_up:
-            collection.search(warm_up, k=depth, mode=mode)
+            collection.search(warm_up, k=depth, mode=mode, rerank=rerank)
     for done, (qid, text) in enumerate(queries, start=1):
         for mode, run in runs.items():
             started = time.perf_counter()
             # a blank query finds nothing (search refuses it): it scores 0, as it should
-            hits = collection.search(text, k=depth, mode=mode) if text.strip() else []
+            hits = (
+                collection.search(text, k=depth, mode=mode, rerank=rerank) if text.strip() else []
+            )
             run.latencies_s.append(time.perf_counter() - started)
             run.rankings[qid] = [hit.id for hit in hits]
         if progress is not None:

@@ -1,9 +1,10 @@
 """The reranking stage of a search: its first candidates reordered by a cross-encoder.
 
 A search asked with ``rerank`` ranks ``max(k, N)`` hits as it would without it (``N`` = 30 for
-``rerank=True``), in its mode and with its filter, then `reranked` scores each hit's passage
-(the hit's title and its chunk) against the query with the facade's `vrom.embed.Reranker` and
-keeps the ``k`` best, in the reranker's order. Each kept hit's ``score`` is the reranker's
+``rerank=True``), in its mode and with its filter, then `reranked` scores the first N hits'
+passages (each hit's title and its chunk) against the query with the facade's
+`vrom.embed.Reranker` and puts them in the reranker's order, the hits after them (when ``k``
+is over N) following as they were; the first ``k`` are kept. Each kept hit's ``score`` is the reranker's
 (``score_kind`` ``reranker``); ``scores`` keeps the parts the search gave it, with ``reranker``
 and ``before_rerank`` (the score it had). Equal reranker scores keep the search's order. The
 stage is the same for every mode and face; its wall time is the report's ``rerank_ms``.
@@ -54,13 +55,17 @@ def rerank_depth(
     return depth, None if ef_search is None else max(ef_search, depth)
 
 
-def reranked(report: SearchReport, reranker: Reranker | None, query: str, k: int) -> SearchReport:
-    """Return ``report`` with its ``k`` best hits by ``reranker``'s scores for ``query`` (see
-    the module docstring), naming the reranker and its wall time."""
+def reranked(
+    report: SearchReport, reranker: Reranker | None, query: str, k: int, rerank: bool | int
+) -> SearchReport:
+    """Return ``report``'s first ``k`` hits once its first N (``rerank``: True for
+    `RERANK_CANDIDATES`, or N) are in ``reranker``'s order for ``query``, the hits after them
+    following as they were (see the module docstring), naming the reranker and its time."""
     if reranker is None:  # `rerank_depth` refuses the stage first
         raise ValidationError("rerank needs a reranker, and none is configured")
     started = time.perf_counter()
-    hits = report.results
+    candidates = RERANK_CANDIDATES if rerank is True else int(rerank)
+    hits, rest = report.results[:candidates], list(report.results[candidates:])
     scores = [float(s) for s in reranker.score(query, [_passage(hit) for hit in hits])]
     if not all(math.isfinite(s) for s in scores):
         raise ModelError(f"reranker {reranker.name} gave a score that is not a finite number")
@@ -74,6 +79,7 @@ def reranked(report: SearchReport, reranker: Reranker | None, query: str, k: int
         )
         for i in order[:k]
     ]
+    kept += rest[: k - len(kept)]
     ms = round((time.perf_counter() - started) * 1000, 3)
     return dataclasses.replace(report, results=kept, reranker=reranker.name, rerank_ms=ms)
 
