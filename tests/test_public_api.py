@@ -46,6 +46,7 @@ def test_exported_members_are_pinned() -> None:
             "PackError",
             "RegistryEntry",
             "Related",
+            "Reranker",
             "SearchReport",
             "SearchResult",
             "SearchTool",
