@@ -317,6 +317,11 @@ def test_a_vault_search_and_its_memories_rerank_with_the_vaults_reranker(
         assert memories.search("router reset", k=1)[0].title == "Router"
         reranked = memories.search("router reset", k=1, rerank=True)
         assert reranked[0].title == "Holidays" and reranked.reranker == "onnx:m"
+        assert memories.recall("router reset", k=1)[0].memory.title == "Router"
+        recalled = memories.recall("router reset", k=2, rerank=True)
+        assert [hit.memory.title for hit in recalled] == ["Holidays", "Router"]
+        assert recalled[0].score_kind == "reranker" and recalled[0].score == 4.0
+        assert "before_rerank" in recalled[1].scores
 
 
 def test_a_bad_reranker_spec_opens_no_store(write_vault, tmp_path: Path) -> None:
@@ -422,5 +427,10 @@ def test_vrom_eval_measures_a_reranker(tmp_path: Path) -> None:
     before, after = json.loads(plain.stdout), json.loads(reranked.stdout)
     assert before["reranker"] is None and after["reranker"] == "onnx:m"
     assert before["results"][0]["mrr"] == 0.5 and after["results"][0]["mrr"] == 1.0
-    refused = run_vrom(tmp_path / "s", *command, "--as", "memories", "--reranker", "fake")
-    assert refused.returncode != 0 and "drop --as memories" in refused.stderr
+    as_memories = run_vrom(
+        tmp_path / "s", *command, "--as", "memories", "--reranker", f"onnx:{folder}"
+    )
+    assert as_memories.returncode == 0, as_memories.stderr
+    recalled = json.loads(as_memories.stdout)
+    assert recalled["target"] == "memories" and recalled["reranker"] == "onnx:m"
+    assert recalled["results"][0]["mrr"] == 1.0

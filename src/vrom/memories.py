@@ -35,6 +35,7 @@ from vrom._memory_results import (
 from vrom.corpus import Corpus
 from vrom.dates import parse_span
 from vrom.embed import Embedder, EmbedderBinding
+from vrom.embed.rerank import RerankerChoice, Reranking
 from vrom.errors import NotFoundError, ValidationError, check_unicode, shown
 from vrom.filters import Condition, Instant, all_of, parse_filter
 from vrom.ingest.embedding import (
@@ -49,7 +50,7 @@ from vrom.queryable import Queryable
 from vrom.results import SearchReport
 from vrom.search.fusion import MAX_K
 from vrom.search.query import parse_query, query_words
-from vrom.search.reranking import rerank_depth, reranked
+from vrom.search.reranking import rerank_depth, reranked, reranked_memories
 from vrom.store import MEMORY_FIELDS, MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
 
 __all__ = [  # Memory, MemoryHit and MemoryStats live in vrom._memory_results; named here too
@@ -229,15 +230,20 @@ class Memories(Queryable):
     is first needed so listing or archiving loads none, or None for keyword recall only.
     Memories remembered without a model are embedded when next recalled with one; memories
     embedded with another model are refused (`ModelError`) until `embed` rebuilds them.
+    ``reranker`` (with a store; a core has its own) is what ``rerank`` reorders with.
     """
 
     def __init__(
         self,
         source: Corpus | Store,
         embedder: Embedder | Callable[[], Embedder | None] | None = None,
+        *,
+        reranker: RerankerChoice = None,
     ) -> None:
         self._owned = not isinstance(source, Corpus)  # a core made here is closed here
         if isinstance(source, Corpus):
+            if reranker is not None:
+                raise ValidationError("memories of a core rerank with its reranker: drop it")
             self._corpus = source
         else:
             binding = (
@@ -246,6 +252,7 @@ class Memories(Queryable):
                 else EmbedderBinding.lazy(embedder)
             )
             self._corpus = Corpus(source, binding)
+            self._corpus.reranking = Reranking(reranker)
         self._store = self._corpus.store
 
     @property
@@ -354,6 +361,7 @@ class Memories(Queryable):
         mode: str | None = None,
         half_life_days: float | None = None,
         where: Mapping[str, Any] | None = None,
+        rerank: bool | int = False,
     ) -> builtins.list[MemoryHit]:
         """Return the ``k`` memories that best match ``query``, best first.
 
@@ -372,7 +380,9 @@ class Memories(Queryable):
         last (``until="2023"`` keeps 2023). ``mode``: ``hybrid`` (the default with an embedder), ``keyword`` or
         ``vector``. ``half_life_days`` favours recent memories: each score is multiplied by
         ``0.5 ** (age in days / half_life_days)`` (``recency`` in the parts). Query syntax is
-        keyword search's: words, "phrases", -excluded, prefix*.
+        keyword search's: words, "phrases", -excluded, prefix*. ``rerank`` (True: the first
+        30; or a number) reorders the first memories found with the core's cross-encoder
+        (`vrom.search.reranking`): each one's ``score`` is then the reranker's.
         """
         # the query and k are validated once, by the core (`Corpus.recall`)
         if half_life_days is not None and (
@@ -384,8 +394,11 @@ class Memories(Queryable):
                 f"half_life_days must be a positive number, not {shown(half_life_days)}"
             )
         where_filter = _memory_filter(where, project, type, status, since, until)
-        found = self._corpus.recall(query, k, where_filter, mode, half_life_days)
-        return [memory_hit(record, score, parts) for record, score, parts in found]
+        reranker = self._corpus.reranking.reranker
+        depth, _ = rerank_depth(rerank, k, reranker)
+        found = self._corpus.recall(query, depth or k, where_filter, mode, half_life_days)
+        hits = [memory_hit(record, score, parts) for record, score, parts in found]
+        return reranked_memories(hits, reranker, query, k, rerank) if depth else hits
 
     def search(
         self,

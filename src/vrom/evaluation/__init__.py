@@ -37,7 +37,7 @@ from pathlib import Path
 from vrom.collection import Collection
 from vrom.documents import MAX_TEXT_CHARS
 from vrom.embed import Embedder, resolve_embedder
-from vrom.embed.rerank import RerankerChoice
+from vrom.embed.rerank import RerankerChoice, Reranking
 from vrom.errors import ValidationError, shown
 from vrom.evaluation.beir import BeirDataset, Qrels, load_beir
 from vrom.evaluation.metrics import RECALL_DEPTH, percentile, score_ranking
@@ -169,13 +169,10 @@ def evaluate(
     `vrom.evaluation.runs.memory_fields`, and each query asked through `Memories.recall`).
     ``settings``: what the environment configures (`vrom.settings.Settings`), resolved from it
     now when not given. ``reranker`` (a `vrom.Reranker` or a spec, ``onnx:DIR``) reorders each
-    search's first 30 hits (`vrom.search.reranking`), its time in the latencies; a collection's
-    only (memories are recalled, and recall does not rerank).
+    search's (or recall's) first 30 hits (`vrom.search.reranking`), its time in the latencies.
     """
     if target not in TARGETS:
         raise ValidationError(f"target must be one of {', '.join(TARGETS)}, not {shown(target)}")
-    if reranker is not None and target != "collection":
-        raise ValidationError("a reranker is measured on a collection: drop --as memories")
     wanted = _checked_modes(modes)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise ValidationError(f"k must be an integer from 1 to {MAX_K}, not {shown(k)}")
@@ -191,7 +188,7 @@ def evaluate(
             wanted = [m for m in wanted if m == "keyword"]
         if target == "collection":
             return _run(dataset, wanted, k, model, progress, notes, config, reranker)
-        return _run_memories(dataset, wanted, k, model, progress, notes)
+        return _run_memories(dataset, wanted, k, model, progress, notes, reranker)
     finally:
         if owned is not None:
             owned.close()
@@ -269,31 +266,35 @@ def _run_memories(
     model: Embedder | None,
     progress: Progress | None,
     notes: list[str],
+    reranker: RerankerChoice,
 ) -> Evaluation:
     timed = None if model is None else TimedEmbedder(model)
+    reranking = Reranking(reranker)
     with tempfile.TemporaryDirectory(prefix="vrom-eval-", ignore_cleanup_errors=True) as work:
         store = open_store(Path(work) / "memories.db")
         try:
             plain = Memories(store)  # remembering without the model: embedded in batches after
-            embedded = None if timed is None else Memories(store, timed)
+            asked = Memories(store, timed, reranker=reranking.reranker)  # the queries' memories
             seconds = None if timed is None else (lambda: timed.document_seconds)
-            load = add_memories(plain, embedded, dataset.folder, progress, seconds)
-            runs = recall_queries(
-                embedded or plain,
-                load.documents,
-                dataset.queries,
-                modes,
-                max(k, RECALL_DEPTH),
-                progress,
+            load = add_memories(
+                plain, None if timed is None else asked, dataset.folder, progress, seconds
             )
+            depth = max(k, RECALL_DEPTH)
+            runs = recall_queries(
+                asked, load.documents, dataset.queries, modes, depth, progress,
+                rerank=reranking.reranker is not None,
+            )  # fmt: skip
         finally:
             store.close()
+            reranking.close()
     notes.append(
         f"loaded as memories: {load.dated:,} of {len(load.documents):,} timed from their metadata"
     )
     if load.cut:
         notes.append(f"{load.cut} memories were cut to a memory's title or content limit")
-    return _evaluation(dataset, modes, k, model, load.timings, runs, notes, "memories")
+    evaluation = _evaluation(dataset, modes, k, model, load.timings, runs, notes, "memories")
+    named = reranking.reranker
+    return evaluation if named is None else replace(evaluation, reranker=named.name)
 
 
 def _evaluation(

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vrom.collection import Collection
 from vrom.documents import MAX_TEXT_CHARS, Document
@@ -292,20 +292,24 @@ def recall_queries(
     modes: Sequence[str],
     depth: int,
     progress: Progress | None = None,
+    *,
+    rerank: bool = False,
 ) -> dict[str, ModeRun]:
-    """Run every query through `Memories.recall` in every mode, as `search_queries` does.
+    """Run every query through `Memories.recall` in every mode, as `search_queries` does
+    (``rerank`` too).
 
     Rankings are the recalled memories' corpus document ids (``documents``), best first.
     """
     runs = {mode: ModeRun(mode, {}, []) for mode in modes}
     warm_up = next((text for _, text in queries if text.strip()), "")
+    asked: dict[str, Any] = {"k": depth, "status": "any", "rerank": rerank}
     for mode in modes:
         if warm_up:
-            memories.recall(warm_up, k=depth, mode=mode, status="any")
+            memories.recall(warm_up, mode=mode, **asked)
     for done, (qid, text) in enumerate(queries, start=1):
         for mode, run in runs.items():
             started = time.perf_counter()
-            hits = memories.recall(text, k=depth, mode=mode, status="any") if text.strip() else []
+            hits = memories.recall(text, mode=mode, **asked) if text.strip() else []
             run.latencies_s.append(time.perf_counter() - started)
             run.rankings[qid] = [documents[hit.memory.id] for hit in hits]
         if progress is not None:

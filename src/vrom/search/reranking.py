@@ -15,13 +15,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Sequence
 
+from vrom._memory_results import MemoryHit
 from vrom.embed.rerank import Reranker
 from vrom.errors import ModelError, ValidationError, shown
 from vrom.results import Hit, SearchReport, changed_hit
 from vrom.search.vector import check_ef_search
 
-__all__ = ["RERANK_CANDIDATES", "rerank_depth", "reranked"]
+__all__ = ["RERANK_CANDIDATES", "reordered", "rerank_depth", "reranked", "reranked_memories"]
 
 RERANK_CANDIDATES = 30
 """How many of a search's first hits ``rerank=True`` reorders."""
@@ -61,27 +63,64 @@ def reranked(
     """Return ``report``'s first ``k`` hits once its first N (``rerank``: True for
     `RERANK_CANDIDATES`, or N) are in ``reranker``'s order for ``query``, the hits after them
     following as they were (see the module docstring), naming the reranker and its time."""
-    if reranker is None:  # `rerank_depth` refuses the stage first
-        raise ValidationError("rerank needs a reranker, and none is configured")
     started = time.perf_counter()
-    candidates = RERANK_CANDIDATES if rerank is True else int(rerank)
-    hits, rest = report.results[:candidates], list(report.results[candidates:])
-    scores = [float(s) for s in reranker.score(query, [_passage(hit) for hit in hits])]
-    if not all(math.isfinite(s) for s in scores):
-        raise ModelError(f"reranker {reranker.name} gave a score that is not a finite number")
-    order = sorted(range(len(hits)), key=lambda i: -scores[i])  # stable: ties keep the order
+    hits = report.results
+    order, scores = reordered(reranker, query, [_passage(hit) for hit in hits], k, rerank)
     kept = [
-        changed_hit(
+        hits[i]
+        if i >= len(scores)
+        else changed_hit(
             hits[i],
             score=scores[i],
             score_kind="reranker",
             scores={**hits[i].scores, "before_rerank": hits[i].score, "reranker": scores[i]},
         )
-        for i in order[:k]
+        for i in order
     ]
-    kept += rest[: k - len(kept)]
     ms = round((time.perf_counter() - started) * 1000, 3)
+    assert reranker is not None  # `reordered` refuses to run without one
     return dataclasses.replace(report, results=kept, reranker=reranker.name, rerank_ms=ms)
+
+
+def reranked_memories(
+    hits: Sequence[MemoryHit], reranker: Reranker | None, query: str, k: int, rerank: bool | int
+) -> list[MemoryHit]:
+    """Return recalled memories as `reranked` returns hits: the first ``k`` once the first N
+    are in the reranker's order, each reranked one's ``score`` the reranker's (its passage:
+    the memory's title, then its content)."""
+    passages = [f"{hit.memory.title}\n{hit.memory.content}" for hit in hits]
+    order, scores = reordered(reranker, query, passages, k, rerank)
+    return [
+        hits[i]
+        if i >= len(scores)
+        else MemoryHit(
+            hits[i].memory,
+            scores[i],
+            {**hits[i].scores, "before_rerank": hits[i].score, "reranker": scores[i]},
+            "reranker",
+        )
+        for i in order
+    ]
+
+
+def reordered(
+    reranker: Reranker | None, query: str, passages: Sequence[str], k: int, rerank: bool | int
+) -> tuple[list[int], list[float]]:
+    """Return the places of the first ``k`` of ``passages`` (a ranking's items' texts, best
+    first) once its first N (``rerank``: True for `RERANK_CANDIDATES`, or N) are in
+    ``reranker``'s order for ``query`` (equal scores keep theirs), the items after them
+    following as they were; and the reranker's score of each of those N, by place.
+
+    What every face's stage is made of: `reranked` for hits, `reranked_memories` for
+    recalled memories."""
+    if reranker is None:  # `rerank_depth` refuses the stage first
+        raise ValidationError("rerank needs a reranker, and none is configured")
+    candidates = min(len(passages), RERANK_CANDIDATES if rerank is True else int(rerank))
+    scores = [float(s) for s in reranker.score(query, passages[:candidates])]
+    if not all(math.isfinite(s) for s in scores):
+        raise ModelError(f"reranker {reranker.name} gave a score that is not a finite number")
+    order = sorted(range(candidates), key=lambda i: -scores[i])  # stable: ties keep the order
+    return [*order, *range(candidates, len(passages))][:k], scores
 
 
 def _passage(hit: Hit) -> str:
