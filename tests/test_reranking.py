@@ -379,6 +379,19 @@ def test_vault_search_over_mcp_reranks_with_the_servers_reranker(
             reranked = result.structured_content
             assert [hit["path"] for hit in reranked["results"]] == ["password.md", "router.md"]
             assert reranked["reranker"] == "onnx:m" and reranked["rerank_ms"] >= 0
+            await client.call_tool(
+                "vault_remember", {"title": "Leave", "content": "The password is reset yearly."}
+            )
+            await client.call_tool(
+                "vault_remember", {"title": "Router", "content": "Reset the router weekly."}
+            )
+            asked = {"query": "router reset", "k": 1}
+            first = (await client.call_tool("vault_recall", asked)).structured_content
+            assert first["results"][0]["memory"]["title"] == "Router"
+            recalled = await client.call_tool("vault_recall", {**asked, "rerank": True})
+            assert not recalled.is_error, recalled.content[0].text
+            best = recalled.structured_content["results"][0]
+            assert best["memory"]["title"] == "Leave" and best["score_kind"] == "reranker"
         async with Client(served(), mode="legacy") as client:
             refused = await client.call_tool("vault_search", {**query, "rerank": True})
             assert refused.is_error and "none is configured" in refused.content[0].text

@@ -99,6 +99,13 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
                 '{"type": {"$in": ["decision", "fact"]}, "created": {"$gte": "2026-01-01"}}',
             ),
         ] = None,
+        rerank: Annotated[
+            bool,
+            Field(
+                description="Reorder the first 30 memories with the server's cross-encoder "
+                "(vrom mcp --reranker); an error when it has none"
+            ),
+        ] = False,
     ) -> RecallReply:
         """Recall memories by meaning and keywords, best first."""
         return await call_on_vault(
@@ -115,6 +122,7 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
                 half_life_days=half_life_days,
                 mode=mode,
                 where=where,
+                rerank=rerank,
             ),
         )
 
