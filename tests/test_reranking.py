@@ -447,3 +447,20 @@ def test_vrom_eval_measures_a_reranker(tmp_path: Path) -> None:
     recalled = json.loads(as_memories.stdout)
     assert recalled["target"] == "memories" and recalled["reranker"] == "onnx:m"
     assert recalled["results"][0]["mrr"] == 1.0
+
+
+def test_a_context_is_built_from_the_reranked_hits(documents: Collection, tmp_path: Path) -> None:
+    _reranking(documents, OnnxReranker.from_dir(_cross_encoder(tmp_path / "m", {"coffee": 5.0})))
+    plain = documents.context("router reset password", max_tokens=200, k=5, mode="hybrid")
+    reranked = documents.context(
+        "router reset password", max_tokens=200, k=5, mode="hybrid", rerank=True
+    )
+    assert plain.sources[0].id != "coffee" and reranked.sources[0].id == "coffee"
+
+
+def test_a_reranked_context_keeps_hits_whatever_their_logits(documents: Collection) -> None:
+    # logits have no scale: a relative cut-off (a share of the best score) would keep only
+    # the hits above it, here none but the best
+    _reranking(documents, _Broken([2.0, -5.0, -6.0, -7.0, -8.0]))
+    context = documents.context("router", max_tokens=2000, k=5, mode="vector", rerank=True)
+    assert len(context.sources) == 5

@@ -288,7 +288,8 @@ def format_context(
     """Return LLM-ready text from hits (their ``context_text`` when expanded) within a budget.
 
     Hits scoring under ``relative_cutoff`` times the best are left out (`RELATIVE_CUTOFF`;
-    None keeps all). Text is never repeated: hits of one note whose texts overlap (neighbouring
+    None keeps all; so are reranked hits: a cross-encoder's logits have no scale a share of
+    the best means anything on). Text is never repeated: hits of one note whose texts overlap (neighbouring
     chunks, overlapping expanded windows) become one passage, and a text another passage holds
     adds nothing, nor does a line an earlier passage gave (templates' boilerplate: see
     `without_repeated_lines`). Passages are numbered ``[1]``, ``[2]`` … best first; each that fits in
@@ -299,6 +300,8 @@ def format_context(
     the result is never empty while there are hits and the budget allows a few words.
     ``sources`` holds each passage's best hit. The engine is `choose_passages`.
     """
+    if any(hit.score_kind == "reranker" for hit in hits):
+        relative_cutoff = None
     kept = [hits[i] for i in above_cutoff([hit.score for hit in hits], relative_cutoff)]
 
     def rendered(chosen: Sequence[Passage], bodies: Sequence[str]) -> str:
