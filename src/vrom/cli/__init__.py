@@ -28,6 +28,7 @@ from vrom.cli.formats import add_format_command
 from vrom.cli.global_options import add_global_options, global_option_problem
 from vrom.cli.mcp import add_mcp_command
 from vrom.cli.memory import add_memory_command
+from vrom.cli.models import add_models_command
 from vrom.cli.output import styler
 from vrom.cli.packs import add_pack_commands
 from vrom.cli.setup import add_setup_commands
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sync_command(commands)
     add_mcp_command(commands)
     add_eval_command(commands)
+    add_models_command(commands)
     add_memory_command(commands, open_vault)
     add_pack_commands(commands)
     add_setup_commands(commands)
