@@ -1,13 +1,13 @@
 """The reranking stage of a search: its first candidates reordered by a cross-encoder.
 
 A search asked with ``rerank`` ranks ``max(k, N)`` hits as it would without it (``N`` = 30 for
-``rerank=True``), in its mode and with its filter, then `reranked` scores the first N hits'
-passages (each hit's title and its chunk) against the query with the facade's
-`vrom.embed.Reranker` and puts them in the reranker's order, the hits after them (when ``k``
-is over N) following as they were; the first ``k`` are kept. Each kept hit's ``score`` is the reranker's
-(``score_kind`` ``reranker``); ``scores`` keeps the parts the search gave it, with ``reranker``
-and ``before_rerank`` (the score it had). Equal reranker scores keep the search's order. The
-stage is the same for every mode and face; its wall time is the report's ``rerank_ms``.
+``rerank=True``), in its mode and with its filter. `reranked` then scores the first N hits'
+passages (each hit's title, then its chunk) against the query with the facade's
+`vrom.embed.Reranker` and puts them in the reranker's order, equal scores keeping the search's;
+the hits after them (when ``k`` is over N) follow as they were, and the first ``k`` are kept.
+Each reranked hit's ``score`` is the reranker's (``score_kind`` ``reranker``); its ``scores``
+keep the parts the search gave it, with ``reranker`` and ``before_rerank`` (the score it had).
+The stage is the same for every mode and face; its wall time is the report's ``rerank_ms``.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def reranked_memories(
     """Return recalled memories as `reranked` returns hits: the first ``k`` once the first N
     are in the reranker's order, each reranked one's ``score`` the reranker's (its passage:
     the memory's title, then its content)."""
-    passages = [f"{hit.memory.title}\n{hit.memory.content}" for hit in hits]
+    passages = [_titled(hit.memory.title, hit.memory.content) for hit in hits]
     order, scores = reordered(reranker, query, passages, k, rerank)
     return [
         hits[i]
@@ -125,5 +125,8 @@ def reordered(
 
 def _passage(hit: Hit) -> str:
     """Return what the reranker reads of a hit: its title, then its chunk's text."""
-    chunk = hit.text if hit.chunk_text is None else hit.chunk_text
-    return f"{hit.title}\n{chunk}" if hit.title else chunk
+    return _titled(hit.title, hit.text if hit.chunk_text is None else hit.chunk_text)
+
+
+def _titled(title: str, text: str) -> str:
+    return f"{title}\n{text}" if title else text
