@@ -392,6 +392,11 @@ def test_vault_search_over_mcp_reranks_with_the_servers_reranker(
             assert not recalled.is_error, recalled.content[0].text
             best = recalled.structured_content["results"][0]
             assert best["memory"]["title"] == "Leave" and best["score_kind"] == "reranker"
+            asked_context = {"query": "reset router", "rerank": True}
+            context = await client.call_tool("vault_context", asked_context)
+            assert not context.is_error, context.content[0].text
+            sources = context.structured_content["sources"]
+            assert sources[0]["path"] == "password.md"
         async with Client(served(), mode="legacy") as client:
             refused = await client.call_tool("vault_search", {**query, "rerank": True})
             assert refused.is_error and "none is configured" in refused.content[0].text

@@ -19,7 +19,7 @@ from vrom.server.declared import (
     where_argument,
 )
 from vrom.server.state import ServerState
-from vrom.server.tools import call_on_vault
+from vrom.server.tools import Rerank, call_on_vault
 
 
 def register_memory_tools(server: MCPServer, state: ServerState) -> None:
@@ -99,13 +99,7 @@ def register_memory_tools(server: MCPServer, state: ServerState) -> None:
                 '{"type": {"$in": ["decision", "fact"]}, "created": {"$gte": "2026-01-01"}}',
             ),
         ] = None,
-        rerank: Annotated[
-            bool,
-            Field(
-                description="Reorder the first 30 memories with the server's cross-encoder "
-                "(vrom mcp --reranker); an error when it has none"
-            ),
-        ] = False,
+        rerank: Rerank = False,
     ) -> RecallReply:
         """Recall memories by meaning and keywords, best first."""
         return await call_on_vault(

@@ -85,7 +85,15 @@ TagsHeld = Annotated[
     list[str] | None,
     Field(description="Only notes holding every one of these tags (nested tags match)"),
 ]
-"""The search arguments `vault_search` and `vault_context` share."""
+Rerank = Annotated[
+    bool,
+    Field(
+        description="Reorder the first 30 hits with the server's cross-encoder "
+        "(vrom mcp --reranker); an error when it has none"
+    ),
+]
+"""The search arguments `vault_search` and `vault_context` share (`vault_recall` too:
+``rerank``)."""
 
 
 Progress = tuple[float, float | None, str]
@@ -199,13 +207,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         offset: Annotated[
             int, Field(ge=0, le=MAX_OFFSET, description="Skip this many hits: the next page")
         ] = 0,
-        rerank: Annotated[
-            bool,
-            Field(
-                description="Reorder the first 30 hits with the server's cross-encoder "
-                "(vrom mcp --reranker); an error when it has none"
-            ),
-        ] = False,
+        rerank: Rerank = False,
     ) -> SearchReply:
         """Search the notes by meaning and keywords; each hit cites path, heading, chunk, hash.
 
@@ -247,11 +249,13 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
         where: NoteFilter = None,
         path: PathPrefix = None,
         tags: TagsHeld = None,
+        rerank: Rerank = False,
     ) -> ContextReply:
         """Return the best passages for a question within a token budget, each with its source.
 
-        The passages come from the hits vault_search would give for the same query, mode and
-        filters (where, path, tags); a mode by meaning that cannot run falls back to keyword."""
+        The passages come from the hits vault_search would give for the same query, mode,
+        filters (where, path, tags) and rerank; a mode by meaning that cannot run falls back to
+        keyword."""
         return await call_on_vault(
             state,
             ctx,
@@ -264,6 +268,7 @@ def register_vault_tools(server: MCPServer, state: ServerState) -> None:
                 path=path,
                 tags=tags,
                 fallback=True,
+                rerank=rerank,
             ),
         )
 
