@@ -343,6 +343,7 @@ def test_the_cli_reranks_with_the_reranker_it_is_given(write_vault, tmp_path: Pa
     assert [hit["path"] for hit in report["results"]] == ["password.md", "router.md"]
     assert report["reranker"] == "onnx:m" and report["rerank_ms"] >= 0
     assert report["results"][0]["score_kind"] == "reranker"
+    assert "reranked by onnx:m in " in found.stderr
     plain = json.loads(run_vrom(state, *search).stdout)
     assert plain["results"][0]["path"] == "router.md" and plain["reranker"] is None
     for flags, said in (

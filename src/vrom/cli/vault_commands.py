@@ -190,6 +190,8 @@ def _search_vault(args: argparse.Namespace, out: TextIO) -> int:
             f"{note} only {vector_coverage(report.vectors, report.chunks)} chunks have vectors"
             " so far: the rest are found by keyword only\n"
         )
+    if report.reranker is not None:
+        sys.stderr.write(f"{note} reranked by {report.reranker} in {report.rerank_ms:.1f} ms\n")
     if args.json:  # the report MCP's vault_search sends: hits, mode, fallback, coverage
         print_json(report, out, used)
     else:
