@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pack_server import PackServer, pack_server_fixture  # noqa: F401 (the pack_server fixture)
 
-from vrom import Embedder, Pack, SearchReport
+from vrom import Embedder, Pack, SearchReport, ValidationError
 from vrom.agent_memory import AgentMemory
 from vrom.pack_builder import build_pack, publish_pack
 from vrom.packs.cache import VromCache
@@ -68,3 +68,13 @@ def test_agent_memory_format_context_is_the_one_engine_s_pack_rendering(
     assert text == pack_context(results, True, 300)
     assert text.startswith("#") and "[Source: " in text and len(text) <= 300 * 4
     assert "[Source: " not in memory.format_context(results, include_sources=False)
+
+
+def test_a_pack_says_it_cannot_rerank_yet(
+    memory: AgentMemory, registry: str, tmp_path: Path
+) -> None:
+    cached = VromCache(registry, tmp_path / "cache").load_index("handbook")
+    with Pack.open(cached, Embedder.fake(64)) as pack:
+        with pytest.raises(ValidationError, match="cannot rerank yet"):
+            pack.search(QUERY, 5, rerank=True)
+        assert pack.search(QUERY, 5, rerank=False) == pack.search(QUERY, 5)

@@ -15,7 +15,7 @@ from typing import Any
 
 from vrom.corpus import Corpus
 from vrom.embed import Embedder, EmbedderBinding
-from vrom.errors import PackError, StorageError
+from vrom.errors import PackError, StorageError, ValidationError
 from vrom.index.hnsw import HnswIndex
 from vrom.packs.cache import CachedPack
 from vrom.queryable import Queryable
@@ -84,6 +84,8 @@ class Pack(Queryable):
         ef_search: int | None = None,
         rerank: bool | int = False,
     ) -> SearchReport:
+        if rerank is not False and self.corpus.reranking.reranker is None:
+            raise ValidationError("a pack's search cannot rerank yet: no pack takes a reranker")
         notes = parse_where(where)
         self.cached.wait_until_hashed()  # with trusted keys: no text of a changed file
         return self.corpus.search_report(
