@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from vrom.embed.rerank import Reranker
 from vrom.results import Hit
 from vrom.search.excerpt import excerpt
+from vrom.search.reranking import reordered, titled
 from vrom.store import MemoryRecord
 
 __all__ = ["Memory", "MemoryHit", "MemoryStats", "memory_as_hit", "memory_hit", "memory_of"]
@@ -141,3 +143,24 @@ def memory_as_hit(found: MemoryHit, words: list[str]) -> Hit:
         },
         score_kind=found.score_kind,
     )
+
+
+def reranked_memories(
+    hits: Sequence[MemoryHit], reranker: Reranker | None, query: str, k: int, rerank: bool | int
+) -> list[MemoryHit]:
+    """Return recalled memories as `reranked` returns hits: the first ``k`` once the first N
+    are in the reranker's order, each reranked one's ``score`` the reranker's (its passage:
+    the memory's title, then its content)."""
+    passages = [titled(hit.memory.title, hit.memory.content) for hit in hits]
+    order, scores = reordered(reranker, query, passages, k, rerank)
+    return [
+        hits[i]
+        if i >= len(scores)
+        else MemoryHit(
+            hits[i].memory,
+            scores[i],
+            {**hits[i].scores, "before_rerank": hits[i].score, "reranker": scores[i]},
+            "reranker",
+        )
+        for i in order
+    ]

@@ -31,6 +31,7 @@ from vrom._memory_results import (
     memory_as_hit,
     memory_hit,
     memory_of,
+    reranked_memories,
 )
 from vrom.corpus import Corpus
 from vrom.dates import parse_span
@@ -50,7 +51,7 @@ from vrom.queryable import Queryable
 from vrom.results import SearchReport
 from vrom.search.fusion import MAX_K
 from vrom.search.query import parse_query, query_words
-from vrom.search.reranking import rerank_depth, reranked, reranked_memories
+from vrom.search.reranking import rerank_depth, reranked
 from vrom.store import MEMORY_FIELDS, MEMORY_STATUSES, MemoryFilter, MemoryRecord, Store
 
 __all__ = [  # Memory, MemoryHit and MemoryStats live in vrom._memory_results; named here too

@@ -17,13 +17,12 @@ import math
 import time
 from collections.abc import Sequence
 
-from vrom._memory_results import MemoryHit
 from vrom.embed.rerank import Reranker
 from vrom.errors import ModelError, ValidationError, shown
 from vrom.results import Hit, SearchReport, changed_hit
 from vrom.search.vector import check_ef_search
 
-__all__ = ["RERANK_CANDIDATES", "reordered", "rerank_depth", "reranked", "reranked_memories"]
+__all__ = ["RERANK_CANDIDATES", "reordered", "rerank_depth", "reranked", "titled"]
 
 RERANK_CANDIDATES = 30
 """How many of a search's first hits ``rerank=True`` reorders."""
@@ -82,27 +81,6 @@ def reranked(
     return dataclasses.replace(report, results=kept, reranker=reranker.name, rerank_ms=ms)
 
 
-def reranked_memories(
-    hits: Sequence[MemoryHit], reranker: Reranker | None, query: str, k: int, rerank: bool | int
-) -> list[MemoryHit]:
-    """Return recalled memories as `reranked` returns hits: the first ``k`` once the first N
-    are in the reranker's order, each reranked one's ``score`` the reranker's (its passage:
-    the memory's title, then its content)."""
-    passages = [_titled(hit.memory.title, hit.memory.content) for hit in hits]
-    order, scores = reordered(reranker, query, passages, k, rerank)
-    return [
-        hits[i]
-        if i >= len(scores)
-        else MemoryHit(
-            hits[i].memory,
-            scores[i],
-            {**hits[i].scores, "before_rerank": hits[i].score, "reranker": scores[i]},
-            "reranker",
-        )
-        for i in order
-    ]
-
-
 def reordered(
     reranker: Reranker | None, query: str, passages: Sequence[str], k: int, rerank: bool | int
 ) -> tuple[list[int], list[float]]:
@@ -111,8 +89,8 @@ def reordered(
     ``reranker``'s order for ``query`` (equal scores keep theirs), the items after them
     following as they were; and the reranker's score of each of those N, by place.
 
-    What every face's stage is made of: `reranked` for hits, `reranked_memories` for
-    recalled memories."""
+    What every face's stage is made of: `reranked` for hits,
+    `vrom._memory_results.reranked_memories` for recalled memories."""
     if reranker is None:  # `rerank_depth` refuses the stage first
         raise ValidationError("rerank needs a reranker, and none is configured")
     candidates = min(len(passages), RERANK_CANDIDATES if rerank is True else int(rerank))
@@ -125,8 +103,9 @@ def reordered(
 
 def _passage(hit: Hit) -> str:
     """Return what the reranker reads of a hit: its title, then its chunk's text."""
-    return _titled(hit.title, hit.text if hit.chunk_text is None else hit.chunk_text)
+    return titled(hit.title, hit.text if hit.chunk_text is None else hit.chunk_text)
 
 
-def _titled(title: str, text: str) -> str:
+def titled(title: str, text: str) -> str:
+    """Return what a reranker reads of an item with ``title`` and ``text``."""
     return f"{title}\n{text}" if title else text
