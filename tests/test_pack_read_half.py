@@ -7,6 +7,7 @@ A real pack built from the example vault with the fake model, served over HTTP o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from pack_server import PackServer, pack_server_fixture  # noqa: F401 (the pack_
 
 from vrom import Embedder, Pack, SearchReport, ValidationError
 from vrom.agent_memory import AgentMemory
+from vrom.embed.rerank import FakeReranker
 from vrom.pack_builder import build_pack, publish_pack
 from vrom.packs.cache import VromCache
 from vrom.seed_views import pack_context, search_results
@@ -70,11 +72,35 @@ def test_agent_memory_format_context_is_the_one_engine_s_pack_rendering(
     assert "[Source: " not in memory.format_context(results, include_sources=False)
 
 
-def test_a_pack_says_it_cannot_rerank_yet(
+def test_a_pack_searched_with_rerank_needs_a_reranker(
     memory: AgentMemory, registry: str, tmp_path: Path
 ) -> None:
     cached = VromCache(registry, tmp_path / "cache").load_index("handbook")
     with Pack.open(cached, Embedder.fake(64)) as pack:
-        with pytest.raises(ValidationError, match="cannot rerank yet"):
+        with pytest.raises(ValidationError, match=r"none is configured: AgentMemory\(reranker="):
             pack.search(QUERY, 5, rerank=True)
         assert pack.search(QUERY, 5, rerank=False) == pack.search(QUERY, 5)
+    with pytest.raises(ValidationError, match="none is configured"):
+        memory.search(QUERY, top_k=3, rerank=True)
+
+
+def test_agent_memory_reranks_a_mounted_pack_with_its_reranker(
+    registry: str, tmp_path: Path
+) -> None:
+    reranker = FakeReranker()
+    with AgentMemory(registry_url=registry, cache_dir=tmp_path / "c", reranker=reranker) as memory:
+        memory.init()
+        memory.mount("handbook")
+        plain = memory.search("network switch vlan", top_k=5, mode="keyword")
+        results = memory.search("network switch vlan", top_k=5, mode="keyword", rerank=True)
+        scores = reranker.score(
+            "network switch vlan",
+            [f"{r.metadata['doc_title']}\n{r.metadata['text']}" for r in plain],
+        )
+        by_score = sorted(range(len(plain)), key=lambda i: -scores[i])  # stable: ties keep order
+        assert by_score != list(range(len(plain)))  # the reranker moves something
+        assert [r.id for r in results] == [plain[i].id for i in by_score]
+        for result in results:
+            assert result.metadata["score_kind"] == "reranker"
+            expected = 1.0 - 1.0 / (1.0 + math.exp(-result.metadata["score"]))
+            assert result.distance == pytest.approx(expected, abs=1e-6)

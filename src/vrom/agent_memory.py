@@ -25,6 +25,7 @@ from typing import Any
 
 from vrom._pack_models import ModelProgress, PackModels
 from vrom.embed import Embedder
+from vrom.embed.rerank import RerankerChoice, Reranking
 from vrom.errors import PackError, ValidationError
 from vrom.pack import Pack
 from vrom.packs.cache import PullProgress, StorageEstimate, VromCache
@@ -75,6 +76,7 @@ class AgentMemory(PackModels, Closing):
         trusted_keys: Sequence[str | PublicKey] | None = None,
         cache_quota: int | str | None = None,
         settings: Settings | None = None,
+        reranker: RerankerChoice = None,
     ) -> None:
         """``log_level``: None (the default) leaves logging as the application configured it;
         ``debug``, ``info``, ``warning`` (or ``warn``), ``error``, ``critical`` or ``silent``
@@ -91,7 +93,9 @@ class AgentMemory(PackModels, Closing):
         (``"unlimited"``: the disk is the limit). A pull evicts the least recently used packs
         (never the mounted one) to make room, and a pack that cannot fit is refused before it
         is downloaded. ``settings``: what the environment configures
-        (`vrom.settings.Settings`), resolved from it now when not given; the arguments beat it."""
+        (`vrom.settings.Settings`), resolved from it now when not given; the arguments beat it.
+        ``reranker`` (a `vrom.Reranker` or a spec, ``onnx:DIR``) is what ``search(...,
+        rerank=True)`` reorders a mounted pack's first hits with."""
         self._silent = False
         if log_level is not None:
             level = LOG_LEVELS.get(log_level.lower()) if isinstance(log_level, str) else None
@@ -110,6 +114,7 @@ class AgentMemory(PackModels, Closing):
         self._trusted_keys = load_trusted_keys(keys)
         self._cache_quota = cache_quota if cache_quota is not None else config.cache_quota
         parse_quota(self._cache_quota)  # a bad quota is refused here, not at the first pull
+        self._reranking = Reranking(reranker)  # closed by `destroy` if made from a spec
         self._extra_embedder = embedder
         self._cache: VromCache | None = None
         self._mounted: Pack | None = None
@@ -140,6 +145,7 @@ class AgentMemory(PackModels, Closing):
         """Unmount, release the model, and make this object unusable."""
         self.unmount()
         self._release_model()
+        self._reranking.close()
         self._cache = None
         self._destroyed = True
 
@@ -184,6 +190,7 @@ class AgentMemory(PackModels, Closing):
         if self._evict_on_unmount == entry.id:
             self._evict_on_unmount = None  # mounted again: its files are in use again
         mounted = Pack.open(pack, self._embedder_for(pack.manifest))
+        mounted.corpus.reranking = Reranking(self._reranking.reranker)  # ours, not the pack's
         self.unmount()
         self._mounted = mounted
         logger.info(
@@ -231,6 +238,7 @@ class AgentMemory(PackModels, Closing):
         ef_search: int | None = None,
         *,
         mode: str = "vector",
+        rerank: bool | int = False,
     ) -> list[SearchResult]:
         """Return the ``top_k`` best chunks for ``query``, best first.
 
@@ -240,7 +248,9 @@ class AgentMemory(PackModels, Closing):
         ``distance`` is ``1 - score / best score`` (0 for the best hit) and ``metadata`` carries
         ``score`` and its parts in ``scores``. ``expand_context`` joins each chunk with up to
         ``context_window`` neighbours on each side. ``ef_search`` (at least ``top_k``) widens
-        the graph search for this query.
+        the graph search for this query. ``rerank`` (True: the first 30; or a number) reorders
+        the first chunks with the ``reranker`` given at construction; a reranked result's
+        ``distance`` is 1 minus the sigmoid of the reranker's score, in (0, 1).
         """
         mounted = self._require_mounted()
         check_query(query)
@@ -260,6 +270,7 @@ class AgentMemory(PackModels, Closing):
             ef_search=ef_search,
             expand_context=expand_context and context_window > 0,
             context_window=context_window,
+            rerank=rerank,
         )
         return search_results(report, mode, mounted.manifest.source.get("url_base"))
 

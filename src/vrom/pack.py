@@ -85,7 +85,9 @@ class Pack(Queryable):
         rerank: bool | int = False,
     ) -> SearchReport:
         if rerank is not False and self.corpus.reranking.reranker is None:
-            raise ValidationError("a pack's search cannot rerank yet: no pack takes a reranker")
+            raise ValidationError(
+                "rerank needs a reranker, and none is configured: AgentMemory(reranker='onnx:DIR')"
+            )
         notes = parse_where(where)
         self.cached.wait_until_hashed()  # with trusted keys: no text of a changed file
         return self.corpus.search_report(

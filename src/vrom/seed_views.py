@@ -9,6 +9,7 @@ the facades call the read half, fetch what a view needs, and hand it over.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -50,7 +51,7 @@ def search_result(hit: Hit, mode: str, best: float, url_base: object = None) -> 
     """Return the seed's `SearchResult` view of a `Hit` from a pack.
 
     ``distance`` is the cosine distance in vector mode, else ``1 - score / best`` (``best``:
-    the first hit's score). ``url`` is the chunk's frontmatter ``url``, else ``url_base`` joined
+    the first hit's score); a reranked hit's is 1 minus the sigmoid of the reranker's logit. ``url`` is the chunk's frontmatter ``url``, else ``url_base`` joined
     with the note's path. An expanded hit's text is its context, ``metadata["text"]`` the chunk
     alone, and ``_context_chunks`` how many chunks were joined.
     """
@@ -74,10 +75,13 @@ def search_result(hit: Hit, mode: str, best: float, url_base: object = None) -> 
         "content_hash": hit.content_hash,
         "text": hit.text,
     }
-    if mode == "vector":
+    if hit.score_kind == "reranker":  # a logit: 1 - its sigmoid, the relevance it says
+        distance = 1.0 - 1.0 / (1.0 + math.exp(-max(min(hit.score, 700.0), -700.0)))
+    elif mode == "vector":
         distance = 1.0 - hit.score
     else:
         distance = 1.0 - hit.score / best if best > 0 else 1.0
+    if mode != "vector" or hit.score_kind == "reranker":
         metadata["score"] = hit.score
         metadata["scores"] = dict(hit.scores)
         metadata["score_kind"] = hit.score_kind
