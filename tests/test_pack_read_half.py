@@ -7,6 +7,7 @@ A real pack built from the example vault with the fake model, served over HTTP o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,3 +105,24 @@ def test_agent_memory_reranks_a_mounted_pack_with_its_reranker(
             assert result.metadata["score_kind"] == "reranker"
             expected = 1.0 - 1.0 / (1.0 + math.exp(-result.metadata["score"]))
             assert result.distance == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_reranked_pack_context_keeps_results_whatever_their_logits(
+    registry: str, tmp_path: Path
+) -> None:
+    # the fake reranker's scores are shares of the query's words: some under 0.4 of the best,
+    # which a relative cut-off would drop, as it would drop negative logits
+    with AgentMemory(
+        registry_url=registry, cache_dir=tmp_path / "c", reranker=FakeReranker()
+    ) as memory:
+        memory.init()
+        memory.mount("handbook")
+        results = memory.search("network switch vlan", top_k=5, mode="keyword", rerank=True)
+        scores = [r.metadata["score"] for r in results]
+        assert min(scores) < 0.4 * max(scores)  # else the test proves nothing
+        kept = memory.format_context(results)
+        assert kept == memory.format_context(results, relative_cutoff=None)
+        unkinded = [  # the same scores, not said to be a reranker's: the cut-off drops some
+            dataclasses.replace(r, metadata={**r.metadata, "score_kind": "bm25"}) for r in results
+        ]
+        assert len(memory.format_context(unkinded)) < len(kept)

@@ -51,8 +51,8 @@ def search_result(hit: Hit, mode: str, best: float, url_base: object = None) -> 
     """Return the seed's `SearchResult` view of a `Hit` from a pack.
 
     ``distance`` is the cosine distance in vector mode, else ``1 - score / best`` (``best``:
-    the first hit's score); a reranked hit's is 1 minus the sigmoid of the reranker's logit. ``url`` is the chunk's frontmatter ``url``, else ``url_base`` joined
-    with the note's path. An expanded hit's text is its context, ``metadata["text"]`` the chunk
+    the first hit's score); a reranked hit's is 1 minus the sigmoid of the reranker's logit.
+    ``url`` is the chunk's frontmatter ``url``, else ``url_base`` joined with the note's path. An expanded hit's text is its context, ``metadata["text"]`` the chunk
     alone, and ``_context_chunks`` how many chunks were joined.
     """
     fields = hit.metadata
@@ -111,7 +111,8 @@ def pack_context(
     (`vrom.search.context.choose_passages`, as `vrom.format_context` renders it for a vault).
 
     As for a vault: results far below the best are left out (``relative_cutoff`` of the best
-    similarity, or of the best score outside vector mode; None keeps all), overlapping texts
+    similarity, or of the best score outside vector mode; None, or reranked results, keep
+    all: `vrom.search.context.above_cutoff`), overlapping texts
     of one document (expanded neighbours) are joined once and a text or line already given is
     not repeated, and each block that fits is used (an expanded one too long is tried as its
     chunk alone), so the budget holds the most relevant distinct text.
@@ -119,7 +120,8 @@ def pack_context(
     if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
         raise ValidationError(f"max_tokens must be a positive integer, not {max_tokens!r}")
     similarity = [_similarity(result) for result in results]
-    kept = [results[i] for i in above_cutoff(similarity, relative_cutoff)]
+    kinds = [str(result.metadata.get("score_kind", "")) for result in results]
+    kept = [results[i] for i in above_cutoff(similarity, relative_cutoff, kinds)]
 
     def blocks(selection: list[Passage], bodies: list[str]) -> str:
         rendered = []

@@ -137,14 +137,18 @@ class Passage:
     members: list[int]
 
 
-def above_cutoff(scores: Sequence[float], cutoff: float | None = RELATIVE_CUTOFF) -> list[int]:
+def above_cutoff(
+    scores: Sequence[float], cutoff: float | None = RELATIVE_CUTOFF, kinds: Sequence[str] = ()
+) -> list[int]:
     """Return the indexes of the scores at or above ``cutoff`` times the best one.
 
-    All of them when ``cutoff`` is None or the best score is not positive (a relative cut-off
-    means nothing then).
+    All of them when ``cutoff`` is None, when the best score is not positive, or when one of
+    ``kinds`` (what each score is: `vrom.Hit.score_kind`) is ``reranker``: a relative cut-off
+    means nothing then (a cross-encoder's logits have no scale a share of the best means
+    anything on).
     """
     best = max(scores, default=0.0)
-    if cutoff is None or best <= 0:
+    if cutoff is None or best <= 0 or "reranker" in kinds:
         return list(range(len(scores)))
     return [i for i, score in enumerate(scores) if score >= cutoff * best]
 
@@ -288,9 +292,9 @@ def format_context(
     """Return LLM-ready text from hits (their ``context_text`` when expanded) within a budget.
 
     Hits scoring under ``relative_cutoff`` times the best are left out (`RELATIVE_CUTOFF`;
-    None keeps all; so are reranked hits: a cross-encoder's logits have no scale a share of
-    the best means anything on). Text is never repeated: hits of one note whose texts overlap (neighbouring
-    chunks, overlapping expanded windows) become one passage, and a text another passage holds
+    None, or reranked hits, keep all: `above_cutoff`). Text is never repeated: hits of one
+    note whose texts overlap (neighbouring chunks, overlapping expanded windows) become one
+    passage, and a text another passage holds
     adds nothing, nor does a line an earlier passage gave (templates' boilerplate: see
     `without_repeated_lines`). Passages are numbered ``[1]``, ``[2]`` … best first; each that fits in
     ``max_tokens`` is used, so a long passage that does not fit leaves room for shorter ones.
@@ -300,9 +304,8 @@ def format_context(
     the result is never empty while there are hits and the budget allows a few words.
     ``sources`` holds each passage's best hit. The engine is `choose_passages`.
     """
-    if any(hit.score_kind == "reranker" for hit in hits):
-        relative_cutoff = None
-    kept = [hits[i] for i in above_cutoff([hit.score for hit in hits], relative_cutoff)]
+    scores, kinds = [hit.score for hit in hits], [hit.score_kind for hit in hits]
+    kept = [hits[i] for i in above_cutoff(scores, relative_cutoff, kinds)]
 
     def rendered(chosen: Sequence[Passage], bodies: Sequence[str]) -> str:
         """Render the chosen passages with ``bodies``, their texts less repeated lines."""
