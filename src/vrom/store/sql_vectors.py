@@ -160,6 +160,10 @@ class SqlVectors:
             return VectorChanges(latest, tuple(row[0] for row in rows))
 
 
+_ANY_CHUNK_VECTOR = "SELECT EXISTS (SELECT 1 FROM vectors)"
+"""Whether the store holds a chunk vector: `has_any`, and `reused` before it looks any up."""
+
+
 class SqlChunkVectors(SqlVectors):
     """The chunks' vectors (`vrom.store.VectorStore`): one per chunk, gone with its chunk."""
 
@@ -210,7 +214,7 @@ class SqlChunkVectors(SqlVectors):
     def has_any(self) -> bool:
         """Return True when at least one chunk has a vector."""
         with self._sql.reading("reading vectors") as run:
-            return bool(run.scalar("SELECT EXISTS (SELECT 1 FROM vectors)"))
+            return bool(run.scalar(_ANY_CHUNK_VECTOR))
 
     def document_ids(self) -> list[tuple[int, int]]:
         """Return (chunk id, document id) for every chunk that has a vector, by chunk id."""
@@ -243,7 +247,7 @@ class SqlChunkVectors(SqlVectors):
         wanted = {h for _, h in new_chunks if h is not None}
         if not wanted:
             return []
-        if not own and not run.scalar("SELECT EXISTS (SELECT 1 FROM vectors)"):
+        if not own and not run.scalar(_ANY_CHUNK_VECTOR):
             return []  # a keyword-only store: one probe, not a lookup per thousand hashes
         found = {**self.found(run, [h for h in wanted if h not in own]), **own}
         return [(key, found[h], h) for key, h in new_chunks if h is not None and h in found]
