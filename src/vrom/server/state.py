@@ -69,7 +69,6 @@ class ServerState:
         the environment configures, resolved now when not given: every vault the server opens
         uses it. ``reranker``: what ``vault_search`` with ``rerank`` reorders with, loaded now
         (a bad spec stops the server before it serves)."""
-        self._reranking = Reranking(reranker)
         self._settings = Settings.from_environment() if settings is None else settings
         if vault_path is not None and not os.fspath(vault_path).strip():
             # Path("") is ".": an empty --vault must not quietly serve the current folder
@@ -89,6 +88,7 @@ class ServerState:
                     code="vault_required",
                 )
             self._explicit, self._why = named
+        self._reranking = Reranking(reranker)  # loaded once the vault to serve is known
         self._state_dir = state_dir
         self._embedder = embedder
         self._watch = watch
